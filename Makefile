@@ -1,0 +1,40 @@
+# The README's two commands: `make run` and `make test`. Both do their own
+# set-up on a fresh machine (npm packages, PostgreSQL 15, Apache Kafka jars).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+STAMP := node_modules/.install-stamp
+
+.PHONY: help install build test test-unit run bench bench-quick clean lint-sql
+
+help:
+	@echo "make run         start PostgreSQL + Kafka locally (unless DATABASE_URL / KAFKA_BROKERS are set) and the service"
+	@echo "make test        every test (unit + integration) against real PostgreSQL and Kafka"
+	@echo "make bench       full side-by-side benchmarks (results in bench/results/)"
+	@echo "make bench-quick the same benchmarks at small sizes"
+
+$(STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+build: install
+	npx tsc -p tsconfig.json
+
+test: build
+	scripts/with-deps.sh --kafka --profile test -- npx ava
+
+test-unit: build
+	npx ava 'dist/test/unit/**/*.test.js'
+
+run: build
+	scripts/with-deps.sh --kafka --profile run -- node dist/src/main.js
+
+bench: build
+	scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --full
+
+bench-quick: build
+	scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --quick
+
+clean:
+	rm -rf dist

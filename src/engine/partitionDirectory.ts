@@ -1,0 +1,66 @@
+import type { LogEngine, PartitionInfo } from './logEngine.js';
+
+interface Memo {
+  info: PartitionInfo;
+  fetchedAt: number;
+}
+
+/**
+ * Memo of (queue, partition) -> partition id and deduplication window, with a
+ * TTL (30 s by default). The TTL bounds how long a /configure window change
+ * can go unnoticed by the broker's layers 1 and 2 and by its cache; SQL always
+ * reads the current window itself, so a stale memo never changes a verdict.
+ * Every push result also carries the window SQL used, which refreshes the
+ * memo for free.
+ */
+export class PartitionDirectory {
+  private memo = new Map<string, Memo>();
+  private byId = new Map<number, Memo>();
+
+  constructor(
+    private readonly engine: LogEngine,
+    private readonly ttlMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  static key(queue: string, partition: string): string {
+    return `${queue}\x1f${partition}`;
+  }
+
+  async resolve(items: readonly { queue: string; partition: string }[]): Promise<Map<string, PartitionInfo>> {
+    const out = new Map<string, PartitionInfo>();
+    const missing = new Map<string, { queue: string; partition: string }>();
+    const t = this.now();
+    for (const it of items) {
+      const k = PartitionDirectory.key(it.queue, it.partition);
+      if (out.has(k) || missing.has(k)) continue;
+      const m = this.memo.get(k);
+      if (m && t - m.fetchedAt < this.ttlMs) out.set(k, m.info);
+      else missing.set(k, { queue: it.queue, partition: it.partition });
+    }
+    if (missing.size > 0) {
+      // Sorted so concurrent provisioners insert in one global order.
+      const pairs = [...missing.values()].sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
+      for (const info of await this.engine.provision(pairs)) {
+        const k = PartitionDirectory.key(info.queue, info.partition);
+        const memo = { info, fetchedAt: t };
+        this.memo.set(k, memo);
+        this.byId.set(info.partitionId, memo);
+        out.set(k, info);
+      }
+    }
+    return out;
+  }
+
+  /** A push answered with the window SQL used: keep the memo current. */
+  noteWindow(partitionId: number, windowSeconds: number): void {
+    const m = this.byId.get(partitionId);
+    if (m && m.info.windowSeconds !== windowSeconds) m.info = { ...m.info, windowSeconds };
+  }
+
+  /** Forget everything (tests; a window change announced out of band). */
+  clear(): void {
+    this.memo.clear();
+    this.byId.clear();
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * One error hierarchy for the whole service.
+ *
+ * Every error the service raises on purpose is a QueenError. `retriable` says
+ * whether repeating the same operation later can succeed (a restarting
+ * database, a lost connection) — the ingress retries those and never commits
+ * past them; everything else is a verdict about the input and is answered
+ * (HTTP 4xx, dead-letter) instead of retried. `cause` keeps the original.
+ */
+export class QueenError extends Error {
+  readonly retriable: boolean;
+  override readonly cause?: unknown;
+
+  constructor(message: string, options: { retriable?: boolean; cause?: unknown } = {}) {
+    super(message);
+    this.name = new.target.name;
+    this.retriable = options.retriable ?? false;
+    this.cause = options.cause;
+  }
+}
+
+/** A value from the environment failed validation; start-up stops. */
+export class ConfigError extends QueenError {}
+
+/** The input itself is wrong (HTTP 400, dead-letter); repeating it cannot help. */
+export class ValidationError extends QueenError {
+  constructor(
+    message: string,
+    readonly field?: string,
+  ) {
+    super(message, { retriable: false });
+  }
+}
+
+/** The body or an item exceeds a configured size limit (HTTP 413 for bodies). */
+export class PayloadTooLargeError extends ValidationError {}
+
+/** Missing or wrong credentials (HTTP 401). */
+export class AuthError extends QueenError {}
+
+/** A named thing does not exist (HTTP 404). */
+export class NotFoundError extends QueenError {}
+
+/** PostgreSQL answered with an error; classified by SQLSTATE (see engine/sqlstate.ts). */
+export class DatabaseError extends QueenError {
+  constructor(
+    message: string,
+    readonly sqlstate: string | undefined,
+    options: { retriable: boolean; cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A component was used outside its running state (see util/lifecycle.ts). */
+export class LifecycleError extends QueenError {}
+
+export function isRetriable(err: unknown): boolean {
+  return err instanceof QueenError && err.retriable;
+}

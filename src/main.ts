@@ -1,0 +1,61 @@
+import { loadConfig, redactUrl } from './config.js';
+import { ConfigError } from './errors.js';
+import { createLogger } from './telemetry/logger.js';
+import { Service } from './service.js';
+
+/**
+ * Process entry point: configuration, the service, and signal handling.
+ * SIGINT/SIGTERM stop fetching, finish or abandon in-flight work, commit what
+ * is verified, and exit within QUEEN_SHUTDOWN_TIMEOUT_MS.
+ */
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  if (!config.databaseUrl) {
+    log.fatal('DATABASE_URL is not set (make run starts a local PostgreSQL and sets it)');
+    process.exit(2);
+  }
+  log.info({ database: redactUrl(config.databaseUrl), kafka: config.kafkaBrokers }, 'starting');
+  const service = new Service(config, log);
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const timer = setTimeout(() => {
+      log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    timer.unref();
+    service.stop().then(
+      () => {
+        log.info('stopped');
+        process.exit(0);
+      },
+      (err) => {
+        log.error({ err }, 'error during shutdown');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  try {
+    await service.start();
+  } catch (err) {
+    log.fatal({ err }, 'start-up failed');
+    await service.stop().catch(() => undefined);
+    process.exit(1);
+  }
+}
+
+void main();

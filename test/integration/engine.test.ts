@@ -1,0 +1,312 @@
+import anyTest, { type TestFn } from 'ava';
+import pg from 'pg';
+import { LogEngine } from '../../src/engine/logEngine.js';
+import { LogWriter, type PushItem } from '../../src/engine/writer.js';
+import { migrate } from '../../src/engine/migrate.js';
+import { unpackSegment } from '../../src/engine/frames.js';
+import { hashTransactionId } from '../../src/util/txnHash.js';
+import { NIL_UUID, uuidToString } from '../../src/util/uuidv7.js';
+import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { teardownAndCheckLeaks } from '../helpers/leaks.js';
+
+interface Ctx {
+  db: TestDatabase;
+  engine: LogEngine;
+  writer: LogWriter;
+  metrics: MetricsRegistry;
+  sql: pg.Pool;
+}
+const test = anyTest as TestFn<Ctx>;
+
+test.before(async (t) => {
+  const db = await createTestDatabase('engine');
+  const metrics = new MetricsRegistry();
+  const engine = new LogEngine({ connectionString: db.url, poolSize: 12, metrics });
+  await engine.start();
+  const sql = new pg.Pool({ connectionString: db.url, max: 2 });
+  t.context = { db, engine, metrics, sql, writer: new LogWriter(engine, { maxPayloadBytes: 1024 * 1024, metadataTtlMs: 0 }) };
+});
+
+teardownAndCheckLeaks(test, async (t) => {
+  await t.context.engine?.stop();
+  await t.context.sql?.end();
+  await t.context.db?.drop();
+});
+
+const json = (v: unknown) => Buffer.from(JSON.stringify(v));
+const item = (queue: string, partition: string, transactionId: string | undefined, data: unknown = {}): PushItem => ({ queue, partition, transactionId, payload: json(data) });
+
+async function counts(t: { context: Ctx }, queue: string, partition: string) {
+  const r = await t.context.sql.query(
+    `SELECT lp.last_offset,
+            (SELECT count(*) FROM queen.log_segments s WHERE s.partition_id = lp.id) AS segments,
+            (SELECT count(*) FROM queen.log_txns x WHERE x.partition_id = lp.id) AS txns
+     FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
+     WHERE q.name = $1 AND lp.name = $2`,
+    [queue, partition],
+  );
+  const row = r.rows[0];
+  return { lastOffset: Number(row.last_offset), segments: Number(row.segments), txns: Number(row.txns) };
+}
+
+async function setWindow(t: { context: Ctx }, queue: string, seconds: number) {
+  await t.context.sql.query('UPDATE queen.queues SET dedup_window_seconds = $2 WHERE name = $1', [queue, seconds]);
+}
+
+test('the seed example: a retry answers duplicate with the first id and writes nothing', async (t) => {
+  const { writer } = t.context;
+  const push = () => writer.push([item('payments', 'customer-42', 'order-9137-paid', { orderId: 9137, amount: 99.5 })]);
+  const [first] = await push();
+  t.is(first!.status, 'queued');
+  t.regex(first!.id!, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  const before = await counts(t, 'payments', 'customer-42');
+  const [retry] = await push();
+  t.is(retry!.status, 'duplicate');
+  t.is(retry!.id, first!.id);
+  t.is(retry!.offset, first!.offset);
+  t.deepEqual(await counts(t, 'payments', 'customer-42'), before);
+  t.deepEqual(before, { lastOffset: 0, segments: 1, txns: 1 });
+});
+
+test('deduplication is on by default with a 3600 s window', async (t) => {
+  await t.context.writer.push([item('defaults-q', 'p', 'x')]);
+  const r = await t.context.sql.query('SELECT dedup_window_seconds FROM queen.queues WHERE name = $1', ['defaults-q']);
+  t.is(r.rows[0].dedup_window_seconds, 3600);
+});
+
+test('the stored frame holds the id, transactionId, trace context and payload', async (t) => {
+  const [r] = await t.context.writer.push([{ queue: 'frames', partition: 'p', transactionId: 'tx-frame', payload: json({ a: 1 }), traceContext: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }]);
+  const seg = await t.context.sql.query('SELECT s.blob, x.hashes FROM queen.log_segments s JOIN queen.log_txns x USING (partition_id, base_offset) JOIN queen.log_partitions lp ON lp.id = s.partition_id WHERE lp.name = $1 AND lp.queue_id = (SELECT id FROM queen.queues WHERE name = $2)', ['p', 'frames']);
+  const [frame] = unpackSegment(seg.rows[0].blob);
+  t.is(uuidToString(frame!.id), r!.id!);
+  t.is(frame!.transactionId, 'tx-frame');
+  t.is(frame!.traceContext, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+  t.deepEqual(JSON.parse(frame!.payload.toString()), { a: 1 });
+  t.deepEqual(seg.rows[0].hashes, hashTransactionId('tx-frame'));
+});
+
+test('window 0 skips the probe but still writes log_txns', async (t) => {
+  const { writer } = t.context;
+  await writer.push([item('nodedup', 'p', 'seed')]);
+  await setWindow(t, 'nodedup', 0);
+  const a = await writer.push([item('nodedup', 'p', 'same')]);
+  const b = await writer.push([item('nodedup', 'p', 'same')]);
+  t.is(a[0]!.status, 'queued');
+  t.is(b[0]!.status, 'queued');
+  t.not(a[0]!.id, b[0]!.id);
+  t.deepEqual(await counts(t, 'nodedup', 'p'), { lastOffset: 2, segments: 3, txns: 3 });
+});
+
+test('a retry older than the window is accepted as new', async (t) => {
+  const { writer, sql } = t.context;
+  const [first] = await writer.push([item('aging', 'p', 'old-order')]);
+  await setWindow(t, 'aging', 60);
+  // Age the stored row past the window instead of waiting for it.
+  await sql.query(`UPDATE queen.log_txns SET created_at = created_at - interval '61 seconds' WHERE partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'aging')`);
+  const [again] = await writer.push([item('aging', 'p', 'old-order')]);
+  t.is(again!.status, 'queued');
+  t.not(again!.id, first!.id);
+  // Within the window it is a duplicate again (of the newer copy).
+  const [third] = await writer.push([item('aging', 'p', 'old-order')]);
+  t.is(third!.status, 'duplicate');
+  t.is(third!.id, again!.id);
+});
+
+test('rows below txns_start (purged) are not compared', async (t) => {
+  const { writer, sql } = t.context;
+  await writer.push([item('purged', 'p', 'a'), item('purged', 'p', 'b')]);
+  await sql.query(`UPDATE queen.log_partitions SET txns_start = 2 WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'purged')`);
+  const [a] = await writer.push([item('purged', 'p', 'a')]);
+  t.is(a!.status, 'queued');
+  t.is(a!.offset, 2);
+});
+
+test('MIN: a hash stored twice answers the original (earliest) id', async (t) => {
+  const { writer } = t.context;
+  await writer.push([item('minq', 'p', 'filler')]);
+  await setWindow(t, 'minq', 0);
+  const [one] = await writer.push([item('minq', 'p', 'twice')]);
+  const [two] = await writer.push([item('minq', 'p', 'twice')]);
+  t.is(two!.status, 'queued');
+  await setWindow(t, 'minq', 3600);
+  const [dup] = await writer.push([item('minq', 'p', 'twice')]);
+  t.is(dup!.status, 'duplicate');
+  t.is(dup!.id, one!.id);
+  t.is(dup!.offset, one!.offset);
+});
+
+test('bundle isolation: a duplicate in one partition does not roll back another partition', async (t) => {
+  const { writer } = t.context;
+  const [orig] = await writer.push([item('bundle', 'a', 'dup-me')]);
+  const res = await writer.push([item('bundle', 'a', 'dup-me'), item('bundle', 'b', 'fresh-1'), item('bundle', 'b', 'fresh-2')]);
+  t.deepEqual(res.map((r) => r.status), ['duplicate', 'queued', 'queued']);
+  t.is(res[0]!.id, orig!.id);
+  t.deepEqual(await counts(t, 'bundle', 'b'), { lastOffset: 1, segments: 1, txns: 1 });
+  t.deepEqual(await counts(t, 'bundle', 'a'), { lastOffset: 0, segments: 1, txns: 1 });
+});
+
+test('re-submission: new frames of a segment that had a duplicate are written as their own segment', async (t) => {
+  const { writer } = t.context;
+  const [orig] = await writer.push([item('resub', 'p', 'old')]);
+  const res = await writer.push([item('resub', 'p', 'new-1'), item('resub', 'p', 'old'), item('resub', 'p', 'new-2')]);
+  t.deepEqual(res.map((r) => r.status), ['queued', 'duplicate', 'queued']);
+  t.is(res[1]!.id, orig!.id);
+  t.deepEqual([res[0]!.offset, res[2]!.offset], [1, 2]);
+  t.deepEqual(await counts(t, 'resub', 'p'), { lastOffset: 2, segments: 2, txns: 2 });
+});
+
+test('followers in one request inherit the leader, also when the leader is a stored duplicate', async (t) => {
+  const { writer } = t.context;
+  const [orig] = await writer.push([item('follow', 'p', 'stored')]);
+  const res = await writer.push([item('follow', 'p', 'n'), item('follow', 'p', 'n'), item('follow', 'p', 'stored'), item('follow', 'p', 'stored'), item('follow', 'q', 'n')]);
+  t.deepEqual(res.map((r) => r.status), ['queued', 'duplicate', 'duplicate', 'duplicate', 'queued']);
+  t.is(res[1]!.id, res[0]!.id);
+  t.is(res[2]!.id, orig!.id);
+  t.is(res[3]!.id, orig!.id);
+  t.not(res[4]!.id, res[0]!.id, 'same transactionId in another partition is not a duplicate');
+  t.deepEqual(await counts(t, 'follow', 'p'), { lastOffset: 1, segments: 2, txns: 2 });
+});
+
+test('a missing transactionId is minted, so such items are never duplicates', async (t) => {
+  const res = await t.context.writer.push([item('mint', 'p', undefined, 1), item('mint', 'p', undefined, 1)]);
+  t.deepEqual(res.map((r) => r.status), ['queued', 'queued']);
+  t.truthy(res[0]!.transactionId);
+  t.not(res[0]!.transactionId, res[1]!.transactionId);
+});
+
+test('bad items fail alone; the valid items of the same call are written', async (t) => {
+  const writer = new LogWriter(t.context.engine, { maxPayloadBytes: 64, metadataTtlMs: 0 });
+  const res = await writer.push([
+    item('', 'p', 'a'),
+    item('ok-q', 'p', 'good-1'),
+    item('bad queue!', 'p', 'b'),
+    item('ok-q', '', 'c'),
+    item('ok-q', 'x'.repeat(300), 'd'),
+    item('ok-q', 'p', 'y'.repeat(600)),
+    item('ok-q', 'p', ''),
+    { queue: 'ok-q', partition: 'p', transactionId: 'big', payload: Buffer.alloc(65) },
+    { queue: 'ok-q', partition: 'p', transactionId: 'nobytes', payload: 'text' as unknown as Buffer },
+    item('ok-q', 'p\u0001', 'ctl'),
+    item('ok-q', 'p', 'good-2'),
+  ]);
+  t.deepEqual(res.map((r) => r.status), ['failed', 'queued', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'queued']);
+  for (const r of res.filter((x) => x.status === 'failed')) t.truthy(r.error, 'every failure has a reason');
+  t.regex(res[7]!.error!, /over the limit of 64/);
+  t.deepEqual(await counts(t, 'ok-q', 'p'), { lastOffset: 1, segments: 1, txns: 1 });
+});
+
+test('a duplicate whose original segment was removed by retention answers the all-zero id', async (t) => {
+  const { writer, sql } = t.context;
+  await writer.push([item('retained', 'p', 'gone')]);
+  await sql.query(`DELETE FROM queen.log_segments WHERE partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'retained')`);
+  const [dup] = await writer.push([item('retained', 'p', 'gone')]);
+  t.is(dup!.status, 'duplicate');
+  t.is(dup!.id, NIL_UUID);
+});
+
+test('p_verified: a correct watermark skips the probe, a partial one narrows it, -1 is exact; verdicts never change', async (t) => {
+  // Its own engine and registry: counters shared with concurrently running tests would race.
+  const metrics = new MetricsRegistry();
+  const engine = new LogEngine({ pool: t.context.engine.pool, metrics });
+  await engine.start();
+  t.teardown(() => engine.stop());
+  const { writer } = t.context;
+  const first = await writer.push(Array.from({ length: 10 }, (_, i) => item('vouch', 'p', `v-${i}`)));
+  const pid = (await engine.provision([{ queue: 'vouch', partition: 'p' }]))[0]!.partitionId;
+  const seg = (txns: string[], verified: number) => {
+    const hashes = Buffer.concat(txns.map((x) => hashTransactionId(x)));
+    return { partitionId: pid, verified, count: txns.length, hashes, blob: Buffer.from([1, 0, 0, 0, 0]) };
+  };
+  // Watermark at last_offset: the probe does not run at all.
+  const runBefore = metrics.counter('queen_probe_run_total', '').get();
+  const [skip] = await engine.pushSegments([seg(['fresh-a'], 9)]);
+  t.false(skip!.probed);
+  t.is(skip!.assignedBase, 10);
+  t.is(metrics.counter('queen_probe_run_total', '').get(), runBefore);
+  // A watermark of 5 narrows the probe to (5, 10]: a duplicate at offset 7 is found.
+  const [narrow] = await engine.pushSegments([seg(['v-7'], 5)]);
+  t.true(narrow!.probed);
+  t.deepEqual(narrow!.duplicates.map((d) => [d.offset, d.id]), [[7, first[7]!.id]]);
+  // -1 always finds it.
+  const [full] = await engine.pushSegments([seg(['v-2'], -1)]);
+  t.deepEqual(full!.duplicates.map((d) => [d.offset, d.id]), [[2, first[2]!.id]]);
+  // A watermark above the allocator cannot be trusted and is treated as -1.
+  const [bogus] = await engine.pushSegments([seg(['v-3'], 1_000_000)]);
+  t.true(bogus!.probed);
+  t.deepEqual(bogus!.duplicates.map((d) => d.offset), [3]);
+});
+
+test('concurrency: 8 connections pushing overlapping transactionIds store each exactly once', async (t) => {
+  const { engine } = t.context;
+  const writers = Array.from({ length: 8 }, () => new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0 }));
+  const parts = ['c0', 'c1', 'c2', 'c3'];
+  const txns = Array.from({ length: 60 }, (_, i) => `tx-${i}`);
+  const results = await Promise.all(
+    writers.map(async (w, wi) => {
+      const out = [];
+      for (let round = 0; round < 6; round++) {
+        // Each writer pushes a rotating, shuffled bundle over overlapping partitions.
+        const items = txns
+          .filter((_, i) => (i + wi + round) % 3 !== 0)
+          .map((x, i) => item('conc', parts[(i + wi) % parts.length]!, x))
+          .sort(() => Math.random() - 0.5);
+        out.push(...(await w.push(items)));
+      }
+      return out;
+    }),
+  );
+  const all = results.flat();
+  const byKey = new Map<string, Set<string>>();
+  const queuedPerKey = new Map<string, number>();
+  for (const r of all) {
+    const k = `${r.partition}/${r.transactionId}`;
+    t.not(r.status, 'failed');
+    if (!byKey.has(k)) byKey.set(k, new Set());
+    byKey.get(k)!.add(r.id!);
+    if (r.status === 'queued') queuedPerKey.set(k, (queuedPerKey.get(k) ?? 0) + 1);
+  }
+  for (const [k, ids] of byKey) {
+    t.is(ids.size, 1, `every answer for ${k} carries the same id`);
+    t.is(queuedPerKey.get(k), 1, `${k} was queued exactly once`);
+  }
+  const stored = await t.context.sql.query(
+    `SELECT count(*)::int AS n, sum(end_offset - base_offset + 1)::int AS frames FROM queen.log_txns WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'conc')`,
+  );
+  t.is(stored.rows[0].frames, byKey.size);
+});
+
+test('random bundle orders over overlapping partition sets never deadlock', async (t) => {
+  const { engine } = t.context;
+  const parts = Array.from({ length: 12 }, (_, i) => `d${i}`);
+  const w = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0 });
+  await w.push(parts.map((p) => item('dl', p, 'init')));
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: 10 }, async (_, wi) => {
+      for (let round = 0; round < 15; round++) {
+        const chosen = parts.filter(() => Math.random() < 0.6).sort(() => Math.random() - 0.5);
+        const res = await w.push(chosen.map((p) => item('dl', p, `w${wi}-r${round}`)));
+        n += res.filter((r) => r.status === 'queued').length;
+      }
+    }),
+  );
+  t.true(n > 0);
+});
+
+test('migration runner: concurrent runners on an empty database apply once; a second run is a no-op', async (t) => {
+  const empty = await createTestDatabase('migrate', { empty: true });
+  const pools = Array.from({ length: 3 }, () => new pg.Pool({ connectionString: empty.url, max: 1 }));
+  try {
+    const runs = await Promise.all(pools.map((p) => migrate(p)));
+    const appliedCounts = runs.map((r) => r.applied.length).sort();
+    t.deepEqual(appliedCounts.slice(0, 2), [0, 0], 'only one runner applies');
+    t.true(appliedCounts[2]! >= 2);
+    t.deepEqual((await migrate(pools[0]!)).applied, []);
+    const n = await pools[0]!.query('SELECT count(*)::int AS n FROM queen.migrations');
+    t.is(n.rows[0].n, appliedCounts[2]);
+  } finally {
+    await Promise.all(pools.map((p) => p.end()));
+    await empty.drop();
+  }
+});
