@@ -23,6 +23,9 @@ export const DEFAULTS = {
   logLevel: 'info',
   shutdownTimeoutMs: 15_000,
   metadataTtlMs: 30_000,
+  ingressConcurrency: 16,
+  kafkaSessionTimeoutMs: 30_000,
+  ingressFromBeginning: true,
 } as const;
 
 export interface TopicMapping {
@@ -47,6 +50,9 @@ export interface Config {
   maxInflightBytes: number;
   ingressTopics: TopicMapping[];
   ingressGroup: string;
+  ingressConcurrency: number;
+  ingressFromBeginning: boolean;
+  kafkaSessionTimeoutMs: number;
   dlqSuffix: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   shutdownTimeoutMs: number;
@@ -147,6 +153,9 @@ export function loadConfig(env: Env = process.env): Config {
     maxInflightBytes: int(env, 'QUEEN_MAX_INFLIGHT_BYTES', DEFAULTS.maxInflightBytes, 1024 * 1024, 8 * 1024 * 1024 * 1024),
     ingressTopics: parseTopics(env.QUEEN_INGRESS_TOPICS),
     ingressGroup: env.QUEEN_INGRESS_GROUP?.trim() || DEFAULTS.ingressGroup,
+    ingressConcurrency: int(env, 'QUEEN_INGRESS_CONCURRENCY', DEFAULTS.ingressConcurrency, 1, 1000),
+    ingressFromBeginning: bool(env, 'QUEEN_INGRESS_FROM_BEGINNING', DEFAULTS.ingressFromBeginning),
+    kafkaSessionTimeoutMs: int(env, 'QUEEN_KAFKA_SESSION_TIMEOUT_MS', DEFAULTS.kafkaSessionTimeoutMs, 6_000, 300_000),
     dlqSuffix: env.QUEEN_DLQ_SUFFIX ?? DEFAULTS.dlqSuffix,
     logLevel: oneOf(env, 'QUEEN_LOG_LEVEL', DEFAULTS.logLevel, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     shutdownTimeoutMs: int(env, 'QUEEN_SHUTDOWN_TIMEOUT_MS', DEFAULTS.shutdownTimeoutMs, 100, 600_000),
@@ -159,6 +168,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (cfg.bundleMaxBytes < cfg.maxPayloadBytes) {
     throw new ConfigError(`QUEEN_BUNDLE_MAX_BYTES (${cfg.bundleMaxBytes}) must be at least QUEEN_MAX_PAYLOAD_BYTES (${cfg.maxPayloadBytes})`);
+  }
+  if (cfg.ingressTopics.length > 0 && cfg.kafkaBrokers.length === 0) {
+    throw new ConfigError('QUEEN_INGRESS_TOPICS is set but KAFKA_BROKERS is empty: name the brokers to consume from');
   }
   return cfg;
 }

@@ -1,33 +1,72 @@
 import type { Config } from './config.js';
 import { LogEngine } from './engine/logEngine.js';
 import { migrate } from './engine/migrate.js';
+import { LogWriter, type WatermarkSource } from './engine/writer.js';
+import { Fusion } from './fusion/fusion.js';
+import { KafkaIngress } from './ingress/kafkaIngress.js';
 import type { Logger } from './telemetry/logger.js';
 import { MetricsRegistry } from './telemetry/metrics.js';
 import { Component } from './util/lifecycle.js';
 
 /**
- * The whole service: engine, (cache, fusion, HTTP API, Kafka ingress as they
- * are wired in). Started in dependency order, stopped in reverse.
+ * The whole service. Start order: engine (and migrations) -> fusion -> Kafka
+ * ingress; stop in reverse, so in-flight Kafka batches can still reach
+ * PostgreSQL and commit while the consumer leaves its group.
  */
 export class Service extends Component {
   readonly metrics = new MetricsRegistry();
   readonly engine: LogEngine;
+  readonly writer: LogWriter;
+  readonly fusion: Fusion;
+  readonly ingress: KafkaIngress | undefined;
 
   constructor(
     readonly config: Config,
     private readonly log: Logger,
+    watermarks?: WatermarkSource,
   ) {
     super('Service');
     this.engine = new LogEngine({ connectionString: config.databaseUrl, poolSize: config.pgPoolSize, metrics: this.metrics });
+    this.writer = new LogWriter(this.engine, { maxPayloadBytes: config.maxPayloadBytes, metadataTtlMs: config.metadataTtlMs, watermarks });
+    this.fusion = new Fusion(this.writer, {
+      maxItems: config.bundleMaxItems,
+      maxBytes: config.bundleMaxBytes,
+      holdMs: config.bundleHoldMs,
+      maxInflightBytes: config.maxInflightBytes,
+      maxConcurrentFlushes: Math.max(1, config.pgPoolSize - 2),
+      metrics: this.metrics,
+    });
+    if (config.ingressTopics.length > 0) {
+      this.ingress = new KafkaIngress(
+        this.fusion,
+        {
+          brokers: config.kafkaBrokers,
+          groupId: config.ingressGroup,
+          topics: config.ingressTopics,
+          dlqSuffix: config.dlqSuffix,
+          partitionsConsumedConcurrently: config.ingressConcurrency,
+          sessionTimeoutMs: config.kafkaSessionTimeoutMs,
+          heartbeatIntervalMs: Math.min(3_000, Math.floor(config.kafkaSessionTimeoutMs / 5)),
+          fromBeginning: config.ingressFromBeginning,
+        },
+        log.child({ component: 'ingress' }),
+        this.metrics,
+      );
+    }
   }
 
   protected async onStart(): Promise<void> {
     await this.engine.start();
     const { applied } = await migrate(this.engine.pool);
     this.log.info({ applied }, 'migrations applied');
+    await this.fusion.start();
+    if (this.ingress) await this.ingress.start();
+    else this.log.info('no QUEEN_INGRESS_TOPICS: Kafka ingress not started');
   }
 
   protected async onStop(): Promise<void> {
+    await this.ingress?.stop();
+    await this.fusion.stop();
     await this.engine.stop();
   }
 }

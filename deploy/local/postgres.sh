@@ -4,6 +4,7 @@
 #   postgres.sh start   -> prints DATABASE_URL=... (last line), writes it to $RUN/url
 #   postgres.sh stop    -> fast shutdown, no orphan postgres left behind
 #   postgres.sh status
+#   postgres.sh restart -> fast restart on the same port (fault-injection tests)
 #
 # The cluster lives under $QUEEN_LOCAL_DIR/pg (git-ignored). It is owned by the
 # `postgres` OS user because initdb refuses to run as root. A run killed midway
@@ -72,7 +73,8 @@ do_start() {
     as_owner "$PGBIN/initdb" -D "$DATA" -U postgres -A trust -E UTF8 --no-locale >"$RUN/initdb.log" 2>&1 \
       || { cat "$RUN/initdb.log" >&2; exit 1; }
   fi
-  local port; port="$(free_port)"
+  local port="${1:-}"
+  [ -n "$port" ] || port="$(free_port)"
   # shellcheck disable=SC2086
   as_owner "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 \
     -o "-p $port -c listen_addresses=127.0.0.1 -k $RUN -c max_connections=200 -c shared_buffers=256MB $PG_EXTRA_OPTS" \
@@ -84,6 +86,9 @@ do_start() {
 
 case "${1:-}" in
   start) do_start ;;
+  restart)
+    url="$(cat "$RUN/url")"; port="${url##*:}"; port="${port%%/*}"
+    do_start "$port" ;;
   stop) do_stop ;;
   status) if pid="$(running_pid)"; then echo "running pid=$pid url=$(cat "$RUN/url" 2>/dev/null)"; else echo stopped; exit 3; fi ;;
   *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;

@@ -1,0 +1,22 @@
+import { readFile } from 'node:fs/promises';
+
+/** What a command may touch besides the network; run() gets the real one. */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+  env: Record<string, string | undefined>;
+  /** Reads a file, or standard input for "-". */
+  read(path: string): Promise<string>;
+}
+
+export const processIo: CliIo = {
+  out: (t) => void process.stdout.write(t),
+  err: (t) => void process.stderr.write(t),
+  env: process.env,
+  async read(path) {
+    if (path !== '-') return readFile(path, 'utf8');
+    const chunks: Buffer[] = [];
+    for await (const c of process.stdin) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  },
+};

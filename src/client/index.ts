@@ -1,0 +1,4 @@
+/** Public entry of the client library (package export "./client"). */
+export { Queen, QueueRef, PartitionRef, DEFAULT_PARTITION, type QueenOptions } from './queen.js';
+export { QueenHttpError, QueenNetworkError } from './errors.js';
+export type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, PushStatus, QueueInfo, QueueOptions, QueueOptionsPatch } from './types.js';

@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import { Transport, type RetryPolicy } from './transport.js';
+import type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, QueueInfo, QueueOptionsPatch, WirePushResult } from './types.js';
+
+export const DEFAULT_PARTITION = 'Default';
+
+export interface QueenOptions {
+  /** The broker's base URL, e.g. http://127.0.0.1:6632. */
+  url: string;
+  /** Bearer token, when the broker requires one. */
+  token?: string | undefined;
+  /** Retries after the first attempt for network errors and 502/503/504 (default 5). */
+  retries?: number | undefined;
+  /** First backoff ceiling in ms (default 100); doubles per attempt up to maxDelayMs (default 5000). */
+  baseDelayMs?: number | undefined;
+  maxDelayMs?: number | undefined;
+  /** Per-attempt timeout in ms (default 30000). */
+  timeoutMs?: number | undefined;
+  /** A fetch implementation (default: the global fetch). */
+  fetch?: typeof fetch | undefined;
+  onRetry?: ((info: { attempt: number; delayMs: number; reason: string }) => void) | undefined;
+}
+
+/**
+ * Client for the queen-ingress HTTP API.
+ *
+ *   const client = new Queen({ url: 'http://127.0.0.1:6632' })
+ *   const [r] = await client.queue('payments').partition('customer-42')
+ *     .push([{ transactionId: 'order-9137-paid', data: { orderId: 9137 } }])
+ *
+ * Stateless apart from its settings: safe to share across the process.
+ */
+export class Queen {
+  private readonly transport: Transport;
+
+  constructor(opts: QueenOptions) {
+    if (!opts?.url) throw new TypeError('Queen: url is required');
+    const retry: RetryPolicy = {
+      retries: nonNegative(opts.retries, 5, 'retries'),
+      baseDelayMs: nonNegative(opts.baseDelayMs, 100, 'baseDelayMs'),
+      maxDelayMs: nonNegative(opts.maxDelayMs, 5_000, 'maxDelayMs'),
+    };
+    this.transport = new Transport({
+      url: opts.url,
+      token: opts.token,
+      fetch: opts.fetch ?? globalThis.fetch,
+      retry,
+      timeoutMs: nonNegative(opts.timeoutMs, 30_000, 'timeoutMs') || 30_000,
+      onRetry: opts.onRetry,
+    });
+  }
+
+  queue(name: string): QueueRef {
+    return new QueueRef(this.transport, name);
+  }
+}
+
+/** A queue: push to its "Default" partition, pick a partition, configure it, read it. */
+export class QueueRef {
+  constructor(
+    private readonly transport: Transport,
+    readonly name: string,
+  ) {}
+
+  partition(name: string): PartitionRef {
+    return new PartitionRef(this.transport, this.name, name);
+  }
+
+  push(items: readonly PushInput[]): Promise<PushOutcome[]> {
+    return this.partition(DEFAULT_PARTITION).push(items);
+  }
+
+  /**
+   * POST /api/v1/configure. Merge (the default): omitted keys keep their
+   * value, null restores the default. Replace: defaults plus these options.
+   */
+  configure(options: QueueOptionsPatch, opts: { mode?: ConfigureMode } = {}): Promise<ConfigureResult> {
+    return this.transport.request('POST', 'api/v1/configure', { queue: this.name, options, ...(opts.mode ? { mode: opts.mode } : {}) });
+  }
+
+  /** The queue's effective options; throws QueenHttpError 404 when it does not exist. */
+  get(): Promise<QueueInfo> {
+    return this.transport.request('GET', `api/v1/resources/queues/${encodeURIComponent(this.name)}`);
+  }
+}
+
+export class PartitionRef {
+  constructor(
+    private readonly transport: Transport,
+    readonly queue: string,
+    readonly name: string,
+  ) {}
+
+  /**
+   * Pushes items; one outcome per item, in order. Items without a
+   * transactionId get a random UUID here, before the first attempt, so a
+   * retry after a lost answer is deduplicated instead of written twice (so
+   * `duplicate` can then mean "your own earlier attempt"). That protection
+   * holds only while the queue's dedup window is above 0.
+   */
+  async push(items: readonly PushInput[]): Promise<PushOutcome[]> {
+    if (!Array.isArray(items)) throw new TypeError('push: items must be an array');
+    if (items.length === 0) return [];
+    const wire = items.map((it) => ({
+      queue: this.queue,
+      partition: this.name,
+      transactionId: it?.transactionId ?? randomUUID(),
+      payload: it?.data,
+      ...(it?.traceContext !== undefined ? { traceContext: it.traceContext } : {}),
+    }));
+    const results = await this.transport.request<WirePushResult[]>('POST', 'api/v1/push', { items: wire });
+    return results.map((r) => ({
+      status: r.status,
+      id: r.message_id,
+      transactionId: r.transaction_id,
+      offset: r.offset,
+      queue: r.queue,
+      partition: r.partition,
+      ...(r.error !== undefined ? { error: r.error } : {}),
+    }));
+  }
+}
+
+function nonNegative(v: number | undefined, dflt: number, name: string): number {
+  if (v === undefined) return dflt;
+  if (!Number.isFinite(v) || v < 0) throw new TypeError(`Queen: ${name} must be a non-negative number`);
+  return v;
+}

@@ -1,0 +1,60 @@
+/** Wire and result types of the client (the contract in docs/http-api.md). */
+
+export interface PushInput {
+  /** The deduplication key. Minted (random UUID) by the client when absent, before the first attempt. */
+  transactionId?: string;
+  /** Any JSON value; stored as its JSON text. */
+  data: unknown;
+  /** W3C trace context (traceparent, optionally ";" tracestate). */
+  traceContext?: string;
+}
+
+export type PushStatus = 'queued' | 'duplicate' | 'failed';
+
+export interface PushOutcome {
+  status: PushStatus;
+  /** The message id: the new one when queued, the original one when duplicate; null when failed. */
+  id: string | null;
+  transactionId: string | null;
+  /** The message's offset in its partition (the original's when duplicate); null when failed. */
+  offset: number | null;
+  queue: string;
+  partition: string;
+  /** Why the item failed. */
+  error?: string;
+}
+
+export interface QueueOptions {
+  dedupWindowSeconds: number;
+}
+
+/** A configure body's options: a value sets, null restores the default, omitted keeps (merge mode). */
+export type QueueOptionsPatch = { [K in keyof QueueOptions]?: QueueOptions[K] | null };
+
+export type ConfigureMode = 'merge' | 'replace';
+
+export interface ConfigureResult {
+  queue: string;
+  created: boolean;
+  options: QueueOptions;
+}
+
+export interface QueueInfo {
+  queue: string;
+  options: QueueOptions;
+  createdAt: string;
+  updatedAt: string;
+  partitions: number;
+}
+
+/** One result of POST /api/v1/push, as the server sends it. */
+export interface WirePushResult {
+  index: number;
+  message_id: string | null;
+  transaction_id: string | null;
+  queue: string;
+  partition: string;
+  status: PushStatus;
+  offset: number | null;
+  error?: string;
+}

@@ -1,0 +1,172 @@
+import { BLOCK_BYTES, BLOCK_HASHES, BLOCK_OVERHEAD_BYTES, HASH_BYTES, HOT_INITIAL_HASHES } from './constants.js';
+import { scanContains, sortedContains, sortRecordsInPlace } from './hashRecords.js';
+
+/** An immutable, sorted block of exactly BLOCK_HASHES hashes (one 64 KiB Buffer). */
+export interface SealedBlock {
+  /** BLOCK_HASHES records in ascending bytewise order. Never written after the seal. */
+  readonly hashes: Buffer;
+  /** Lowest and highest log offset of the hashes it holds. */
+  readonly minOffset: number;
+  readonly maxOffset: number;
+  /** Latest commit time (ms) of any row that contributed a hash: its whole span is older than this. */
+  readonly maxCreatedMs: number;
+}
+
+/**
+ * The exact store of one partition: a time-ordered ring of sealed blocks plus
+ * one hot arrival-order buffer. There is no per-hash map and no refcount;
+ * membership is "present in some surviving block or in the hot buffer".
+ *
+ * States and transitions:
+ * - empty: no blocks, no hot buffer (hot = null).
+ * - append: hashes are copied, in arrival (= offset) order, into the hot
+ *   buffer. The hot buffer is allocated small (HOT_INITIAL_HASHES) and grows
+ *   by doubling (power-of-two capacities only), never past BLOCK_HASHES.
+ * - seal: the instant the hot buffer holds BLOCK_HASHES hashes it is sorted
+ *   in place and that same Buffer becomes the newest sealed block (no copy);
+ *   the next append starts a fresh hot buffer. Because BLOCK_HASHES is a power
+ *   of two, a buffer that reached it by doubling is exactly full.
+ * - expire(cutoff): front blocks are dropped while their maxCreatedMs is
+ *   before the cutoff; the hot buffer (the newest data) is dropped only after
+ *   every sealed block has gone and its own maxCreatedMs is before the cutoff.
+ *
+ * Invariants:
+ * - Offsets only grow along the ring: every hash of block i has a lower offset
+ *   than every hash of block i+1 and of the hot buffer (append() enforces
+ *   strictly increasing offsets), so the front block also holds the lowest
+ *   offsets. That is what lets the entry raise hydratedFrom to a dropped
+ *   block's maxOffset.
+ * - No refcounts needed: a hash lives independently in every block holding
+ *   it, and expiry drops whole blocks, so a hash held by two blocks stays
+ *   known until the later one drops.
+ * - Largest allocation: one block (BLOCK_BYTES). The hot buffer's capacities
+ *   are powers of two <= BLOCK_HASHES and sealed blocks are exactly
+ *   BLOCK_BYTES; nothing else holds hashes.
+ */
+export class BlockRing {
+  private readonly blocks: SealedBlock[] = [];
+  private hot: Buffer | null = null;
+  private hotCount = 0;
+  private hotMinOffset = 0;
+  private hotMaxOffset = 0;
+  private hotMaxCreatedMs = -Infinity;
+  /** Highest offset ever appended (-Infinity when none): appends must go above it. */
+  private lastOffset = -Infinity;
+
+  /**
+   * Appends `count` hashes read from `src` at byte `srcAt`, carrying offsets
+   * firstOffset .. firstOffset + count - 1, committed at or before createdMs.
+   */
+  append(src: Buffer, srcAt: number, count: number, firstOffset: number, createdMs: number): void {
+    if (count <= 0) return;
+    if (!(firstOffset > this.lastOffset)) {
+      throw new RangeError(`BlockRing.append: offset ${firstOffset} not above ${this.lastOffset} (offsets must grow along the ring)`);
+    }
+    if (src.length < srcAt + count * HASH_BYTES) throw new RangeError('BlockRing.append: hashes buffer too short');
+    let i = 0;
+    while (i < count) {
+      this.ensureRoom(count - i);
+      const hot = this.hot!;
+      const room = hot.length / HASH_BYTES - this.hotCount;
+      const take = Math.min(count - i, room);
+      src.copy(hot, this.hotCount * HASH_BYTES, srcAt + i * HASH_BYTES, srcAt + (i + take) * HASH_BYTES);
+      if (this.hotCount === 0) this.hotMinOffset = firstOffset + i;
+      this.hotCount += take;
+      this.hotMaxOffset = firstOffset + i + take - 1;
+      if (createdMs > this.hotMaxCreatedMs) this.hotMaxCreatedMs = createdMs;
+      i += take;
+      if (this.hotCount === BLOCK_HASHES) this.seal();
+    }
+    this.lastOffset = firstOffset + count - 1;
+  }
+
+  /**
+   * Makes room in the hot buffer for up to `need` more hashes, growing it by
+   * doubling (to the smallest power of two that fits, capped at one block).
+   * When it is already a full block's capacity, the caller fills it and seals.
+   */
+  private ensureRoom(need: number): void {
+    const cap = this.hot === null ? 0 : this.hot.length / HASH_BYTES;
+    if (cap - this.hotCount >= need || cap === BLOCK_HASHES) return;
+    let next = Math.max(cap, HOT_INITIAL_HASHES);
+    while (next < this.hotCount + need && next < BLOCK_HASHES) next *= 2;
+    // allocUnsafeSlow: a buffer of its own, never a slice of Node's shared
+    // pool (a pool slice would keep a whole 8 KiB pool alive and be
+    // misaccounted). Every byte below hotCount is copied in before it is read.
+    const grown = Buffer.allocUnsafeSlow(next * HASH_BYTES);
+    if (this.hot !== null && this.hotCount > 0) this.hot.copy(grown, 0, 0, this.hotCount * HASH_BYTES);
+    this.hot = grown;
+  }
+
+  /** The hot buffer is exactly one block: sort it in place and hand the same Buffer to the ring. */
+  private seal(): void {
+    const hot = this.hot!;
+    sortRecordsInPlace(hot, BLOCK_HASHES);
+    this.blocks.push({ hashes: hot, minOffset: this.hotMinOffset, maxOffset: this.hotMaxOffset, maxCreatedMs: this.hotMaxCreatedMs });
+    this.hot = null;
+    this.hotCount = 0;
+    this.hotMaxCreatedMs = -Infinity;
+  }
+
+  /** Exact membership of the hash with big-endian words q0..q3. */
+  has(q0: number, q1: number, q2: number, q3: number): boolean {
+    const blocks = this.blocks;
+    for (let b = 0; b < blocks.length; b++) {
+      if (sortedContains(blocks[b]!.hashes, BLOCK_HASHES, q0, q1, q2, q3)) return true;
+    }
+    return this.hot !== null && scanContains(this.hot, this.hotCount, q0, q1, q2, q3);
+  }
+
+  /**
+   * Drops whole front blocks whose every hash was committed before cutoffMs
+   * (and then the hot buffer, under the same rule, once no block is left).
+   * Returns the highest offset dropped, or undefined when nothing dropped.
+   *
+   * Soundness: ring order is time order, and a unit is dropped only when its
+   * maxCreatedMs is before the cutoff, so every hash committed at or after the
+   * cutoff sits in a retained unit: the resident set stays a superset of the
+   * hashes committed since the cutoff. We stop at the first retained block
+   * rather than skipping it, so the dropped units are always a prefix of the
+   * ring, i.e. all offsets up to the returned one.
+   */
+  expire(cutoffMs: number): number | undefined {
+    let dropped: number | undefined;
+    while (this.blocks.length > 0 && this.blocks[0]!.maxCreatedMs < cutoffMs) {
+      dropped = this.blocks.shift()!.maxOffset;
+    }
+    if (this.blocks.length === 0 && this.hot !== null && this.hotCount > 0 && this.hotMaxCreatedMs < cutoffMs) {
+      dropped = this.hotMaxOffset;
+      this.hot = null;
+      this.hotCount = 0;
+      this.hotMaxCreatedMs = -Infinity;
+    }
+    return dropped;
+  }
+
+  get blockCount(): number {
+    return this.blocks.length;
+  }
+  get hotHashes(): number {
+    return this.hotCount;
+  }
+  get hashCount(): number {
+    return this.blocks.length * BLOCK_HASHES + this.hotCount;
+  }
+  /** Accounted bytes: every byte of every Buffer held, plus a coarse per-block overhead. */
+  get bytes(): number {
+    return this.blocks.length * (BLOCK_BYTES + BLOCK_OVERHEAD_BYTES) + (this.hot === null ? 0 : this.hot.length);
+  }
+
+  /** Read-only views for tests and assertions. */
+  sealedBlocks(): readonly SealedBlock[] {
+    return this.blocks;
+  }
+  *buffers(): IterableIterator<Buffer> {
+    for (const b of this.blocks) yield b.hashes;
+    if (this.hot !== null) yield this.hot;
+  }
+  hotInfo(): { count: number; capacity: number; minOffset: number; maxOffset: number; maxCreatedMs: number } | undefined {
+    if (this.hot === null || this.hotCount === 0) return undefined;
+    return { count: this.hotCount, capacity: this.hot.length / HASH_BYTES, minOffset: this.hotMinOffset, maxOffset: this.hotMaxOffset, maxCreatedMs: this.hotMaxCreatedMs };
+  }
+}

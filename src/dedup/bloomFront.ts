@@ -1,0 +1,116 @@
+import { BLOOM_MIN_GENERATIONS_PER_WINDOW, BLOOM_TIERS, GENERATION_OVERHEAD_BYTES } from './constants.js';
+import { BlockedBloom } from './bloom.js';
+
+interface Generation {
+  readonly bloom: BlockedBloom;
+  /** Index into BLOOM_TIERS. */
+  readonly tier: number;
+  /** Commit time of the first and the latest hash added (ms). */
+  readonly firstCreatedMs: number;
+  maxCreatedMs: number;
+}
+
+/**
+ * The bloom front of one partition: a temporal ring of generational blocked
+ * bloom filters in front of the exact store.
+ *
+ * States and transitions:
+ * - empty: no generation (fresh entry, or every generation expired).
+ * - add: goes to the newest generation; if there is none, a new one starts at
+ *   the smallest tier (4096 hashes). When the newest is full, a new one starts
+ *   with the next capacity from the tier ladder 4096 -> 32768 -> 262144 ->
+ *   1048576 (x8, capped at the ceiling). See nextTier() for the rate-aware
+ *   refinement of "next".
+ * - expire(cutoff): front generations are dropped while their maxCreatedMs is
+ *   before the cutoff (oldest first, stopping at the first one kept).
+ *
+ * Invariant (no false negatives for in-window hashes): a generation is
+ * dropped only when every hash in it was committed before the cutoff, and
+ * blooms never forget an added hash, so every hash committed at or after the
+ * cutoff answers "maybe" in some live generation. A definitive miss reads one
+ * 64-byte block per live generation and nothing else.
+ */
+export class BloomFront {
+  private readonly gens: Generation[] = [];
+
+  /**
+   * @param windowMs the partition's window, for the rate-aware tier choice.
+   * @param minGensPerWindow 0 = the plain ladder; K > 0 = rate-aware (see nextTier).
+   */
+  constructor(
+    private readonly windowMs: number,
+    private readonly minGensPerWindow: number = BLOOM_MIN_GENERATIONS_PER_WINDOW,
+  ) {}
+
+  add(w0: number, w1: number, w2: number, createdMs: number): void {
+    let g = this.gens.length === 0 ? undefined : this.gens[this.gens.length - 1]!;
+    if (g === undefined || g.bloom.full) {
+      const tier = g === undefined ? 0 : this.nextTier(g);
+      g = { bloom: new BlockedBloom(BLOOM_TIERS[tier]!), tier, firstCreatedMs: createdMs, maxCreatedMs: createdMs };
+      this.gens.push(g);
+    }
+    g.bloom.add(w0, w1, w2);
+    if (createdMs > g.maxCreatedMs) g.maxCreatedMs = createdMs;
+  }
+
+  /**
+   * The tier of the generation that follows a full one.
+   *
+   * Plain ladder (minGensPerWindow = 0): one tier up, capped at the ceiling.
+   *
+   * Rate-aware (K = minGensPerWindow > 0): the full generation's fill time
+   * measures the partition's rate, so windowMs / fill is how many generations
+   * of its tier a window holds. Step up (x8) only if a window would still
+   * hold >= K generations of the next tier (fill x 8K <= window); step down
+   * if it holds < K of this one (fill x K > window); else stay. Live bloom
+   * capacity averages about (in-window hashes + one generation), so keeping
+   * >= K generations per window bounds the bloom's share at about
+   * 2 x (1 + 1/K) bytes per hash, while a burst or a high-rate window still
+   * climbs the same x8 ladder to the 1M ceiling. The stable band is
+   * [K, 8K) generations per window, so the choice does not oscillate.
+   */
+  private nextTier(full: Generation): number {
+    const top = BLOOM_TIERS.length - 1;
+    const k = this.minGensPerWindow;
+    if (k <= 0) return Math.min(full.tier + 1, top);
+    const fill = Math.max(0, full.maxCreatedMs - full.firstCreatedMs);
+    if (full.tier < top && fill * 8 * k <= this.windowMs) return full.tier + 1;
+    if (full.tier > 0 && fill * k > this.windowMs) return full.tier - 1;
+    return full.tier;
+  }
+
+  /** false = the hash is in no live generation (definitive); true = maybe. */
+  mayContain(w0: number, w1: number, w2: number): boolean {
+    const gens = this.gens;
+    for (let i = gens.length - 1; i >= 0; i--) {
+      if (gens[i]!.bloom.mayContain(w0, w1, w2)) return true;
+    }
+    return false;
+  }
+
+  /** Drops front generations wholly committed before cutoffMs; returns how many. */
+  expire(cutoffMs: number): number {
+    let n = 0;
+    while (this.gens.length > 0 && this.gens[0]!.maxCreatedMs < cutoffMs) {
+      this.gens.shift();
+      n++;
+    }
+    return n;
+  }
+
+  get generations(): number {
+    return this.gens.length;
+  }
+  get bytes(): number {
+    let b = 0;
+    for (const g of this.gens) b += g.bloom.bytes + GENERATION_OVERHEAD_BYTES;
+    return b;
+  }
+  /** Capacities of the live generations, oldest first (tests, bench). */
+  capacities(): number[] {
+    return this.gens.map((g) => g.bloom.capacity);
+  }
+  *arrays(): IterableIterator<Uint32Array> {
+    for (const g of this.gens) yield* g.bloom.arrays();
+  }
+}

@@ -1,0 +1,136 @@
+import { BLOCK_HASHES, HASH_BYTES } from './constants.js';
+
+/**
+ * Primitives over buffers of packed 16-byte hashes ("records"): reading a
+ * hash as four big-endian 32-bit words, exact membership (binary search in a
+ * sorted run, linear scan in an arrival-order run) and the in-place sort that
+ * seals a block.
+ *
+ * Order is the bytewise (memcmp) order of the 16 bytes, which equals the
+ * lexicographic order of the four big-endian words. Every comparison here is
+ * a full 16-byte comparison: membership is exact, never a prefix match.
+ */
+
+/** The four big-endian words of the hash at byte offset `at` (module scratch, overwritten by the next call). */
+export const words = new Uint32Array(4);
+export function readWords(buf: Buffer, at: number): Uint32Array {
+  words[0] = buf.readUInt32BE(at);
+  words[1] = buf.readUInt32BE(at + 4);
+  words[2] = buf.readUInt32BE(at + 8);
+  words[3] = buf.readUInt32BE(at + 12);
+  return words;
+}
+
+/** Record at byte offset o compared with the query words: <0, 0, >0. */
+function compareRecord(buf: Buffer, o: number, q0: number, q1: number, q2: number, q3: number): number {
+  let w = buf.readUInt32BE(o);
+  if (w !== q0) return w < q0 ? -1 : 1;
+  w = buf.readUInt32BE(o + 4);
+  if (w !== q1) return w < q1 ? -1 : 1;
+  w = buf.readUInt32BE(o + 8);
+  if (w !== q2) return w < q2 ? -1 : 1;
+  w = buf.readUInt32BE(o + 12);
+  if (w !== q3) return w < q3 ? -1 : 1;
+  return 0;
+}
+
+/** Exact membership in the first `count` records of a sorted buffer. */
+export function sortedContains(buf: Buffer, count: number, q0: number, q1: number, q2: number, q3: number): boolean {
+  let lo = 0;
+  let hi = count - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const c = compareRecord(buf, mid * HASH_BYTES, q0, q1, q2, q3);
+    if (c < 0) lo = mid + 1;
+    else if (c > 0) hi = mid - 1;
+    else return true;
+  }
+  return false;
+}
+
+/** Exact membership in the first `count` records of an arrival-order buffer. */
+export function scanContains(buf: Buffer, count: number, q0: number, q1: number, q2: number, q3: number): boolean {
+  const end = count * HASH_BYTES;
+  for (let o = 0; o < end; o += HASH_BYTES) {
+    if (buf.readUInt32BE(o) === q0 && buf.readUInt32BE(o + 4) === q1 && buf.readUInt32BE(o + 8) === q2 && buf.readUInt32BE(o + 12) === q3) return true;
+  }
+  return false;
+}
+
+/** Full 16-byte comparison of records i and j of one buffer. */
+function compareRecords(buf: Buffer, i: number, j: number): number {
+  return buf.compare(buf, j * HASH_BYTES, j * HASH_BYTES + HASH_BYTES, i * HASH_BYTES, i * HASH_BYTES + HASH_BYTES);
+}
+
+// Scratch for sortRecordsInPlace, sized for one block and reused by every
+// seal: sealing allocates nothing (the process is single-threaded and the
+// sort is synchronous, so one set of scratch arrays suffices).
+const sortKeys = new Float64Array(BLOCK_HASHES);
+const sortPerm = new Uint16Array(BLOCK_HASHES);
+const sortDone = new Uint8Array(BLOCK_HASHES);
+const sortTmp = Buffer.alloc(HASH_BYTES);
+
+/**
+ * Sorts the first `count` (<= BLOCK_HASHES) records of `buf` in place.
+ *
+ * The records never leave `buf`: we sort a permutation (keyed by the first
+ * word, with the record index packed below it so keys are distinct and exact
+ * in a double: 2^32 x 2^12 < 2^53), fix the rare runs that tie on the first
+ * word with a full 16-byte comparison, then apply the permutation by
+ * following its cycles with one 16-byte temporary. Only the block-sized
+ * scratch above is used, so a seal is a no-copy hand-off of the same Buffer.
+ */
+export function sortRecordsInPlace(buf: Buffer, count: number): void {
+  if (count > BLOCK_HASHES) throw new RangeError(`sortRecordsInPlace: ${count} records exceed one block`);
+  if (count < 2) return;
+  const keys = sortKeys.subarray(0, count);
+  for (let i = 0; i < count; i++) keys[i] = buf.readUInt32BE(i * HASH_BYTES) * BLOCK_HASHES + i;
+  keys.sort();
+  for (let j = 0; j < count; j++) sortPerm[j] = keys[j]! % BLOCK_HASHES;
+
+  // Runs equal on the first word: order them by the whole record (insertion
+  // sort; such runs have length 2 with probability ~0.2% per block).
+  let runStart = 0;
+  for (let j = 1; j <= count; j++) {
+    if (j < count && Math.floor(keys[j]! / BLOCK_HASHES) === Math.floor(keys[runStart]! / BLOCK_HASHES)) continue;
+    if (j - runStart > 1) {
+      for (let a = runStart + 1; a < j; a++) {
+        const v = sortPerm[a]!;
+        let b = a - 1;
+        while (b >= runStart && compareRecords(buf, sortPerm[b]!, v) > 0) {
+          sortPerm[b + 1] = sortPerm[b]!;
+          b--;
+        }
+        sortPerm[b + 1] = v;
+      }
+    }
+    runStart = j;
+  }
+
+  // new[j] = old[perm[j]], applied cycle by cycle.
+  sortDone.fill(0, 0, count);
+  for (let s = 0; s < count; s++) {
+    if (sortDone[s] || sortPerm[s] === s) {
+      sortDone[s] = 1;
+      continue;
+    }
+    buf.copy(sortTmp, 0, s * HASH_BYTES, s * HASH_BYTES + HASH_BYTES);
+    let j = s;
+    for (;;) {
+      sortDone[j] = 1;
+      const k = sortPerm[j]!;
+      if (k === s) {
+        sortTmp.copy(buf, j * HASH_BYTES);
+        break;
+      }
+      buf.copyWithin(j * HASH_BYTES, k * HASH_BYTES, k * HASH_BYTES + HASH_BYTES);
+      j = k;
+    }
+  }
+}
+
+/** True when the first `count` records are in non-decreasing order (tests, assertions). */
+export function isSorted(buf: Buffer, count: number): boolean {
+  for (let i = 1; i < count; i++) if (compareRecords(buf, i - 1, i) > 0) return false;
+  return true;
+}

@@ -1,0 +1,208 @@
+import { EventEmitter } from 'node:events';
+import { LifecycleError } from '../errors.js';
+import type { LogWriter, PushItem, PushResult } from '../engine/writer.js';
+import { LIMITS } from '../engine/limits.js';
+import { Component } from '../util/lifecycle.js';
+import type { MetricsRegistry } from '../telemetry/metrics.js';
+
+export interface FusionOptions {
+  /** Most items in one bundle (one SQL call). */
+  maxItems: number;
+  /** Most payload bytes in one bundle. */
+  maxBytes: number;
+  /** Backstop hold before flushing a bundle that is not full, in ms (0 = next tick). */
+  holdMs: number;
+  /** Pending + in-flight payload bytes above which `overloaded` turns true. */
+  maxInflightBytes: number;
+  /** Bundles in flight at once (on disjoint partitions); at most the pool size. */
+  maxConcurrentFlushes: number;
+  metrics?: MetricsRegistry | undefined;
+}
+
+interface Pending {
+  item: PushItem;
+  bytes: number;
+  resolve: (r: PushResult) => void;
+  reject: (e: unknown) => void;
+}
+
+/**
+ * The batching layer shared by the Kafka ingress and the HTTP push path.
+ *
+ * Items wait in a queue per log partition (queue \x1f partition). A flush
+ * takes whole partitions that have no flush in flight, up to the bundle
+ * limits, and pushes them as one bundle (one SQL call through LogWriter).
+ * So: at most one flush per partition in flight (the single-flight the dedup
+ * cache relies on and asserts), and disjoint partitions fuse into one call.
+ *
+ * States: the Component lifecycle (util/lifecycle.ts). While running,
+ * submit() accepts items. stop() stops accepting, lets queued and in-flight
+ * bundles finish (their callers get their results), then resolves.
+ *
+ * Backpressure: `overloaded` is true while pending + in-flight bytes exceed
+ * maxInflightBytes; 'pressure' and 'relief' events mark the transitions, and
+ * the Kafka ingress pauses fetching on pressure instead of buffering.
+ */
+export class Fusion extends Component {
+  private readonly queues = new Map<string, Pending[]>();
+  private readonly inFlight = new Set<string>();
+  private flushing = 0;
+  private bytesHeld = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private immediate: NodeJS.Immediate | undefined;
+  private pressure = false;
+  private drained: (() => void) | undefined;
+  readonly events = new EventEmitter();
+  private readonly bundleCounter;
+  private readonly itemCounter;
+
+  constructor(
+    private readonly writer: LogWriter,
+    private readonly opts: FusionOptions,
+  ) {
+    super('Fusion');
+    this.bundleCounter = opts.metrics?.counter('queen_fusion_bundles_total', 'Bundles flushed by the fusion layer');
+    this.itemCounter = opts.metrics?.counter('queen_fusion_items_total', 'Items flushed by the fusion layer');
+    opts.metrics?.gauge('queen_fusion_pending_bytes', 'Payload bytes pending or in flight in the fusion layer').collect(() => this.bytesHeld);
+  }
+
+  get overloaded(): boolean {
+    return this.pressure;
+  }
+
+  get pendingBytes(): number {
+    return this.bytesHeld;
+  }
+
+  protected async onStart(): Promise<void> {}
+
+  protected async onStop(): Promise<void> {
+    if (this.queues.size === 0 && this.flushing === 0) return;
+    await new Promise<void>((resolve) => {
+      this.drained = resolve;
+      this.schedule(true);
+    });
+  }
+
+  /** Queues items and resolves with their results, in order, once their bundles are answered. */
+  submit(items: readonly PushItem[]): Promise<PushResult[]> {
+    if (this.state !== 'running') return Promise.reject(new LifecycleError(`Fusion is ${this.state}; not accepting items`));
+    return Promise.all(items.map((item) => this.enqueue(item)));
+  }
+
+  private enqueue(item: PushItem): Promise<PushResult> {
+    return new Promise<PushResult>((resolve, reject) => {
+      const partition = typeof item?.partition === 'string' ? item.partition : LIMITS.defaultPartition;
+      const key = `${String(item?.queue)}\x1f${partition}`;
+      const bytes = Buffer.isBuffer(item?.payload) ? item.payload.length : 0;
+      let q = this.queues.get(key);
+      if (!q) {
+        q = [];
+        this.queues.set(key, q);
+      }
+      q.push({ item, bytes, resolve, reject });
+      this.bytesHeld += bytes;
+      this.updatePressure();
+      this.schedule(false);
+    });
+  }
+
+  private updatePressure(): void {
+    const over = this.bytesHeld > this.opts.maxInflightBytes;
+    if (over !== this.pressure) {
+      this.pressure = over;
+      this.events.emit(over ? 'pressure' : 'relief');
+    }
+  }
+
+  /** Flush soon: at once when a full bundle is waiting (or when draining), else after the hold. */
+  private schedule(now: boolean): void {
+    if (this.flushing >= this.opts.maxConcurrentFlushes) return;
+    if (now || this.opts.holdMs === 0 || this.fullBundleWaiting()) {
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = undefined;
+      this.immediate ??= setImmediate(() => {
+        this.immediate = undefined;
+        this.flush();
+      });
+      return;
+    }
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      this.flush();
+    }, this.opts.holdMs);
+  }
+
+  private fullBundleWaiting(): boolean {
+    let items = 0;
+    let bytes = 0;
+    for (const [key, q] of this.queues) {
+      if (this.inFlight.has(key)) continue;
+      items += q.length;
+      for (const p of q) bytes += p.bytes;
+      if (items >= this.opts.maxItems || bytes >= this.opts.maxBytes) return true;
+    }
+    return false;
+  }
+
+  /** Starts as many bundles as slots allow, each over partitions not in flight. */
+  private flush(): void {
+    while (this.flushing < this.opts.maxConcurrentFlushes) {
+      const bundle = this.takeBundle();
+      if (!bundle) break;
+      this.flushing++;
+      void this.runBundle(bundle.keys, bundle.entries);
+    }
+    this.checkDrained();
+  }
+
+  private takeBundle(): { keys: string[]; entries: Pending[] } | undefined {
+    const keys: string[] = [];
+    const entries: Pending[] = [];
+    let bytes = 0;
+    for (const [key, q] of this.queues) {
+      if (this.inFlight.has(key)) continue;
+      if (entries.length > 0 && (entries.length + 1 > this.opts.maxItems || bytes + q[0]!.bytes > this.opts.maxBytes)) break;
+      // Take this partition's items in arrival order, up to the limits; the
+      // rest waits for the next flush of this partition.
+      let n = 0;
+      while (n < q.length && entries.length < this.opts.maxItems && (entries.length === 0 || bytes + q[n]!.bytes <= this.opts.maxBytes)) {
+        bytes += q[n]!.bytes;
+        entries.push(q[n]!);
+        n++;
+      }
+      if (n === q.length) this.queues.delete(key);
+      else q.splice(0, n);
+      keys.push(key);
+      this.inFlight.add(key);
+      if (entries.length >= this.opts.maxItems || bytes >= this.opts.maxBytes) break;
+    }
+    return entries.length > 0 ? { keys, entries } : undefined;
+  }
+
+  private async runBundle(keys: string[], entries: Pending[]): Promise<void> {
+    try {
+      const results = await this.writer.push(entries.map((e) => e.item));
+      this.bundleCounter?.inc();
+      this.itemCounter?.inc(entries.length);
+      entries.forEach((e, i) => e.resolve(results[i]!));
+    } catch (err) {
+      for (const e of entries) e.reject(err);
+    } finally {
+      for (const k of keys) this.inFlight.delete(k);
+      for (const e of entries) this.bytesHeld -= e.bytes;
+      this.flushing--;
+      this.updatePressure();
+      if (this.queues.size > 0) this.schedule(this.state === 'stopping');
+      this.checkDrained();
+    }
+  }
+
+  private checkDrained(): void {
+    if (this.drained && this.queues.size === 0 && this.flushing === 0) {
+      const d = this.drained;
+      this.drained = undefined;
+      d();
+    }
+  }
+}

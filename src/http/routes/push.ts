@@ -1,0 +1,43 @@
+import type { FastifyInstance } from 'fastify';
+import type { PushItem, PushResult } from '../../engine/writer.js';
+import { OverloadedError } from '../errorStatus.js';
+import { readItems, toWire, translateItem, type WireResult } from '../pushBody.js';
+
+/** What the push route needs from the fusion layer (Fusion satisfies it). */
+export interface PushPath {
+  submit(items: readonly PushItem[]): Promise<PushResult[]>;
+  readonly overloaded: boolean;
+}
+
+/**
+ * POST /api/v1/push: 201 with one result per item, in request order.
+ * The items go through the same fusion layer (and so the same dedup cache
+ * and SQL probe) as Kafka ingress.
+ */
+export function registerPush(app: FastifyInstance, path: PushPath, maxItems: number): void {
+  app.post('/api/v1/push', async (req, reply) => {
+    const raw = readItems(req.body, maxItems);
+    const results: WireResult[] = new Array(raw.length);
+    const items: PushItem[] = [];
+    const at: number[] = [];
+    raw.forEach((r, index) => {
+      const t = translateItem(r);
+      if (t.ok) {
+        items.push(t.item);
+        at.push(index);
+      } else {
+        results[index] = { index, ...t.result };
+      }
+    });
+    if (items.length > 0) {
+      // Shed load instead of buffering without bound; the Kafka ingress
+      // pauses fetching on the same signal.
+      if (path.overloaded) throw new OverloadedError('the push path is over its in-flight byte budget; retry later');
+      const pushed = await path.submit(items);
+      pushed.forEach((r, i) => {
+        results[at[i]!] = toWire(at[i]!, r);
+      });
+    }
+    return reply.code(201).send(results);
+  });
+}

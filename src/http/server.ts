@@ -1,0 +1,134 @@
+import type { AddressInfo } from 'node:net';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type pg from 'pg';
+import { ValidationError } from '../errors.js';
+import { silentLogger, type Logger } from '../telemetry/logger.js';
+import type { Counter, MetricsRegistry } from '../telemetry/metrics.js';
+import { Component } from '../util/lifecycle.js';
+import { BearerAuth } from './auth.js';
+import { toHttpError } from './errorStatus.js';
+import { registerOps } from './routes/ops.js';
+import { registerPush, type PushPath } from './routes/push.js';
+import { registerQueues } from './routes/queues.js';
+
+export interface HttpApiOptions {
+  /** The fusion layer (the same push path as Kafka ingress). */
+  fusion: PushPath;
+  /** For /configure, queue reads and the health check. */
+  pool: pg.Pool;
+  metrics: MetricsRegistry;
+  /** When set, every /api route requires `Authorization: Bearer <token>`. */
+  authToken?: string | undefined;
+  /** Largest accepted request body; larger ones get 413. */
+  maxBodyBytes: number;
+  host: string;
+  /** 0 picks a free port (tests); read `port` after start(). */
+  port: number;
+  logger?: Logger | undefined;
+  /** Most items in one push request (400 above it). */
+  maxItemsPerPush?: number | undefined;
+  /** How long GET /health waits for PostgreSQL before answering 503. */
+  healthTimeoutMs?: number | undefined;
+  /** Retry-After sent with every 503. */
+  retryAfterSeconds?: number | undefined;
+}
+
+export const HTTP_DEFAULTS = { maxItemsPerPush: 10_000, healthTimeoutMs: 2_000, retryAfterSeconds: 1 } as const;
+
+/**
+ * The broker's HTTP API (docs/http-api.md), a fastify server.
+ *
+ * States: the Component lifecycle (util/lifecycle.ts). start() builds the
+ * routes and listens; `port` and `url` are valid while running. stop() stops
+ * accepting connections, lets in-flight requests finish (new ones on open
+ * keep-alive connections get 503) and closes idle connections, so it must be
+ * stopped before the fusion layer it submits to.
+ *
+ * Errors: routes throw typed errors; the one error handler maps them
+ * (errorStatus.ts) and is the one place a failure is logged.
+ */
+export class HttpApi extends Component {
+  private app: FastifyInstance | undefined;
+  private boundPort = 0;
+  private readonly log: Logger;
+  private readonly responses: Counter;
+
+  constructor(private readonly opts: HttpApiOptions) {
+    super('HttpApi');
+    this.log = opts.logger ?? silentLogger;
+    this.responses = opts.metrics.counter('queen_http_responses_total', 'HTTP responses by status code', 'status');
+  }
+
+  get port(): number {
+    this.assertRunning();
+    return this.boundPort;
+  }
+
+  get url(): string {
+    const host = this.opts.host === '0.0.0.0' || this.opts.host === '::' ? '127.0.0.1' : this.opts.host;
+    return `http://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
+  }
+
+  protected async onStart(): Promise<void> {
+    const app = this.build();
+    this.app = app;
+    await app.listen({ host: this.opts.host, port: this.opts.port });
+    this.boundPort = (app.server.address() as AddressInfo).port;
+    this.log.info({ host: this.opts.host, port: this.boundPort }, 'HTTP API listening');
+  }
+
+  protected async onStop(): Promise<void> {
+    await this.app?.close();
+    this.app = undefined;
+  }
+
+  private build(): FastifyInstance {
+    const o = this.opts;
+    const retryAfter = o.retryAfterSeconds ?? HTTP_DEFAULTS.retryAfterSeconds;
+    const app = Fastify({ logger: false, bodyLimit: o.maxBodyBytes, return503OnClosing: true, forceCloseConnections: 'idle' });
+
+    // JSON only: any other media type is 415. Our own parser, so a malformed
+    // body is answered with the parser's reason and position.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+      const text = body as string;
+      if (text.trim() === '') return done(new ValidationError('the body is empty; send a JSON object', 'body'), undefined);
+      try {
+        done(null, JSON.parse(text));
+      } catch (err) {
+        done(new ValidationError(`malformed JSON: ${(err as Error).message}`, 'body'), undefined);
+      }
+    });
+
+    app.addHook('onResponse', async (_req, reply) => {
+      this.responses.inc(1, String(reply.statusCode));
+    });
+
+    app.setErrorHandler((err, req, reply) => {
+      const a = toHttpError(err, retryAfter);
+      if (a.status >= 500) {
+        const level = a.status === 503 ? 'warn' : 'error';
+        this.log[level]({ err, method: req.method, url: req.url, status: a.status }, 'request failed');
+      }
+      void reply.code(a.status).headers(a.headers).send(a.body);
+    });
+    app.setNotFoundHandler((req, reply) => {
+      void reply.code(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}`, retriable: false });
+    });
+
+    // The /api routes live in their own encapsulated scope so the token hook
+    // applies to exactly these routes, however the request spelled the path.
+    const auth = o.authToken ? new BearerAuth(o.authToken) : undefined;
+    void app.register(async (api) => {
+      if (auth) {
+        api.addHook('onRequest', async (req) => {
+          auth.check(req.headers.authorization);
+        });
+      }
+      registerPush(api, o.fusion, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush);
+      registerQueues(api, o.pool);
+    });
+    registerOps(app, o.pool, o.metrics, o.healthTimeoutMs ?? HTTP_DEFAULTS.healthTimeoutMs);
+    return app;
+  }
+}

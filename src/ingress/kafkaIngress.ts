@@ -1,0 +1,240 @@
+import { Kafka, logLevel, type Consumer, type EachBatchPayload, type KafkaMessage } from 'kafkajs';
+import type { TopicMapping } from '../config.js';
+import { isRetriable, LifecycleError } from '../errors.js';
+import type { PushItem, PushResult } from '../engine/writer.js';
+import type { Fusion } from '../fusion/fusion.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { MetricsRegistry } from '../telemetry/metrics.js';
+import { backoffMs, pause } from '../util/backoff.js';
+import { Component } from '../util/lifecycle.js';
+import { DeadLetterProducer, type DeadLetter } from './deadLetter.js';
+import { mapRecord } from './recordMapping.js';
+
+export interface KafkaIngressOptions {
+  brokers: string[];
+  clientId?: string;
+  groupId: string;
+  topics: TopicMapping[];
+  dlqSuffix: string;
+  /** Kafka partitions whose batches are processed at once (their items fuse into shared bundles). */
+  partitionsConsumedConcurrently?: number;
+  sessionTimeoutMs?: number;
+  heartbeatIntervalMs?: number;
+  /** Where a group with no committed offset starts. Default true: an ingress must not skip data. */
+  fromBeginning?: boolean;
+  maxBytesPerPartition?: number;
+  /** Longest a fetch waits for data; kafkajs also waits this out before a disconnect or rebalance. */
+  maxWaitTimeInMs?: number;
+}
+
+/**
+ * Kafka -> fusion -> PostgreSQL, committing offsets only behind verdicts.
+ *
+ * For each batch of one Kafka partition (kafkajs runs one batch per partition
+ * at a time, several partitions at once): map every record, submit the good
+ * ones to the fusion layer, dead-letter the rest and every item the engine
+ * answers `failed`, and only when every record of the batch has a PostgreSQL
+ * verdict (queued/duplicate) or an acknowledged dead-letter write, resolve
+ * and commit `lastOffset + 1`. Nothing is committed past a record without
+ * one. So a crash, a kill -9 or a rebalance can only cause redelivery, and a
+ * redelivered record carries the same transactionId, hence comes back as a
+ * `duplicate` with the original id: never a loss, never a second copy.
+ *
+ * Retriable failures (PostgreSQL restarting, a dead-letter write failing) are
+ * retried with backoff inside the batch while heartbeating, until they succeed
+ * or the consumer stops; an abandoned batch is simply not committed.
+ *
+ * States: Component lifecycle. start() connects the dead-letter producer and
+ * the consumer, subscribes and runs; stop() stops fetching, lets in-flight
+ * batches finish or abandons them at the next retry point, commits what is
+ * verified, and leaves the group. While the fusion layer reports pressure,
+ * fetching is paused.
+ */
+export class KafkaIngress extends Component {
+  private readonly kafka: Kafka;
+  private readonly consumer: Consumer;
+  private readonly deadLetters: DeadLetterProducer;
+  private readonly queueOf: Map<string, string>;
+  private readonly abort = new AbortController();
+  private paused = false;
+  private readonly onPressure = () => this.setPaused(true);
+  private readonly onRelief = () => this.setPaused(false);
+  private readonly records;
+  private readonly verdicts;
+  private readonly commits;
+  private readonly retries;
+  private readonly dead;
+
+  constructor(
+    private readonly fusion: Fusion,
+    private readonly opts: KafkaIngressOptions,
+    private readonly log: Logger,
+    metrics?: MetricsRegistry,
+  ) {
+    super('KafkaIngress');
+    this.kafka = new Kafka({
+      clientId: opts.clientId ?? 'queen-ingress',
+      brokers: opts.brokers,
+      logLevel: logLevel.WARN,
+      logCreator: () => (entry) => {
+        const { message, ...rest } = entry.log;
+        if (entry.level <= logLevel.ERROR) this.log.error({ kafka: rest }, `kafkajs: ${message}`);
+        else if (entry.level === logLevel.WARN) this.log.warn({ kafka: rest }, `kafkajs: ${message}`);
+      },
+      retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
+    });
+    this.consumer = this.kafka.consumer({
+      groupId: opts.groupId,
+      sessionTimeout: opts.sessionTimeoutMs ?? 30_000,
+      heartbeatInterval: opts.heartbeatIntervalMs ?? 3_000,
+      maxBytesPerPartition: opts.maxBytesPerPartition ?? 1024 * 1024,
+      maxWaitTimeInMs: opts.maxWaitTimeInMs ?? 250,
+      allowAutoTopicCreation: true,
+      retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
+    });
+    this.deadLetters = new DeadLetterProducer(this.kafka, opts.dlqSuffix);
+    this.queueOf = new Map(opts.topics.map((t) => [t.topic, t.queue]));
+    this.records = metrics?.counter('queen_ingress_records_total', 'Kafka records processed by outcome', 'outcome');
+    this.verdicts = metrics?.counter('queen_ingress_batches_total', 'Kafka batches fully verified and committed');
+    this.commits = metrics?.counter('queen_ingress_commit_failures_total', 'Offset commits refused (rebalance); the records will be redelivered as duplicates');
+    this.retries = metrics?.counter('queen_ingress_retries_total', 'Batch attempts retried after a retriable failure');
+    this.dead = metrics?.counter('queen_ingress_dead_letters_total', 'Records written to a dead-letter topic');
+  }
+
+  protected async onStart(): Promise<void> {
+    await this.deadLetters.start();
+    await this.ensureDeadLetterTopics();
+    await this.consumer.connect();
+    for (const t of this.opts.topics) {
+      await this.consumer.subscribe({ topic: t.topic, fromBeginning: this.opts.fromBeginning ?? true });
+    }
+    this.fusion.events.on('pressure', this.onPressure);
+    this.fusion.events.on('relief', this.onRelief);
+    await this.consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.opts.partitionsConsumedConcurrently ?? 16,
+      eachBatch: (payload) => this.handleBatch(payload),
+    });
+    this.log.info({ topics: this.opts.topics, group: this.opts.groupId }, 'consuming');
+  }
+
+  protected async onStop(): Promise<void> {
+    this.fusion.events.off('pressure', this.onPressure);
+    this.fusion.events.off('relief', this.onRelief);
+    this.abort.abort();
+    // disconnect() stops fetching, waits for running batches (which commit
+    // what they verified or give up at their next retry point), and leaves
+    // the group so partitions move at once rather than after a session timeout.
+    await this.consumer.disconnect();
+    await this.deadLetters.stop();
+  }
+
+  private async ensureDeadLetterTopics(): Promise<void> {
+    const admin = this.kafka.admin();
+    await admin.connect();
+    try {
+      const existing = new Set(await admin.listTopics());
+      const wanted = this.opts.topics.map((t) => this.deadLetters.topicFor(t.topic)).filter((t) => !existing.has(t));
+      if (wanted.length > 0) await admin.createTopics({ topics: wanted.map((topic) => ({ topic })), waitForLeaders: true });
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  private setPaused(paused: boolean): void {
+    if (this.paused === paused || this.state !== 'running') return;
+    this.paused = paused;
+    const topics = this.opts.topics.map((t) => ({ topic: t.topic }));
+    if (paused) this.consumer.pause(topics);
+    else this.consumer.resume(topics);
+    this.log.info({ paused }, paused ? 'fusion under pressure: fetching paused' : 'fusion relieved: fetching resumed');
+  }
+
+  private async handleBatch(payload: EachBatchPayload): Promise<void> {
+    const { batch, heartbeat, isRunning, isStale, resolveOffset, commitOffsetsIfNecessary } = payload;
+    void commitOffsetsIfNecessary; // explicit commits only: see commit() below
+    if (batch.messages.length === 0) return;
+    const queue = this.queueOf.get(batch.topic)!;
+
+    // Heartbeat while the batch waits on PostgreSQL, so a slow database does not cost the assignment.
+    const beat = setInterval(() => void heartbeat().catch(() => undefined), Math.max(500, (this.opts.heartbeatIntervalMs ?? 3_000) / 2));
+    try {
+      const letters: DeadLetter[] = [];
+      const items: PushItem[] = [];
+      const itemRecords: KafkaMessage[] = [];
+      for (const m of batch.messages) {
+        const mapped = mapRecord(batch.topic, queue, batch.partition, m);
+        if (mapped.ok) {
+          items.push(mapped.item);
+          itemRecords.push(m);
+        } else {
+          letters.push({ topic: batch.topic, partition: batch.partition, record: m, reason: mapped.reason });
+        }
+      }
+
+      const results = await this.untilDone(() => this.fusion.submit(items), isRunning, isStale, 'pushing a batch');
+      if (!results) return; // abandoned: not committed, will be redelivered
+      let queued = 0;
+      let duplicates = 0;
+      results.forEach((r: PushResult, i) => {
+        if (r.status === 'failed') letters.push({ topic: batch.topic, partition: batch.partition, record: itemRecords[i]!, reason: r.error ?? 'rejected by the log' });
+        else if (r.status === 'queued') queued++;
+        else duplicates++;
+      });
+      if (letters.length > 0) {
+        const sent = await this.untilDone(() => this.deadLetters.send(letters).then(() => true), isRunning, isStale, 'dead-lettering');
+        if (!sent) return;
+        this.dead?.inc(letters.length);
+        this.log.warn({ topic: batch.topic, partition: batch.partition, count: letters.length, first: letters[0]!.reason }, 'records dead-lettered');
+      }
+      this.records?.inc(queued, 'queued');
+      this.records?.inc(duplicates, 'duplicate');
+      this.records?.inc(letters.length, 'dead_lettered');
+
+      // Every record of the batch now has a verdict or an acknowledged dead letter.
+      const last = batch.lastOffset();
+      resolveOffset(last);
+      await this.commit(batch.topic, batch.partition, last);
+      this.verdicts?.inc();
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
+  private async commit(topic: string, partition: number, lastOffset: string): Promise<void> {
+    const offset = (BigInt(lastOffset) + 1n).toString();
+    try {
+      await this.consumer.commitOffsets([{ topic, partition, offset }]);
+    } catch (err) {
+      // A rebalance took the partition: its new owner re-reads from the last
+      // committed offset and gets duplicates for what we verified. No loss.
+      this.commits?.inc();
+      this.log.info({ topic, partition, offset, err: (err as Error).message }, 'offset commit refused; records will be redelivered');
+    }
+  }
+
+  /**
+   * Runs `op` until it succeeds, retrying retriable failures with backoff.
+   * Returns undefined when the consumer stops or the batch goes stale first.
+   * A non-retriable failure is a bug here (bad input is answered per item),
+   * so it is rethrown and kafkajs restarts the consumer from the last commit.
+   */
+  private async untilDone<T>(op: () => Promise<T>, isRunning: () => boolean, isStale: () => boolean, what: string): Promise<T | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      if (!isRunning() || isStale()) return undefined;
+      try {
+        return await op();
+      } catch (err) {
+        // The fusion layer stopping under us means shutdown: abandon, uncommitted.
+        if (err instanceof LifecycleError) return undefined;
+        if (!isRetriable(err)) throw err;
+        this.retries?.inc();
+        const wait = backoffMs(attempt, 200, 5_000);
+        if (attempt === 0 || attempt % 10 === 0) this.log.warn({ err: (err as Error).message, attempt, wait }, `${what} failed; retrying`);
+        await pause(wait, this.abort.signal);
+        if (this.abort.signal.aborted) return undefined;
+      }
+    }
+  }
+}

@@ -1,0 +1,98 @@
+import { randomBytes } from 'node:crypto';
+import { Kafka, logLevel, type Message } from 'kafkajs';
+import type pg from 'pg';
+import { unpackSegment } from '../../src/engine/frames.js';
+
+/** KAFKA_BROKERS is set by scripts/with-deps.sh (or by the user). */
+export function brokers(): string[] {
+  const b = process.env.KAFKA_BROKERS;
+  if (!b) throw new Error('KAFKA_BROKERS is not set: run tests through `make test` (it starts Kafka)');
+  return b.split(',');
+}
+
+export function kafkaClient(): Kafka {
+  return new Kafka({ clientId: 'queen-test', brokers: brokers(), logLevel: logLevel.NOTHING });
+}
+
+/** A topic (and group) name no other test file uses. */
+export function uniqueName(label: string): string {
+  return `${label}-${randomBytes(4).toString('hex')}`;
+}
+
+export async function createTopic(kafka: Kafka, topic: string, partitions: number): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Produces in chunks with acks=all; per-key order is the order given. */
+export async function produce(kafka: Kafka, topic: string, messages: Message[], chunk = 2000): Promise<void> {
+  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  await producer.connect();
+  try {
+    for (let i = 0; i < messages.length; i += chunk) {
+      await producer.send({ topic, acks: -1, messages: messages.slice(i, i + chunk) });
+    }
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/** Committed offset per partition for a group (-1 when none). */
+export async function committed(kafka: Kafka, group: string, topic: string): Promise<Map<number, number>> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    return new Map((t?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** High watermark (next offset) per partition. */
+export async function endOffsets(kafka: Kafka, topic: string): Promise<Map<number, number>> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    return new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** True when the group's committed offsets reached the topic's end on every partition. */
+export async function caughtUp(kafka: Kafka, group: string, topic: string): Promise<boolean> {
+  const [c, e] = await Promise.all([committed(kafka, group, topic), endOffsets(kafka, topic)]);
+  for (const [p, high] of e) if (high > 0 && (c.get(p) ?? -1) < high) return false;
+  return true;
+}
+
+export interface StoredFrame {
+  partition: string;
+  offset: number;
+  transactionId: string;
+  payload: Buffer;
+}
+
+/** Every frame stored for a queue, decoded from the segment blobs, in (partition, offset) order. */
+export async function storedFrames(pool: pg.Pool, queue: string): Promise<StoredFrame[]> {
+  const r = await pool.query(
+    `SELECT lp.name, s.base_offset, s.blob
+     FROM queen.log_segments s
+     JOIN queen.log_partitions lp ON lp.id = s.partition_id
+     JOIN queen.queues q ON q.id = lp.queue_id
+     WHERE q.name = $1
+     ORDER BY lp.name, s.base_offset`,
+    [queue],
+  );
+  const out: StoredFrame[] = [];
+  for (const row of r.rows) {
+    unpackSegment(row.blob).forEach((f, i) => out.push({ partition: row.name, offset: Number(row.base_offset) + i, transactionId: f.transactionId, payload: f.payload }));
+  }
+  return out;
+}

@@ -1,0 +1,66 @@
+import { LogEngine } from '../../src/engine/logEngine.js';
+import { LogWriter, type WatermarkSource } from '../../src/engine/writer.js';
+import { Fusion } from '../../src/fusion/fusion.js';
+import { KafkaIngress } from '../../src/ingress/kafkaIngress.js';
+import { silentLogger } from '../../src/telemetry/logger.js';
+import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import { brokers } from './kafka.js';
+
+export interface IngestStack {
+  engine: LogEngine;
+  writer: LogWriter;
+  fusion: Fusion;
+  ingress: KafkaIngress;
+  metrics: MetricsRegistry;
+  stop(): Promise<void>;
+}
+
+/** An in-process ingress instance: its own pool, writer, fusion and consumer. */
+export async function startIngestStack(opts: {
+  databaseUrl: string;
+  topic: string;
+  queue?: string;
+  group: string;
+  maxPayloadBytes?: number;
+  watermarks?: (engine: LogEngine, metrics: MetricsRegistry) => WatermarkSource;
+}): Promise<IngestStack> {
+  const metrics = new MetricsRegistry();
+  const engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: 6, metrics });
+  await engine.start();
+  const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, watermarks: opts.watermarks?.(engine, metrics) });
+  const fusion = new Fusion(writer, { maxItems: 2000, maxBytes: 8 << 20, holdMs: 2, maxInflightBytes: 64 << 20, maxConcurrentFlushes: 4, metrics });
+  await fusion.start();
+  const ingress = new KafkaIngress(
+    fusion,
+    {
+      brokers: brokers(),
+      groupId: opts.group,
+      topics: [{ topic: opts.topic, queue: opts.queue ?? opts.topic }],
+      dlqSuffix: '.dlq',
+      sessionTimeoutMs: 10_000,
+      heartbeatIntervalMs: 1_000,
+      partitionsConsumedConcurrently: 8,
+    },
+    silentLogger,
+    metrics,
+  );
+  try {
+    await ingress.start();
+  } catch (err) {
+    await fusion.stop();
+    await engine.stop();
+    throw err;
+  }
+  return {
+    engine,
+    writer,
+    fusion,
+    ingress,
+    metrics,
+    async stop() {
+      await ingress.stop();
+      await fusion.stop();
+      await engine.stop();
+    },
+  };
+}

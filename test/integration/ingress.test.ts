@@ -1,0 +1,205 @@
+import anyTest, { type TestFn } from 'ava';
+import type { Kafka, Message } from 'kafkajs';
+import pg from 'pg';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { caughtUp, committed, createTopic, kafkaClient, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
+import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
+import { startIngestStack } from '../helpers/stack.js';
+
+interface Ctx {
+  db: TestDatabase;
+  sql: pg.Pool;
+  kafka: Kafka;
+}
+const test = anyTest as TestFn<Ctx>;
+
+test.before(async (t) => {
+  const db = await createTestDatabase('ingress');
+  t.context = { db, sql: new pg.Pool({ connectionString: db.url, max: 2 }), kafka: kafkaClient() };
+});
+teardownAndCheckLeaks(test, async (t) => {
+  await t.context.sql?.end();
+  await t.context.db?.drop();
+});
+
+const KEYS = 32;
+
+/** n distinct events over 32 keys, plus re-sends of every tenth (same transactionId, new Kafka offset). */
+function events(n: number, resendEvery = 10): { messages: Message[]; distinct: number; resent: number } {
+  const messages: Message[] = [];
+  const seq = new Array<number>(KEYS).fill(0);
+  for (let i = 0; i < n; i++) {
+    const k = i % KEYS;
+    const s = seq[k]!++;
+    messages.push({ key: `key-${k}`, value: JSON.stringify({ k, s }), headers: { transactionId: `tx-${k}-${s}` } });
+  }
+  const resends = messages.filter((_, i) => i % resendEvery === 0).map((m) => ({ ...m }));
+  return { messages: [...messages, ...resends], distinct: n, resent: resends.length };
+}
+
+/** The log holds each distinct transactionId once, per-key in production order. */
+function assertExact(t: { is: (a: unknown, b: unknown, m?: string) => void; deepEqual: (a: unknown, b: unknown, m?: string) => void }, frames: Awaited<ReturnType<typeof storedFrames>>, distinct: number) {
+  t.is(frames.length, distinct, 'each distinct transactionId stored exactly once');
+  t.is(new Set(frames.map((f) => f.transactionId)).size, distinct);
+  const byKey = new Map<string, number[]>();
+  for (const f of frames) {
+    const { s } = JSON.parse(f.payload.toString()) as { s: number };
+    if (!byKey.has(f.partition)) byKey.set(f.partition, []);
+    byKey.get(f.partition)!.push(s);
+  }
+  for (const [key, seqs] of byKey) {
+    t.deepEqual(seqs, seqs.map((_, i) => i), `per-key order preserved for ${key}`);
+  }
+}
+
+test.serial('exactly-once ingest: 100k records over 32 keys with 10% re-sent transactionIds', async (t) => {
+  const { kafka, db, sql } = t.context;
+  const topic = uniqueName('exact');
+  const group = uniqueName('g-exact');
+  await createTopic(kafka, topic, 8);
+  const { messages, distinct, resent } = events(100_000);
+  await produce(kafka, topic, messages);
+  const stack = await startIngestStack({ databaseUrl: db.url, topic, group });
+  try {
+    await waitFor('the group to commit the end of the topic', () => caughtUp(kafka, group, topic), 240_000, 200);
+    assertExact(t, await storedFrames(sql, topic), distinct);
+    const rec = stack.metrics.counter('queen_ingress_records_total', '');
+    t.is(rec.get('queued'), distinct);
+    t.is(rec.get('duplicate'), resent);
+    t.is(rec.get('dead_lettered'), 0);
+  } finally {
+    await stack.stop();
+  }
+
+  // Replay: reset the group to earliest and re-ingest: zero new messages, all duplicates.
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.resetOffsets({ groupId: group, topic, earliest: true });
+  await admin.disconnect();
+  const replay = await startIngestStack({ databaseUrl: db.url, topic, group });
+  try {
+    await waitFor('the replay to commit the end of the topic', () => caughtUp(kafka, group, topic), 240_000, 200);
+    const rec = replay.metrics.counter('queen_ingress_records_total', '');
+    t.is(rec.get('queued'), 0, 'a replay writes nothing new');
+    t.is(rec.get('duplicate'), messages.length);
+    assertExact(t, await storedFrames(sql, topic), distinct);
+  } finally {
+    await replay.stop();
+  }
+});
+
+test.serial('two instances and a forced rebalance mid-stream give the same exact result', async (t) => {
+  const { kafka, db, sql } = t.context;
+  const topic = uniqueName('rebal');
+  const group = uniqueName('g-rebal');
+  await createTopic(kafka, topic, 8);
+  const { messages, distinct } = events(30_000);
+  const first = await startIngestStack({ databaseUrl: db.url, topic, group });
+  let second: Awaited<ReturnType<typeof startIngestStack>> | undefined;
+  try {
+    await produce(kafka, topic, messages.slice(0, 10_000));
+    await waitFor('the first instance to store something', async () => (await storedFrames(sql, topic)).length > 0, 60_000, 100);
+    second = await startIngestStack({ databaseUrl: db.url, topic, group });
+    await produce(kafka, topic, messages.slice(10_000, 20_000));
+    // The first member leaves mid-stream: another rebalance.
+    await first.stop();
+    await produce(kafka, topic, messages.slice(20_000));
+    await waitFor('the group to commit the end of the topic', () => caughtUp(kafka, group, topic), 240_000, 200);
+    assertExact(t, await storedFrames(sql, topic), distinct);
+  } finally {
+    await first.stop();
+    await second?.stop();
+  }
+});
+
+test.serial('bad records of many kinds are dead-lettered with reasons; good ones are ingested; no stall', async (t) => {
+  const { kafka, db, sql } = t.context;
+  const topic = uniqueName('bad');
+  const group = uniqueName('g-bad');
+  await createTopic(kafka, topic, 2);
+  const bad: { m: Message; reason: RegExp }[] = [
+    { m: { key: 'k', value: null }, reason: /null/ },
+    { m: { key: Buffer.from([0xff, 0xfe, 0xfd]), value: '{}' }, reason: /key is not valid UTF-8/ },
+    { m: { key: 'x'.repeat(300), value: '{}' }, reason: /partition must be at most 256/ },
+    { m: { key: 'ctl\u0002key', value: '{}' }, reason: /partition must not contain control/ },
+    { m: { key: 'k', value: Buffer.alloc(5000, 0x61) }, reason: /over the limit of 4096/ },
+    { m: { key: 'k', value: '{}', headers: { transactionId: '' } }, reason: /transactionId must be a non-empty/ },
+    { m: { key: 'k', value: '{}', headers: { transactionId: 't'.repeat(600) } }, reason: /transactionId must be at most 512/ },
+    { m: { key: 'k', value: '{}', headers: { transactionId: 'tab\tid' } }, reason: /transactionId must not contain control/ },
+    { m: { key: 'k', value: '{}', headers: { transactionId: Buffer.from([0xc3, 0x28]) } }, reason: /header is not valid UTF-8/ },
+    { m: { key: 'k', value: JSON.stringify({ transactionId: 'j'.repeat(700) }) }, reason: /transactionId must be at most 512/ },
+    { m: { key: 'k', value: '{}', headers: { traceparent: 'p'.repeat(2000) } }, reason: /traceContext is over/ },
+  ];
+  const messages: Message[] = [];
+  const good: string[] = [];
+  bad.forEach((b, i) => {
+    messages.push({ key: 'good', value: JSON.stringify({ s: i }), headers: { transactionId: `good-${i}` } });
+    good.push(`good-${i}`);
+    messages.push({ ...b.m, headers: { ...(b.m.headers ?? {}), 'test-case': String(i) } });
+  });
+  messages.push({ key: 'good', value: JSON.stringify({ s: bad.length }), headers: { transactionId: `good-${bad.length}` } });
+  good.push(`good-${bad.length}`);
+  await produce(kafka, topic, messages);
+
+  const stack = await startIngestStack({ databaseUrl: db.url, topic, group, maxPayloadBytes: 4096 });
+  const dlq = kafka.consumer({ groupId: uniqueName('g-dlq') });
+  try {
+    await waitFor('the group to commit the end of the topic', () => caughtUp(kafka, group, topic), 120_000, 100);
+    const frames = await storedFrames(sql, topic);
+    t.deepEqual(frames.map((f) => f.transactionId), good, 'every good record ingested, in order');
+
+    const letters = new Map<number, { reason: string; topic: string; offset: string }>();
+    await dlq.connect();
+    await dlq.subscribe({ topic: `${topic}.dlq`, fromBeginning: true });
+    await dlq.run({
+      eachMessage: async ({ message }) => {
+        const h = (n: string) => message.headers?.[n]?.toString() ?? '';
+        letters.set(Number(h('test-case')), { reason: h('queen-dlq-reason'), topic: h('queen-dlq-topic'), offset: h('queen-dlq-offset') });
+      },
+    });
+    await waitFor('every bad record in the dead-letter topic', () => letters.size === bad.length, 60_000, 100);
+    bad.forEach((b, i) => {
+      const l = letters.get(i);
+      t.truthy(l, `case ${i} dead-lettered`);
+      t.regex(l!.reason, b.reason, `case ${i} reason`);
+      t.is(l!.topic, topic);
+      t.regex(l!.offset, /^\d+$/);
+    });
+    t.is(stack.metrics.counter('queen_ingress_records_total', '').get('dead_lettered'), bad.length);
+  } finally {
+    await dlq.disconnect();
+    await stack.stop();
+  }
+});
+
+test.serial('committed offsets never pass what PostgreSQL holds (derived transactionIds)', async (t) => {
+  const { kafka, db, sql } = t.context;
+  const topic = uniqueName('derived');
+  const group = uniqueName('g-derived');
+  await createTopic(kafka, topic, 4);
+  // No transactionId header and a non-object value: the id is topic/partition/offset.
+  const messages: Message[] = Array.from({ length: 8000 }, (_, i) => ({ key: `k${i % 16}`, value: String(i) }));
+  await produce(kafka, topic, messages);
+  const stack = await startIngestStack({ databaseUrl: db.url, topic, group });
+  try {
+    let checks = 0;
+    await waitFor(
+      'catch-up, checking the commit invariant on the way',
+      async () => {
+        const c = await committed(kafka, group, topic);
+        const stored = new Set((await storedFrames(sql, topic)).map((f) => f.transactionId));
+        for (const [p, off] of c) {
+          for (let o = 0; o < off; o++) if (!stored.has(`${topic}/${p}/${o}`)) throw new Error(`offset ${o} of partition ${p} committed but not stored`);
+        }
+        checks++;
+        return caughtUp(kafka, group, topic);
+      },
+      120_000,
+      50,
+    );
+    t.true(checks > 0);
+    t.is((await storedFrames(sql, topic)).length, messages.length);
+  } finally {
+    await stack.stop();
+  }
+});
