@@ -14,7 +14,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-LOCAL="${QUEEN_LOCAL_DIR:-$repo/.local}"
+# Canonical path: pg_ctl canonicalises -D, and running_pid() matches it in /proc cmdline.
+LOCAL="$(realpath -m "${QUEEN_LOCAL_DIR:-$repo/.local}")"
 PGROOT="$LOCAL/pg"
 DATA="$PGROOT/data"
 RUN="$PGROOT/run"

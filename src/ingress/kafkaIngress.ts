@@ -25,6 +25,8 @@ export interface KafkaIngressOptions {
   maxBytesPerPartition?: number;
   /** Longest a fetch waits for data; kafkajs also waits this out before a disconnect or rebalance. */
   maxWaitTimeInMs?: number;
+  /** Records per commit within a batch. */
+  commitEvery?: number;
 }
 
 /**
@@ -57,6 +59,10 @@ export class KafkaIngress extends Component {
   private readonly queueOf: Map<string, string>;
   private readonly abort = new AbortController();
   private paused = false;
+  /** Set by stop(): no new chunk starts; in-flight chunks finish and commit. */
+  private draining = false;
+  private activeBatches = 0;
+  private batchesIdle: (() => void) | undefined;
   private readonly onPressure = () => this.setPaused(true);
   private readonly onRelief = () => this.setPaused(false);
   private readonly records;
@@ -95,7 +101,7 @@ export class KafkaIngress extends Component {
     this.deadLetters = new DeadLetterProducer(this.kafka, opts.dlqSuffix);
     this.queueOf = new Map(opts.topics.map((t) => [t.topic, t.queue]));
     this.records = metrics?.counter('queen_ingress_records_total', 'Kafka records processed by outcome', 'outcome');
-    this.verdicts = metrics?.counter('queen_ingress_batches_total', 'Kafka batches fully verified and committed');
+    this.verdicts = metrics?.counter('queen_ingress_commits_total', 'Chunks of Kafka records fully verified and committed');
     this.commits = metrics?.counter('queen_ingress_commit_failures_total', 'Offset commits refused (rebalance); the records will be redelivered as duplicates');
     this.retries = metrics?.counter('queen_ingress_retries_total', 'Batch attempts retried after a retriable failure');
     this.dead = metrics?.counter('queen_ingress_dead_letters_total', 'Records written to a dead-letter topic');
@@ -122,10 +128,16 @@ export class KafkaIngress extends Component {
   protected async onStop(): Promise<void> {
     this.fusion.events.off('pressure', this.onPressure);
     this.fusion.events.off('relief', this.onRelief);
+    // kafkajs drops explicit commits silently once its runner is stopping,
+    // so the drain happens first, while commits still go through: no new
+    // chunk starts, in-flight chunks finish and commit, retry loops give up
+    // (uncommitted, hence redelivered later). Only then leave the group.
+    this.draining = true;
     this.abort.abort();
-    // disconnect() stops fetching, waits for running batches (which commit
-    // what they verified or give up at their next retry point), and leaves
-    // the group so partitions move at once rather than after a session timeout.
+    this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
+    if (this.activeBatches > 0) await new Promise<void>((resolve) => (this.batchesIdle = resolve));
+    // disconnect() stops fetching and leaves the group, so partitions move at
+    // once rather than after a session timeout.
     await this.consumer.disconnect();
     await this.deadLetters.stop();
   }
@@ -152,54 +164,71 @@ export class KafkaIngress extends Component {
   }
 
   private async handleBatch(payload: EachBatchPayload): Promise<void> {
-    const { batch, heartbeat, isRunning, isStale, resolveOffset, commitOffsetsIfNecessary } = payload;
-    void commitOffsetsIfNecessary; // explicit commits only: see commit() below
-    if (batch.messages.length === 0) return;
-    const queue = this.queueOf.get(batch.topic)!;
-
+    const { batch, heartbeat, isRunning, isStale } = payload;
+    if (batch.messages.length === 0 || this.draining) return;
+    this.activeBatches++;
     // Heartbeat while the batch waits on PostgreSQL, so a slow database does not cost the assignment.
     const beat = setInterval(() => void heartbeat().catch(() => undefined), Math.max(500, (this.opts.heartbeatIntervalMs ?? 3_000) / 2));
     try {
-      const letters: DeadLetter[] = [];
-      const items: PushItem[] = [];
-      const itemRecords: KafkaMessage[] = [];
-      for (const m of batch.messages) {
-        const mapped = mapRecord(batch.topic, queue, batch.partition, m);
-        if (mapped.ok) {
-          items.push(mapped.item);
-          itemRecords.push(m);
-        } else {
-          letters.push({ topic: batch.topic, partition: batch.partition, record: m, reason: mapped.reason });
-        }
+      // Chunks bound what a crash can make us redeliver and let a shutdown
+      // commit what is verified without waiting for the rest of the batch.
+      const chunk = this.opts.commitEvery ?? 1000;
+      for (let i = 0; i < batch.messages.length; i += chunk) {
+        if (this.draining || !isRunning() || isStale()) return;
+        const done = await this.handleChunk(payload, batch.messages.slice(i, i + chunk));
+        if (!done) return;
       }
-
-      const results = await this.untilDone(() => this.fusion.submit(items), isRunning, isStale, 'pushing a batch');
-      if (!results) return; // abandoned: not committed, will be redelivered
-      let queued = 0;
-      let duplicates = 0;
-      results.forEach((r: PushResult, i) => {
-        if (r.status === 'failed') letters.push({ topic: batch.topic, partition: batch.partition, record: itemRecords[i]!, reason: r.error ?? 'rejected by the log' });
-        else if (r.status === 'queued') queued++;
-        else duplicates++;
-      });
-      if (letters.length > 0) {
-        const sent = await this.untilDone(() => this.deadLetters.send(letters).then(() => true), isRunning, isStale, 'dead-lettering');
-        if (!sent) return;
-        this.dead?.inc(letters.length);
-        this.log.warn({ topic: batch.topic, partition: batch.partition, count: letters.length, first: letters[0]!.reason }, 'records dead-lettered');
-      }
-      this.records?.inc(queued, 'queued');
-      this.records?.inc(duplicates, 'duplicate');
-      this.records?.inc(letters.length, 'dead_lettered');
-
-      // Every record of the batch now has a verdict or an acknowledged dead letter.
-      const last = batch.lastOffset();
-      resolveOffset(last);
-      await this.commit(batch.topic, batch.partition, last);
-      this.verdicts?.inc();
     } finally {
       clearInterval(beat);
+      if (--this.activeBatches === 0 && this.batchesIdle) {
+        this.batchesIdle();
+        this.batchesIdle = undefined;
+      }
     }
+  }
+
+  /** One chunk of a batch: verdicts for all, then resolve and commit its last offset. False = abandoned. */
+  private async handleChunk(payload: EachBatchPayload, messages: KafkaMessage[]): Promise<boolean> {
+    const { batch, isRunning, isStale, resolveOffset } = payload;
+    const queue = this.queueOf.get(batch.topic)!;
+    const letters: DeadLetter[] = [];
+    const items: PushItem[] = [];
+    const itemRecords: KafkaMessage[] = [];
+    for (const m of messages) {
+      const mapped = mapRecord(batch.topic, queue, batch.partition, m);
+      if (mapped.ok) {
+        items.push(mapped.item);
+        itemRecords.push(m);
+      } else {
+        letters.push({ topic: batch.topic, partition: batch.partition, record: m, reason: mapped.reason });
+      }
+    }
+
+    const results = await this.untilDone(() => this.fusion.submit(items), isRunning, isStale, 'pushing a batch');
+    if (!results) return false; // abandoned: not committed, will be redelivered
+    let queued = 0;
+    let duplicates = 0;
+    results.forEach((r: PushResult, i) => {
+      if (r.status === 'failed') letters.push({ topic: batch.topic, partition: batch.partition, record: itemRecords[i]!, reason: r.error ?? 'rejected by the log' });
+      else if (r.status === 'queued') queued++;
+      else duplicates++;
+    });
+    if (letters.length > 0) {
+      const sent = await this.untilDone(() => this.deadLetters.send(letters).then(() => true), isRunning, isStale, 'dead-lettering');
+      if (!sent) return false;
+      this.dead?.inc(letters.length);
+      this.log.warn({ topic: batch.topic, partition: batch.partition, count: letters.length, first: letters[0]!.reason }, 'records dead-lettered');
+    }
+    this.records?.inc(queued, 'queued');
+    this.records?.inc(duplicates, 'duplicate');
+    this.records?.inc(letters.length, 'dead_lettered');
+
+    // Every record of the chunk now has a verdict or an acknowledged dead letter.
+    const last = messages[messages.length - 1]!.offset;
+    resolveOffset(last);
+    await this.commit(batch.topic, batch.partition, last);
+    this.verdicts?.inc();
+    return true;
   }
 
   private async commit(topic: string, partition: number, lastOffset: string): Promise<void> {
