@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { LifecycleError } from '../errors.js';
-import type { LogWriter, PushItem, PushResult } from '../engine/writer.js';
+import type { PushItem, PushResult } from '../engine/writer.js';
 import { LIMITS } from '../engine/limits.js';
 import { Component } from '../util/lifecycle.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
@@ -17,6 +17,11 @@ export interface FusionOptions {
   /** Bundles in flight at once (on disjoint partitions); at most the pool size. */
   maxConcurrentFlushes: number;
   metrics?: MetricsRegistry | undefined;
+}
+
+/** What a flush pushes a bundle into: LogWriter in the service. */
+export interface BundleSink {
+  push(items: readonly PushItem[]): Promise<PushResult[]>;
 }
 
 interface Pending {
@@ -57,7 +62,7 @@ export class Fusion extends Component {
   private readonly itemCounter;
 
   constructor(
-    private readonly writer: LogWriter,
+    private readonly writer: BundleSink,
     private readonly opts: FusionOptions,
   ) {
     super('Fusion');

@@ -1,0 +1,44 @@
+import test from 'ava';
+import { loadConfig, parseTopics, redactUrl } from '../../src/config.js';
+import { ConfigError } from '../../src/errors.js';
+
+test('defaults: dedup cache on, 512 MB, port 6632, no topics', (t) => {
+  const c = loadConfig({});
+  t.is(c.httpPort, 6632);
+  t.true(c.dedupCacheEnabled);
+  t.is(c.dedupCacheMb, 512);
+  t.deepEqual(c.ingressTopics, []);
+  t.is(c.maxPayloadBytes, 1024 * 1024);
+});
+
+test('a bad value names the variable and its limit', (t) => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ QUEEN_HTTP_PORT: '70000' }, /QUEEN_HTTP_PORT must be an integer between 0 and 65535/],
+    [{ QUEEN_HTTP_PORT: 'abc' }, /QUEEN_HTTP_PORT must be an integer/],
+    [{ QUEEN_DEDUP_CACHE: 'maybe' }, /QUEEN_DEDUP_CACHE must be one of 1, 0/],
+    [{ QUEEN_DEDUP_CACHE_MB: '0' }, /QUEEN_DEDUP_CACHE_MB must be an integer between 1/],
+    [{ QUEEN_LOG_LEVEL: 'loud' }, /QUEEN_LOG_LEVEL must be one of fatal/],
+    [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL must use postgres: or postgresql:/],
+    [{ KAFKA_BROKERS: 'nohostport' }, /KAFKA_BROKERS must be a comma-separated list of host:port/],
+    [{ QUEEN_INGRESS_TOPICS: 'a', KAFKA_BROKERS: '' }, /KAFKA_BROKERS is empty/],
+    [{ QUEEN_INGRESS_TOPICS: 'a:b:c', KAFKA_BROKERS: 'h:1' }, /QUEEN_INGRESS_TOPICS entries must be/],
+    [{ QUEEN_BUNDLE_MAX_BYTES: '2048', QUEEN_MAX_PAYLOAD_BYTES: '4096' }, /QUEEN_BUNDLE_MAX_BYTES \(2048\) must be at least/],
+  ];
+  for (const [env, re] of cases) {
+    const err = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
+    t.regex(err!.message, re);
+  }
+});
+
+test('topic mapping: topic or topic:queue', (t) => {
+  t.deepEqual(parseTopics('orders, payments:billing'), [
+    { topic: 'orders', queue: 'orders' },
+    { topic: 'payments', queue: 'billing' },
+  ]);
+  t.throws(() => parseTopics('a,a'), { message: /twice/ });
+});
+
+test('redactUrl hides the password', (t) => {
+  t.is(redactUrl('postgres://u:secret@h:5432/db'), 'postgres://u:***@h:5432/db');
+  t.false(redactUrl('postgres://u:secret@h/db').includes('secret'));
+});
