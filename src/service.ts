@@ -3,15 +3,16 @@ import { LogEngine } from './engine/logEngine.js';
 import { migrate } from './engine/migrate.js';
 import { LogWriter, type WatermarkSource } from './engine/writer.js';
 import { Fusion } from './fusion/fusion.js';
+import { HttpApi } from './http/server.js';
 import { KafkaIngress } from './ingress/kafkaIngress.js';
 import type { Logger } from './telemetry/logger.js';
 import { MetricsRegistry } from './telemetry/metrics.js';
 import { Component } from './util/lifecycle.js';
 
 /**
- * The whole service. Start order: engine (and migrations) -> fusion -> Kafka
- * ingress; stop in reverse, so in-flight Kafka batches can still reach
- * PostgreSQL and commit while the consumer leaves its group.
+ * The whole service. Start order: engine (and migrations) -> fusion -> HTTP
+ * API -> Kafka ingress; stop in reverse, so in-flight HTTP pushes and Kafka
+ * batches can still reach PostgreSQL while the producers are turned away.
  */
 export class Service extends Component {
   readonly metrics = new MetricsRegistry();
@@ -19,6 +20,7 @@ export class Service extends Component {
   readonly writer: LogWriter;
   readonly fusion: Fusion;
   readonly ingress: KafkaIngress | undefined;
+  readonly http: HttpApi;
 
   constructor(
     readonly config: Config,
@@ -35,6 +37,16 @@ export class Service extends Component {
       maxInflightBytes: config.maxInflightBytes,
       maxConcurrentFlushes: Math.max(1, config.pgPoolSize - 2),
       metrics: this.metrics,
+    });
+    this.http = new HttpApi({
+      fusion: this.fusion,
+      pool: this.engine.pool,
+      metrics: this.metrics,
+      authToken: config.authToken,
+      maxBodyBytes: config.maxBodyBytes,
+      host: config.httpHost,
+      port: config.httpPort,
+      logger: log.child({ component: 'http' }),
     });
     if (config.ingressTopics.length > 0) {
       this.ingress = new KafkaIngress(
@@ -60,12 +72,14 @@ export class Service extends Component {
     const { applied } = await migrate(this.engine.pool);
     this.log.info({ applied }, 'migrations applied');
     await this.fusion.start();
+    await this.http.start();
     if (this.ingress) await this.ingress.start();
     else this.log.info('no QUEEN_INGRESS_TOPICS: Kafka ingress not started');
   }
 
   protected async onStop(): Promise<void> {
     await this.ingress?.stop();
+    await this.http.stop();
     await this.fusion.stop();
     await this.engine.stop();
   }

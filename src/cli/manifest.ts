@@ -58,9 +58,11 @@ export function parseManifests(text: string, file: string): QueueManifest[] {
     for (const e of doc.errors) {
       // yaml appends " at line L, column C:" and a source excerpt; we print our own position.
       const message = e.message.split(/ at line \d+, column \d+/)[0]!.trim();
-      at(e.pos[0], e.code === 'DUPLICATE_KEY' ? `duplicate key: ${message}` : message);
+      at(e.pos[0], e.code === 'DUPLICATE_KEY' ? `duplicate key "${keyAt(text, e.pos[0])}" (${message})` : message);
     }
-    if (doc.errors.length > 0) continue;
+    // A document that only repeats a key is still checked, so one run shows
+    // every problem; after any other error its structure cannot be trusted.
+    if (doc.errors.some((e) => e.code !== 'DUPLICATE_KEY')) continue;
     const root = doc.contents as Node | null;
     if (root === null || (isScalar(root) && root.value === null)) continue; // an empty document
     const nodes: unknown[] = isSeq(root) ? root.items : [root];
@@ -158,4 +160,11 @@ function keyedPairs(map: YAMLMap, prefix: string, fail: At): Map<string, Pair<No
 function startOf(node: unknown): number | undefined {
   const r = (node as { range?: [number, number, number] } | null)?.range;
   return r ? r[0] : undefined;
+}
+
+/** The key written at a duplicate-key error's offset ("name", or "\"name\"" in JSON). */
+function keyAt(text: string, offset: number): string {
+  const rest = text.slice(offset, text.indexOf('\n', offset) === -1 ? undefined : text.indexOf('\n', offset));
+  const m = /^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[^:]+?)\s*:/.exec(rest);
+  return m ? m[1]!.replace(/^["']|["']$/g, '') : rest.trim();
 }

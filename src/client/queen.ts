@@ -45,7 +45,7 @@ export class Queen {
       token: opts.token,
       fetch: opts.fetch ?? globalThis.fetch,
       retry,
-      timeoutMs: nonNegative(opts.timeoutMs, 30_000, 'timeoutMs') || 30_000,
+      timeoutMs: positive(opts.timeoutMs, 30_000, 'timeoutMs'),
       onRetry: opts.onRetry,
     });
   }
@@ -119,6 +119,12 @@ export class PartitionRef {
       ...(r.error !== undefined ? { error: r.error } : {}),
     }));
   }
+}
+
+function positive(v: number | undefined, dflt: number, name: string): number {
+  if (v === undefined) return dflt;
+  if (!Number.isFinite(v) || v <= 0) throw new TypeError(`Queen: ${name} must be a positive number`);
+  return v;
 }
 
 function nonNegative(v: number | undefined, dflt: number, name: string): number {

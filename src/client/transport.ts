@@ -98,8 +98,10 @@ async function readBody(res: Response): Promise<unknown> {
   return text;
 }
 
+/** fetch says only "fetch failed"; the reason (ECONNREFUSED, a timeout ...) is in its cause. */
 function describe(err: unknown): string {
-  const e = err as { message?: string; cause?: { code?: string; message?: string } };
-  if (e?.cause?.code) return `${e.message} (${e.cause.code})`;
-  return e?.message ?? String(err);
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError') return 'timed out';
+  const reason = e?.cause?.code ?? e?.cause?.message;
+  return reason ? `${e.message} (${reason})` : (e?.message ?? String(err));
 }

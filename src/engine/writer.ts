@@ -5,6 +5,7 @@ import { packSegment, type Frame } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTransactionId, LIMITS } from './limits.js';
 import type { LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
+import { inSpan, SpanKind } from '../telemetry/tracing.js';
 
 export interface PushItem {
   queue: string;
@@ -122,6 +123,7 @@ export class LogWriter {
     }
     let trace: Buffer | undefined;
     if (item.traceContext !== undefined) {
+      if (typeof item.traceContext !== 'string') throw new ValidationError('traceContext must be a string', 'traceContext');
       trace = Buffer.from(item.traceContext, 'utf8');
       if (trace.length > LIMITS.traceContextMaxBytes) throw new ValidationError(`traceContext is over ${LIMITS.traceContextMaxBytes} bytes`, 'traceContext');
     }
@@ -226,7 +228,15 @@ export class LogWriter {
     }));
     let outcomes: SegmentOutcome[];
     try {
-      outcomes = await this.engine.pushSegments(segments);
+      outcomes = await inSpan(
+        'queen.log_push',
+        { kind: SpanKind.CLIENT, attributes: { 'db.system': 'postgresql', 'db.operation': 'queen.log_push_v1', 'queen.segments': segments.length, 'queen.frames': segments.reduce((n, s) => n + s.count, 0), 'queen.vouched': verified.filter((v) => v >= 0).length } },
+        async (span) => {
+          const out = await this.engine.pushSegments(segments);
+          span.setAttributes({ 'queen.probed': out.filter((o) => o.probed).length, 'queen.duplicate_segments': out.filter((o) => o.assignedBase === null).length });
+          return out;
+        },
+      );
     } catch (err) {
       this.watermarks?.pushFailed(pendingSegs);
       throw err;

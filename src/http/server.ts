@@ -31,9 +31,11 @@ export interface HttpApiOptions {
   healthTimeoutMs?: number | undefined;
   /** Retry-After sent with every 503. */
   retryAfterSeconds?: number | undefined;
+  /** Longest time a client may take to send one whole request (slow uploads are cut off). */
+  requestTimeoutMs?: number | undefined;
 }
 
-export const HTTP_DEFAULTS = { maxItemsPerPush: 10_000, healthTimeoutMs: 2_000, retryAfterSeconds: 1 } as const;
+export const HTTP_DEFAULTS = { maxItemsPerPush: 10_000, healthTimeoutMs: 2_000, retryAfterSeconds: 1, requestTimeoutMs: 60_000 } as const;
 
 /**
  * The broker's HTTP API (docs/http-api.md), a fastify server.
@@ -85,7 +87,14 @@ export class HttpApi extends Component {
   private build(): FastifyInstance {
     const o = this.opts;
     const retryAfter = o.retryAfterSeconds ?? HTTP_DEFAULTS.retryAfterSeconds;
-    const app = Fastify({ logger: false, bodyLimit: o.maxBodyBytes, return503OnClosing: true, forceCloseConnections: 'idle' });
+    const app = Fastify({
+      // Our error handler logs what deserves it; fastify's per-request logs would double that.
+      logger: false,
+      bodyLimit: o.maxBodyBytes,
+      requestTimeout: o.requestTimeoutMs ?? HTTP_DEFAULTS.requestTimeoutMs,
+      return503OnClosing: true,
+      forceCloseConnections: 'idle',
+    });
 
     // JSON only: any other media type is 415. Our own parser, so a malformed
     // body is answered with the parser's reason and position.

@@ -1,0 +1,117 @@
+import { parseArgs } from 'node:util';
+import { Queen, QueenHttpError, QueenNetworkError } from '../client/index.js';
+import { apply } from './commands/apply.js';
+import { get } from './commands/get.js';
+import { push } from './commands/push.js';
+import { DEFAULT_SERVER, readCliEnv } from './env.js';
+import { CliError, EXIT, UsageError } from './errors.js';
+import type { OutputFormat } from './format.js';
+import type { CliIo } from './io.js';
+
+export const USAGE = `usage: queenctl [--server URL] [--token TOKEN] COMMAND
+
+commands:
+  apply -f FILE [--dry-run]                         configure queues from YAML/JSON manifests (mode: replace)
+  get queue NAME [-o table|json|yaml]               show a queue's effective options
+  push QUEUE [--partition P] [--txn ID] DATA        push one message; DATA is JSON
+
+options:
+  --server URL     broker URL (env QUEEN_URL, default ${DEFAULT_SERVER})
+  --token TOKEN    bearer token (env QUEEN_TOKEN; preferred, flags show in ps)
+  -h, --help       this text
+
+exit codes: 0 ok, 1 error, 2 usage
+`;
+
+const NO_COMMAND = 'no command given';
+
+/** Which options each command accepts (the rest are usage errors). */
+const ALLOWED: Record<string, string[]> = {
+  apply: ['filename', 'dry-run'],
+  get: ['output'],
+  push: ['partition', 'txn', 'output'],
+};
+
+/** Runs one queenctl invocation and returns its exit code; never throws. */
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  try {
+    let parsed;
+    try {
+      parsed = parseArgs({
+        args: argv,
+        allowPositionals: true,
+        strict: true,
+        options: {
+          server: { type: 'string' },
+          token: { type: 'string' },
+          filename: { type: 'string', short: 'f' },
+          'dry-run': { type: 'boolean' },
+          output: { type: 'string', short: 'o' },
+          partition: { type: 'string' },
+          txn: { type: 'string' },
+          help: { type: 'boolean', short: 'h' },
+        },
+      });
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+    const { values, positionals } = parsed;
+    const [command, ...args] = positionals;
+    if (values.help || command === 'help') {
+      io.out(USAGE);
+      return EXIT.ok;
+    }
+    if (!command) throw new UsageError(NO_COMMAND);
+    const allowed = ALLOWED[command];
+    if (!allowed) throw new UsageError(`unknown command "${command}"`);
+    for (const key of Object.keys(values)) {
+      if (!['server', 'token', ...allowed].includes(key)) throw new UsageError(`${command} does not take --${key}`);
+    }
+    const format = (values.output ?? 'table') as OutputFormat;
+    if (!['table', 'json', 'yaml'].includes(format)) throw new UsageError(`-o must be table, json or yaml, got "${values.output}"`);
+
+    const env = readCliEnv(io.env);
+    const server = values.server ?? env.server ?? DEFAULT_SERVER;
+    try {
+      new URL(server);
+    } catch {
+      throw new UsageError(`--server / QUEEN_URL must be a URL, got "${server}"`);
+    }
+    // A command-line tool should give up quickly: a few retries, short timeouts.
+    const client = new Queen({ url: server, token: values.token ?? env.token, retries: 3, maxDelayMs: 2_000, timeoutMs: 15_000 });
+
+    switch (command) {
+      case 'apply':
+        if (args.length > 0) throw new UsageError(`apply takes no arguments besides -f FILE, got "${args.join(' ')}"`);
+        await apply(client, io, values.filename, values['dry-run'] ?? false);
+        break;
+      case 'get':
+        await get(client, io, args, format);
+        break;
+      case 'push':
+        await push(client, io, args, { partition: values.partition, txn: values.txn }, format);
+        break;
+    }
+    return EXIT.ok;
+  } catch (err) {
+    return report(err, io);
+  }
+}
+
+function report(err: unknown, io: CliIo): number {
+  if (err instanceof UsageError) {
+    io.err(err.message === NO_COMMAND ? `queenctl: ${err.message}\n\n${USAGE}` : `queenctl: ${err.message}\nRun "queenctl --help" for usage.\n`);
+    return EXIT.usage;
+  }
+  if (err instanceof CliError) io.err(`queenctl: error: ${err.message}\n`);
+  else if (err instanceof QueenHttpError) io.err(`queenctl: error: the server refused: ${serverMessage(err)}\n`);
+  else if (err instanceof QueenNetworkError) io.err(`queenctl: error: cannot reach the server: ${err.message}\n`);
+  else io.err(`queenctl: error: ${(err as Error)?.stack ?? String(err)}\n`);
+  return EXIT.error;
+}
+
+function serverMessage(err: QueenHttpError): string {
+  const b = err.body as { message?: unknown } | undefined;
+  const msg = typeof b?.message === 'string' ? b.message : String(err.body ?? '');
+  return `${msg} (HTTP ${err.status} on ${err.method} ${err.path})`;
+}
