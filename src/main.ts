@@ -2,6 +2,7 @@ import { loadConfig, redactUrl } from './config.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './telemetry/logger.js';
 import { Service } from './service.js';
+import { startTracing } from './telemetry/sdk.js';
 
 /**
  * Process entry point: configuration, the service, and signal handling.
@@ -25,6 +26,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   log.info({ database: redactUrl(config.databaseUrl), kafka: config.kafkaBrokers }, 'starting');
+  const stopTracing = startTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName });
   const service = new Service(config, log);
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -36,7 +38,10 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.shutdownTimeoutMs);
     timer.unref();
-    service.stop().then(
+    service
+      .stop()
+      .then(() => stopTracing().catch(() => undefined))
+      .then(
       () => {
         log.info('stopped');
         process.exit(0);

@@ -4,6 +4,8 @@ import type { PushItem, PushResult } from '../engine/writer.js';
 import { LIMITS } from '../engine/limits.js';
 import { Component } from '../util/lifecycle.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
+import { activeLink, inSpan, MAX_LINKS } from '../telemetry/tracing.js';
+import type { Link } from '@opentelemetry/api';
 
 export interface FusionOptions {
   /** Most items in one bundle (one SQL call). */
@@ -27,6 +29,8 @@ export interface BundleSink {
 interface Pending {
   item: PushItem;
   bytes: number;
+  /** The submitter's span, linked from the flush span. */
+  link: Link | undefined;
   resolve: (r: PushResult) => void;
   reject: (e: unknown) => void;
 }
@@ -105,7 +109,7 @@ export class Fusion extends Component {
         q = [];
         this.queues.set(key, q);
       }
-      q.push({ item, bytes, resolve, reject });
+      q.push({ item, bytes, link: activeLink(), resolve, reject });
       this.bytesHeld += bytes;
       this.updatePressure();
       this.schedule(false);
@@ -187,7 +191,16 @@ export class Fusion extends Component {
 
   private async runBundle(keys: string[], entries: Pending[]): Promise<void> {
     try {
-      const results = await this.writer.push(entries.map((e) => e.item));
+      const links: Link[] = [];
+      const seen = new Set<string>();
+      for (const e of entries) {
+        if (!e.link || links.length >= MAX_LINKS || seen.has(e.link.context.spanId)) continue;
+        seen.add(e.link.context.spanId);
+        links.push(e.link);
+      }
+      const results = await inSpan('queen.fusion.flush', { links, attributes: { 'queen.items': entries.length, 'queen.partitions': keys.length } }, () =>
+        this.writer.push(entries.map((e) => e.item)),
+      );
       this.bundleCounter?.inc();
       this.itemCounter?.inc(entries.length);
       entries.forEach((e, i) => e.resolve(results[i]!));

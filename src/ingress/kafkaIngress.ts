@@ -8,6 +8,8 @@ import type { MetricsRegistry } from '../telemetry/metrics.js';
 import { backoffMs, pause } from '../util/backoff.js';
 import { Component } from '../util/lifecycle.js';
 import { DeadLetterProducer, type DeadLetter } from './deadLetter.js';
+import { contextFromTraceHeader, inSpan, MAX_LINKS, SpanKind } from '../telemetry/tracing.js';
+import { trace, type Link } from '@opentelemetry/api';
 import { mapRecord } from './recordMapping.js';
 
 export interface KafkaIngressOptions {
@@ -175,7 +177,12 @@ export class KafkaIngress extends Component {
       const chunk = this.opts.commitEvery ?? 1000;
       for (let i = 0; i < batch.messages.length; i += chunk) {
         if (this.draining || !isRunning() || isStale()) return;
-        const done = await this.handleChunk(payload, batch.messages.slice(i, i + chunk));
+        const messages = batch.messages.slice(i, i + chunk);
+        const done = await inSpan(
+          'queen.kafka.chunk',
+          { kind: SpanKind.CONSUMER, links: producerLinks(messages), attributes: { 'messaging.system': 'kafka', 'messaging.destination.name': batch.topic, 'messaging.kafka.partition': batch.partition, 'messaging.batch.message_count': messages.length } },
+          () => this.handleChunk(payload, messages),
+        );
         if (!done) return;
       }
     } finally {
@@ -266,4 +273,17 @@ export class KafkaIngress extends Component {
       }
     }
   }
+}
+
+/** Links from a chunk's span to the producers' spans carried in traceparent headers (bounded). */
+function producerLinks(messages: KafkaMessage[]): Link[] {
+  const links: Link[] = [];
+  for (const m of messages) {
+    if (links.length >= MAX_LINKS) break;
+    const tp = m.headers?.traceparent;
+    if (!tp) continue;
+    const sc = trace.getSpanContext(contextFromTraceHeader(tp.toString()));
+    if (sc) links.push({ context: sc });
+  }
+  return links;
 }
