@@ -1,7 +1,9 @@
 import type { Config } from './config.js';
 import { LogEngine } from './engine/logEngine.js';
 import { migrate } from './engine/migrate.js';
-import { LogWriter, type WatermarkSource } from './engine/writer.js';
+import { LogWriter } from './engine/writer.js';
+import { DedupCache } from './dedup/index.js';
+import { CacheWatermarks } from './fusion/cacheWatermarks.js';
 import { Fusion } from './fusion/fusion.js';
 import { HttpApi } from './http/server.js';
 import { KafkaIngress } from './ingress/kafkaIngress.js';
@@ -17,6 +19,7 @@ import { Component } from './util/lifecycle.js';
 export class Service extends Component {
   readonly metrics = new MetricsRegistry();
   readonly engine: LogEngine;
+  readonly cache: DedupCache | undefined;
   readonly writer: LogWriter;
   readonly fusion: Fusion;
   readonly ingress: KafkaIngress | undefined;
@@ -25,10 +28,18 @@ export class Service extends Component {
   constructor(
     readonly config: Config,
     private readonly log: Logger,
-    watermarks?: WatermarkSource,
   ) {
     super('Service');
     this.engine = new LogEngine({ connectionString: config.databaseUrl, poolSize: config.pgPoolSize, metrics: this.metrics });
+    // QUEEN_DEDUP_CACHE=0: no cache, every push probes the whole window (-1), which is always exact.
+    if (config.dedupCacheEnabled) {
+      this.cache = new DedupCache({ capBytes: config.dedupCacheMb * 1024 * 1024, onWarn: (message) => log.warn(message) });
+    }
+    const watermarks = this.cache
+      ? new CacheWatermarks(this.cache, this.engine.pool, this.metrics, (err, partitionId) =>
+          log.warn({ err: (err as Error).message, partitionId }, 'dedup cache hydration failed; the partition probes the full window meanwhile'),
+        )
+      : undefined;
     this.writer = new LogWriter(this.engine, { maxPayloadBytes: config.maxPayloadBytes, metadataTtlMs: config.metadataTtlMs, watermarks });
     this.fusion = new Fusion(this.writer, {
       maxItems: config.bundleMaxItems,

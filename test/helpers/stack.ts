@@ -1,5 +1,7 @@
 import { LogEngine } from '../../src/engine/logEngine.js';
-import { LogWriter, type WatermarkSource } from '../../src/engine/writer.js';
+import { LogWriter } from '../../src/engine/writer.js';
+import { DedupCache } from '../../src/dedup/index.js';
+import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
 import { Fusion } from '../../src/fusion/fusion.js';
 import { KafkaIngress } from '../../src/ingress/kafkaIngress.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
@@ -8,6 +10,7 @@ import { brokers } from './kafka.js';
 
 export interface IngestStack {
   engine: LogEngine;
+  cache: DedupCache | undefined;
   writer: LogWriter;
   fusion: Fusion;
   ingress: KafkaIngress;
@@ -22,12 +25,15 @@ export async function startIngestStack(opts: {
   queue?: string;
   group: string;
   maxPayloadBytes?: number;
-  watermarks?: (engine: LogEngine, metrics: MetricsRegistry) => WatermarkSource;
+  /** Dedup cache budget in MB, or false for no cache (every push probes with -1). Default 64. */
+  cacheMb?: number | false;
 }): Promise<IngestStack> {
   const metrics = new MetricsRegistry();
   const engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: 6, metrics });
   await engine.start();
-  const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, watermarks: opts.watermarks?.(engine, metrics) });
+  const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: (opts.cacheMb ?? 64) * 1024 * 1024 });
+  const watermarks = cache ? new CacheWatermarks(cache, engine.pool, metrics) : undefined;
+  const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, watermarks });
   const fusion = new Fusion(writer, { maxItems: 2000, maxBytes: 8 << 20, holdMs: 2, maxInflightBytes: 64 << 20, maxConcurrentFlushes: 4, metrics });
   await fusion.start();
   const ingress = new KafkaIngress(
@@ -53,6 +59,7 @@ export async function startIngestStack(opts: {
   }
   return {
     engine,
+    cache,
     writer,
     fusion,
     ingress,
