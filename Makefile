@@ -38,3 +38,17 @@ bench-quick: build
 
 clean:
 	rm -rf dist
+
+# Local Jaeger v2 (traces UI) and helm, built from the Go module proxy into .local/bin.
+GOBIN_DIR := $(CURDIR)/.local/bin
+.PHONY: jaeger helm-lint
+$(GOBIN_DIR)/jaeger:
+	GOBIN=$(GOBIN_DIR) go install github.com/jaegertracing/jaeger/cmd/jaeger@v1.76.0
+jaeger: $(GOBIN_DIR)/jaeger
+	$(GOBIN_DIR)/jaeger --config observability/jaeger.yaml
+
+$(GOBIN_DIR)/helm:
+	GOBIN=$(GOBIN_DIR) go install helm.sh/helm/v3/cmd/helm@v3.22.0
+helm-lint: $(GOBIN_DIR)/helm
+	$(GOBIN_DIR)/helm lint deploy/helm/queen-ingress
+	$(GOBIN_DIR)/helm template t deploy/helm/queen-ingress --set kafka.topics=orders >/dev/null
