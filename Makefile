@@ -27,8 +27,9 @@ test: build
 test-unit: build
 	npx ava 'dist/test/unit/**/*.test.js'
 
+# Without QUEEN_INGRESS_TOPICS, the local service consumes the topic "events".
 run: build
-	scripts/with-deps.sh --kafka --profile run -- node dist/src/main.js
+	QUEEN_INGRESS_TOPICS="$${QUEEN_INGRESS_TOPICS:-events}" scripts/with-deps.sh --kafka --profile run -- node dist/src/main.js
 
 bench: build
 	scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --full

@@ -13,6 +13,9 @@ interface Memo {
  * Every push result also carries the window SQL used, which refreshes the
  * memo for free.
  */
+/** Soft cap on memoised partitions: past it the memo starts over (the only cost is re-provisioning lookups). */
+const MAX_MEMO_ENTRIES = 100_000;
+
 export class PartitionDirectory {
   private memo = new Map<string, Memo>();
   private byId = new Map<number, Memo>();
@@ -39,6 +42,7 @@ export class PartitionDirectory {
       else missing.set(k, { queue: it.queue, partition: it.partition });
     }
     if (missing.size > 0) {
+      if (this.memo.size + missing.size > MAX_MEMO_ENTRIES) this.clear();
       // Sorted so concurrent provisioners insert in one global order.
       const pairs = [...missing.values()].sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
       for (const info of await this.engine.provision(pairs)) {
