@@ -1,10 +1,12 @@
 import { BLOCK_BYTES, BLOCK_HASHES, BLOCK_OVERHEAD_BYTES, HASH_BYTES, HOT_INITIAL_HASHES } from './constants.js';
-import { scanContains, sortedContains, sortRecordsInPlace } from './hashRecords.js';
+import { scanContains, sortedContains, sortRecordsInPlace, viewOf } from './hashRecords.js';
 
 /** An immutable, sorted block of exactly BLOCK_HASHES hashes (one 64 KiB Buffer). */
 export interface SealedBlock {
   /** BLOCK_HASHES records in ascending bytewise order. Never written after the seal. */
   readonly hashes: Buffer;
+  /** DataView over `hashes` (built once at the seal, for fast word reads). */
+  readonly view: DataView;
   /** Lowest and highest log offset of the hashes it holds. */
   readonly minOffset: number;
   readonly maxOffset: number;
@@ -46,6 +48,7 @@ export interface SealedBlock {
 export class BlockRing {
   private readonly blocks: SealedBlock[] = [];
   private hot: Buffer | null = null;
+  private hotView: DataView | null = null;
   private hotCount = 0;
   private hotMinOffset = 0;
   private hotMaxOffset = 0;
@@ -56,8 +59,12 @@ export class BlockRing {
   /**
    * Appends `count` hashes read from `src` at byte `srcAt`, carrying offsets
    * firstOffset .. firstOffset + count - 1, committed at or before createdMs.
+   * `upcoming` = hashes the caller already knows will follow at once (a
+   * hydration): the hot buffer is then sized for them in one step instead of
+   * doubling through every intermediate size. Capacities stay powers of two
+   * <= BLOCK_HASHES either way.
    */
-  append(src: Buffer, srcAt: number, count: number, firstOffset: number, createdMs: number): void {
+  append(src: Buffer, srcAt: number, count: number, firstOffset: number, createdMs: number, upcoming = 0): void {
     if (count <= 0) return;
     if (!(firstOffset > this.lastOffset)) {
       throw new RangeError(`BlockRing.append: offset ${firstOffset} not above ${this.lastOffset} (offsets must grow along the ring)`);
@@ -65,7 +72,7 @@ export class BlockRing {
     if (src.length < srcAt + count * HASH_BYTES) throw new RangeError('BlockRing.append: hashes buffer too short');
     let i = 0;
     while (i < count) {
-      this.ensureRoom(count - i);
+      this.ensureRoom(count - i + upcoming);
       const hot = this.hot!;
       const room = hot.length / HASH_BYTES - this.hotCount;
       const take = Math.min(count - i, room);
@@ -96,14 +103,16 @@ export class BlockRing {
     const grown = Buffer.allocUnsafeSlow(next * HASH_BYTES);
     if (this.hot !== null && this.hotCount > 0) this.hot.copy(grown, 0, 0, this.hotCount * HASH_BYTES);
     this.hot = grown;
+    this.hotView = viewOf(grown);
   }
 
   /** The hot buffer is exactly one block: sort it in place and hand the same Buffer to the ring. */
   private seal(): void {
     const hot = this.hot!;
     sortRecordsInPlace(hot, BLOCK_HASHES);
-    this.blocks.push({ hashes: hot, minOffset: this.hotMinOffset, maxOffset: this.hotMaxOffset, maxCreatedMs: this.hotMaxCreatedMs });
+    this.blocks.push({ hashes: hot, view: this.hotView!, minOffset: this.hotMinOffset, maxOffset: this.hotMaxOffset, maxCreatedMs: this.hotMaxCreatedMs });
     this.hot = null;
+    this.hotView = null;
     this.hotCount = 0;
     this.hotMaxCreatedMs = -Infinity;
   }
@@ -112,9 +121,32 @@ export class BlockRing {
   has(q0: number, q1: number, q2: number, q3: number): boolean {
     const blocks = this.blocks;
     for (let b = 0; b < blocks.length; b++) {
-      if (sortedContains(blocks[b]!.hashes, BLOCK_HASHES, q0, q1, q2, q3)) return true;
+      if (sortedContains(blocks[b]!.view, BLOCK_HASHES, q0, q1, q2, q3)) return true;
     }
-    return this.hot !== null && scanContains(this.hot, this.hotCount, q0, q1, q2, q3);
+    return this.hotView !== null && scanContains(this.hotView, this.hotCount, q0, q1, q2, q3);
+  }
+
+  /**
+   * Exact membership restricted to the units (sealed blocks, hot buffer)
+   * whose offset span meets [lo, hi]. Any hash held at an offset in [lo, hi]
+   * is found: the unit holding that offset meets the range. Blocks are in
+   * offset order, so the first candidate is found by binary search.
+   */
+  hasInRange(q0: number, q1: number, q2: number, q3: number, lo: number, hi: number): boolean {
+    const blocks = this.blocks;
+    let a = 0;
+    let b = blocks.length;
+    while (a < b) {
+      const m = (a + b) >>> 1;
+      if (blocks[m]!.maxOffset < lo) a = m + 1;
+      else b = m;
+    }
+    for (let i = a; i < blocks.length; i++) {
+      const blk = blocks[i]!;
+      if (blk.minOffset > hi) return false;
+      if (sortedContains(blk.view, BLOCK_HASHES, q0, q1, q2, q3)) return true;
+    }
+    return this.hotView !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo && scanContains(this.hotView, this.hotCount, q0, q1, q2, q3);
   }
 
   /**
@@ -137,6 +169,7 @@ export class BlockRing {
     if (this.blocks.length === 0 && this.hot !== null && this.hotCount > 0 && this.hotMaxCreatedMs < cutoffMs) {
       dropped = this.hotMaxOffset;
       this.hot = null;
+      this.hotView = null;
       this.hotCount = 0;
       this.hotMaxCreatedMs = -Infinity;
     }

@@ -8,6 +8,9 @@ interface Generation {
   /** Commit time of the first and the latest hash added (ms). */
   readonly firstCreatedMs: number;
   maxCreatedMs: number;
+  /** Lowest and highest log offset of the hashes added (the exact store is searched only there on "maybe"). */
+  readonly minOffset: number;
+  maxOffset: number;
 }
 
 /**
@@ -42,15 +45,17 @@ export class BloomFront {
     private readonly minGensPerWindow: number = BLOOM_MIN_GENERATIONS_PER_WINDOW,
   ) {}
 
-  add(w0: number, w1: number, w2: number, createdMs: number): void {
+  /** Adds a hash committed at createdMs at log offset `offset` (offsets only grow, like the ring's). */
+  add(w0: number, w1: number, w2: number, createdMs: number, offset: number): void {
     let g = this.gens.length === 0 ? undefined : this.gens[this.gens.length - 1]!;
     if (g === undefined || g.bloom.full) {
       const tier = g === undefined ? 0 : this.nextTier(g);
-      g = { bloom: new BlockedBloom(BLOOM_TIERS[tier]!), tier, firstCreatedMs: createdMs, maxCreatedMs: createdMs };
+      g = { bloom: new BlockedBloom(BLOOM_TIERS[tier]!), tier, firstCreatedMs: createdMs, maxCreatedMs: createdMs, minOffset: offset, maxOffset: offset };
       this.gens.push(g);
     }
     g.bloom.add(w0, w1, w2);
     if (createdMs > g.maxCreatedMs) g.maxCreatedMs = createdMs;
+    g.maxOffset = offset;
   }
 
   /**
@@ -67,7 +72,11 @@ export class BloomFront {
    * >= K generations per window bounds the bloom's share at about
    * 2 x (1 + 1/K) bytes per hash, while a burst or a high-rate window still
    * climbs the same x8 ladder to the 1M ceiling. The stable band is
-   * [K, 8K) generations per window, so the choice does not oscillate.
+   * [K, 8K) generations per window, so the choice does not oscillate. The
+   * price is probe work: a definitive miss reads one block per live
+   * generation, up to about 8K + 1 of them (constants.ts has the numbers).
+   * Soundness does not depend on any of this: expiry is per generation and
+   * by max created time, whatever the capacities.
    */
   private nextTier(full: Generation): number {
     const top = BLOOM_TIERS.length - 1;
@@ -86,6 +95,25 @@ export class BloomFront {
       if (gens[i]!.bloom.mayContain(w0, w1, w2)) return true;
     }
     return false;
+  }
+
+  /**
+   * Index of the newest generation at or below `from` that answers "maybe"
+   * for the hash, or -1. Lets the caller confirm each "maybe" in the exact
+   * store only across that generation's offset range.
+   */
+  nextMaybe(w0: number, w1: number, w2: number, from: number): number {
+    const gens = this.gens;
+    for (let i = from; i >= 0; i--) {
+      if (gens[i]!.bloom.mayContain(w0, w1, w2)) return i;
+    }
+    return -1;
+  }
+  minOffsetOf(i: number): number {
+    return this.gens[i]!.minOffset;
+  }
+  maxOffsetOf(i: number): number {
+    return this.gens[i]!.maxOffset;
   }
 
   /** Drops front generations wholly committed before cutoffMs; returns how many. */

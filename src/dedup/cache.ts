@@ -1,0 +1,348 @@
+import { HASH_BYTES, RECENT_USE_MS } from './constants.js';
+import { AdmissionPolicy } from './admission.js';
+import { PartitionEntry, type TxnRow } from './entry.js';
+import { ResidentSet } from './residentSet.js';
+
+export type { TxnRow } from './entry.js';
+
+export interface DedupCacheOptions {
+  /** QUEEN_DEDUP_CACHE_MB x 2^20. */
+  capBytes: number;
+  /** ms clock, default Date.now. */
+  now?: () => number;
+  /** Called on suppression, at most once per minute (per cache instance). */
+  onWarn?: (message: string) => void;
+  /**
+   * Bloom tiering (bloomFront.ts): generations a window should hold before
+   * the next generation steps a tier up. Default 4 (rate-aware); 0 = the
+   * plain x8 ladder. For benchmarks and tests; production keeps the default.
+   */
+  bloomMinGenerationsPerWindow?: number;
+}
+
+export type PrepareAnswer = 'ready' | 'hydrate' | 'suppressed';
+
+export interface DedupCacheStats {
+  /** Entries installed (full-window hydrations). */
+  hydrations: number;
+  /** Rebuilds refused by the fit test (each starts a 30 s cooldown). */
+  suppressions: number;
+  /** Entries evicted to admit a rebuild or to stay under the cap. */
+  evictions: number;
+  /** Hashes that were a bloom "maybe" confirmed by the exact store. */
+  localHits: number;
+  /** Hashes checked that were not local hits (definitive bloom misses + bloom false positives). */
+  localMisses: number;
+  bloomMaybe: number;
+  /** Bloom "maybe" that the exact store did not confirm. */
+  bloomFalsePositives: number;
+  /** verifiedFor answers != -1 / == -1. */
+  vouched: number;
+  notVouched: number;
+  /** Interleave gaps recorded. */
+  gaps: number;
+  /** Entries marked for full rebuild (window change, overlap, unknown push outcome). */
+  rebuildsMarked: number;
+}
+
+export interface EntryInfo {
+  verifiedUpto: number;
+  hydratedFrom: number;
+  windowSeconds: number;
+  state: string;
+  blocks: number;
+  hotCount: number;
+  generations: number;
+  bytes: number;
+}
+
+/**
+ * The broker dedup cache. Its one load-bearing output is verifiedFor(): the
+ * p_verified watermark for a segment, where -1 ("cannot vouch", probe the
+ * whole window) is always sound. Everything else is policy about when an
+ * entry may vouch and which entries stay resident.
+ *
+ * Per partition (pid), the cache is in one of these states:
+ * - absent: no entry, no cooldown. prepare -> 'hydrate'; verifiedFor -> -1.
+ * - vouching entry: prepare -> 'ready'; verifiedFor -> V unless a local hit.
+ * - gap entry (another broker interleaved): verifiedFor -> -1; prepare ->
+ *   'hydrate', and the rebuild is a cheap admission (its footprint is already
+ *   resident and the rebuild replaces it): always admitted, never gated.
+ * - rebuild entry (window change, overlap, unknown outcome): verifiedFor ->
+ *   -1; prepare -> 'hydrate' (or 'suppressed' during a cooldown); its rebuild
+ *   goes through the fit test. Sticky: only an install replaces it.
+ * - suppressed (cooldown deadline, no entry): prepare -> 'suppressed' until
+ *   the deadline; then absent again.
+ * - dedup off (window 0): the entry is dropped; prepare -> 'suppressed'
+ *   (not counted as a suppression); verifiedFor -> -1.
+ * Transitions: install() makes any state a vouching entry (clearing the
+ * cooldown); recordAppend() moves vouching to gap or rebuild; recordUnknown()
+ * and a window change move to rebuild; a failed admitRebuild() moves to
+ * suppressed (dropping a stale entry); eviction moves to absent.
+ *
+ * Why no state change can make a vouch unsound: see entry.ts (vouch rule,
+ * hydration, expiry). The memory policy only ever removes entries or refuses
+ * to build them, and an absent entry answers -1.
+ */
+export class DedupCache {
+  readonly stats: DedupCacheStats = {
+    hydrations: 0,
+    suppressions: 0,
+    evictions: 0,
+    localHits: 0,
+    localMisses: 0,
+    bloomMaybe: 0,
+    bloomFalsePositives: 0,
+    vouched: 0,
+    notVouched: 0,
+    gaps: 0,
+    rebuildsMarked: 0,
+  };
+
+  private readonly capBytes: number;
+  private readonly now: () => number;
+  private readonly resident = new ResidentSet();
+  private readonly policy: AdmissionPolicy;
+  private readonly inFlight = new Set<number>();
+  private readonly bloomMinGens: number | undefined;
+
+  constructor(opts: DedupCacheOptions) {
+    if (!(opts.capBytes >= 0)) throw new RangeError('DedupCache: capBytes must be >= 0');
+    this.capBytes = opts.capBytes;
+    this.now = opts.now ?? Date.now;
+    this.policy = new AdmissionPolicy(opts.capBytes, this.now, opts.onWarn);
+    this.bloomMinGens = opts.bloomMinGenerationsPerWindow;
+  }
+
+  /** Single-flight guard: the batching layer flushes a partition at most once at a time. */
+  beginFlush(pid: number): void {
+    if (this.inFlight.has(pid)) throw new Error(`dedup cache: partition ${pid} is already being flushed (single-flight violated)`);
+    this.inFlight.add(pid);
+  }
+  endFlush(pid: number): void {
+    this.inFlight.delete(pid);
+    this.policy.release(pid);
+  }
+
+  /**
+   * Before a push: should this flush (re)hydrate pid first? windowSeconds is
+   * the window as the caller knows it; a change against the entry's window
+   * marks the entry for rebuild, and that mark stays until an install
+   * replaces the entry (expiry bookkeeping was computed under the old window).
+   *
+   * A vouch is sound relative to the window passed here. A window that grew
+   * in SQL but is not yet known to the caller (the 30 s metadata memo) lets
+   * an entry vouch under the smaller window until the caller learns it: the
+   * bound the seed accepts for /configure changes. A shrink is always safe
+   * (the entry then knows a superset).
+   */
+  prepare(pid: number, windowSeconds: number): PrepareAnswer {
+    const now = this.now();
+    // A new flush of pid: a reservation left by an earlier admission whose
+    // install never came (fetch failed) is void.
+    this.policy.release(pid);
+    if (!(windowSeconds > 0)) {
+      this.drop(pid);
+      return 'suppressed';
+    }
+    const e = this.resident.get(pid);
+    if (e !== undefined) {
+      if (e.windowSeconds !== windowSeconds && !e.rebuild) {
+        e.markRebuild('window');
+        this.stats.rebuildsMarked++;
+      }
+      if (!e.rebuild) return e.gap ? 'hydrate' : 'ready';
+    }
+    return this.policy.inCooldown(pid, now) ? 'suppressed' : 'hydrate';
+  }
+
+  /**
+   * Admission gate for a full rehydration of pid estimated at estimatedHashes
+   * (an upper bound; our last measured footprint is used when smaller).
+   *
+   * - Cheap admissions are always allowed and never gated: a resident entry
+   *   that is vouching (nothing to rebuild) or has only an interleave gap (a
+   *   rebuild replaces bytes that are already resident).
+   * - Brand-new partitions (estimate 0: an empty window) are always admitted.
+   * - Otherwise: admitted iff (resident bytes except pid's own) + (bytes
+   *   reserved by other admitted, not yet installed rebuilds) + estimate
+   *   <= 90% of the cap, after evicting least recently used entries that were
+   *   not used within the last 5 s. Victims are chosen first and evicted only
+   *   if they make the rebuild fit: a partial eviction would destroy useful
+   *   entries and admit nobody. The 10% headroom is the hysteresis: an
+   *   admission never lands so close to the cap that the next growth evicts
+   *   the set it just joined, so the cache settles into a stable resident set
+   *   plus suppressed overflow instead of ping-pong.
+   * - Refused: pid is suppressed for 30 s (its stale entry, if any, is dropped
+   *   and its size kept as the footprint hint), counted, and warned about at
+   *   most once a minute.
+   * A partition serving a cooldown is not re-tested (returns false).
+   */
+  admitRebuild(pid: number, estimatedHashes: number): boolean {
+    const now = this.now();
+    const e = this.resident.get(pid);
+    if (e !== undefined && !e.rebuild) return true;
+    if (this.policy.inCooldown(pid, now)) return false;
+    if (!(estimatedHashes > 0)) return true;
+    const estimate = this.policy.footprint(pid, estimatedHashes);
+    const others = this.resident.totalBytes - (e?.accountedBytes ?? 0) + this.policy.reservedExcept(pid, now);
+    const excess = others + estimate - this.policy.budgetBytes;
+    if (excess > 0) {
+      const victims = this.resident.victims(excess, now - RECENT_USE_MS, pid);
+      if (victims === undefined) {
+        this.suppress(pid, now, estimate, others);
+        return false;
+      }
+      for (const v of victims) this.evict(v);
+    }
+    this.policy.reserve(pid, estimate, now);
+    return true;
+  }
+
+  /**
+   * Installs a complete entry for pid from a full-window fetch (see
+   * PartitionEntry.hydrate for why its hydratedFrom is at or below the window
+   * start). Replaces any previous entry, clears gap / rebuild / suppression.
+   */
+  install(pid: number, windowSeconds: number, lastOffset: number, txnsStart: number, rows: readonly TxnRow[], fetchedAtMs: number): void {
+    const now = this.now();
+    this.policy.release(pid);
+    if (!(windowSeconds > 0)) {
+      this.drop(pid);
+      return;
+    }
+    const entry = PartitionEntry.hydrate(windowSeconds, lastOffset, txnsStart, rows, fetchedAtMs, this.bloomMinGens);
+    this.resident.set(pid, entry, now);
+    this.policy.clearCooldown(pid);
+    this.policy.forgetFootprint(pid);
+    this.stats.hydrations++;
+    // The admission reserved an estimate; if the real footprint pushes the
+    // total past the cap, make room, but never by evicting a recently used
+    // partition (that would be evicting it to admit this one).
+    this.enforceCap(pid, now - RECENT_USE_MS);
+  }
+
+  /**
+   * The watermark to send as p_verified for a segment of `count` hashes
+   * (count x 16 bytes, frame order): the entry's verifiedUpto if it can vouch
+   * and no hash is a local hit, else -1. A local hit is only a hint that
+   * routes the segment to the full-window probe (which must also supply the
+   * original offsets). Marks pid used now and runs its expiry first.
+   */
+  verifiedFor(pid: number, hashes: Buffer, count: number): number {
+    if (hashes.length < count * HASH_BYTES) throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
+    const e = this.resident.get(pid);
+    if (e === undefined) {
+      this.stats.notVouched++;
+      return -1;
+    }
+    const now = this.now();
+    this.resident.touch(pid, e, now);
+    e.expire(now);
+    this.resident.refresh(e);
+    if (!e.canVouch || e.anyLocalHit(hashes, count, this.stats)) {
+      this.stats.notVouched++;
+      return -1;
+    }
+    // An empty partition's V is -1, numerically "cannot vouch": count it so.
+    if (e.verifiedUpto === -1) this.stats.notVouched++;
+    else this.stats.vouched++;
+    return e.verifiedUpto;
+  }
+
+  /**
+   * SQL appended a segment of pid at `base` (count hashes, frame order),
+   * committed at or before createdMs (the caller passes the time after the
+   * push returned: a later time only delays expiry, the safe side).
+   */
+  recordAppend(pid: number, base: number, hashes: Buffer, count: number, createdMs: number): void {
+    const e = this.resident.get(pid);
+    if (e === undefined) return;
+    const r = e.append(base, hashes, count, createdMs);
+    if (r === 'appended') {
+      this.resident.refresh(e);
+      // Growth past the cap: plain LRU (this is the budget, not an admission).
+      this.enforceCap(pid, Infinity);
+    } else if (r === 'gap') {
+      this.stats.gaps++;
+    } else if (r === 'overlap') {
+      this.stats.rebuildsMarked++;
+    }
+  }
+
+  /** The push failed and may or may not have committed: pid needs a full rebuild. */
+  recordUnknown(pid: number): void {
+    const e = this.resident.get(pid);
+    if (e === undefined || e.rebuild) return;
+    e.markRebuild('unknown');
+    this.stats.rebuildsMarked++;
+  }
+
+  /** Drops every entry and all policy bookkeeping (tests). */
+  clear(): void {
+    this.resident.clear();
+    this.policy.clear();
+    this.inFlight.clear();
+  }
+
+  /** Gauge: partitions currently suppressed (cooldown not expired). */
+  suppressedCount(): number {
+    return this.policy.suppressedCount(this.now());
+  }
+  residentBytes(): number {
+    return this.resident.totalBytes;
+  }
+  residentHashes(): number {
+    let n = 0;
+    for (const e of this.resident.values()) n += e.hashCount;
+    return n;
+  }
+  residentPartitions(): number {
+    return this.resident.size;
+  }
+  entryInfo(pid: number): EntryInfo | undefined {
+    const e = this.resident.get(pid);
+    if (e === undefined) return undefined;
+    return {
+      verifiedUpto: e.verifiedUpto,
+      hydratedFrom: e.hydratedFrom,
+      windowSeconds: e.windowSeconds,
+      state: e.state,
+      blocks: e.ring.blockCount,
+      hotCount: e.ring.hotHashes,
+      generations: e.front.generations,
+      bytes: e.accountedBytes,
+    };
+  }
+  /** Sizes of the policy's auxiliary maps (tests: the soft cap holds). */
+  auxSizes(): { cooldowns: number; hints: number; reservations: number } {
+    return this.policy.auxSizes();
+  }
+
+  private suppress(pid: number, now: number, estimate: number, others: number): void {
+    this.drop(pid);
+    this.stats.suppressions++;
+    const mb = (b: number): string => (b / 2 ** 20).toFixed(1);
+    this.policy.suppress(pid, now, () => `partition ${pid} needs ~${mb(estimate)} MB, others hold ${mb(others)} MB of a ${mb(this.capBytes)} MB cap (QUEEN_DEDUP_CACHE_MB); ${this.policy.suppressedCount(now)} partition(s) suppressed now`);
+  }
+
+  /** Removes pid's entry (if any), remembering its size as the footprint hint. */
+  private drop(pid: number): void {
+    const e = this.resident.delete(pid);
+    if (e !== undefined) this.policy.rememberFootprint(pid, e.accountedBytes);
+  }
+
+  private evict(pid: number): void {
+    this.drop(pid);
+    this.stats.evictions++;
+  }
+
+  /** While over the cap, evict the least recently used entry other than `keep` that was used before usedBeforeMs. */
+  private enforceCap(keep: number, usedBeforeMs: number): void {
+    while (this.resident.totalBytes > this.capBytes) {
+      const v = this.resident.lru(keep, usedBeforeMs);
+      if (v === undefined) return;
+      this.evict(v);
+    }
+  }
+}

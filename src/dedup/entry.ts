@@ -1,0 +1,286 @@
+import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS } from './constants.js';
+import { BlockRing } from './blockRing.js';
+import { BloomFront } from './bloomFront.js';
+import { readWords, viewOf } from './hashRecords.js';
+
+/** One row of queen.log_txns as the hydration fetch returns it. */
+export interface TxnRow {
+  baseOffset: number;
+  endOffset: number;
+  /** created_at in ms (the database's clock). */
+  createdMs: number;
+  /** (endOffset - baseOffset + 1) x 16 bytes, frame order. */
+  hashes: Buffer;
+}
+
+export type EntryState = 'vouching' | 'gap' | 'rebuild';
+export type RebuildReason = 'window' | 'overlap' | 'unknown';
+
+/** Counters a lookup feeds (the cache's stats object satisfies this). */
+export interface LookupStats {
+  localHits: number;
+  localMisses: number;
+  bloomMaybe: number;
+  bloomFalsePositives: number;
+}
+
+/**
+ * What the broker knows about one partition's in-window hashes.
+ *
+ * Fields: windowSeconds (fixed for the entry's life; a change means a new
+ * entry), verifiedUpto (V), hydratedFrom (H), the exact BlockRing and the
+ * BloomFront in front of it, and two flags.
+ *
+ * The vouch rule: the entry may vouch V ("no hash of the segment occurs at or
+ * below V") only if it knows every in-window hash at offsets in (H, V] and
+ * everything at or below H is pre-window (or below the purge watermark, where
+ * SQL never looks). Then a segment whose hashes all miss the entry has no
+ * in-window duplicate at or below V, and SQL may narrow its probe to
+ * (V, last_offset].
+ *
+ * How the code keeps it: the knowledge is the resident set itself (ring and
+ * bloom front, always fed together). hydrate() and append() only add to it,
+ * and expire() only removes whole units that are provably pre-window, so it
+ * stays a superset of the in-window hashes in (H, V]. H records where that
+ * knowledge provably starts (it is reported and tested); a lookup never
+ * needs it, because it searches everything resident.
+ *
+ * States and transitions:
+ * - vouching: born by hydrate() (entries are only born complete); stays
+ *   vouching while append() sees base == V + 1 (the watermark advances over
+ *   hashes it just added, so (H, V] stays fully known).
+ * - gap: append() saw base > V + 1: another broker wrote (V, base - 1], which
+ *   this entry never saw. Terminal: it answers -1 until replaced by a new
+ *   hydration.
+ * - rebuild: marked by the cache (window change, push outcome unknown) or by
+ *   append() seeing base <= V (an overlap: impossible under a monotone
+ *   allocator, so the entry's picture is wrong). Terminal, like gap, but the
+ *   replacing hydration is gated by the memory policy.
+ * - expire(now) runs in every state: it drops whole pre-window blocks and
+ *   generations and raises H, which never makes a vouch unsound (below).
+ */
+export class PartitionEntry {
+  readonly windowMs: number;
+  readonly ring = new BlockRing();
+  readonly front: BloomFront;
+  verifiedUpto: number;
+  hydratedFrom: number;
+  gap = false;
+  rebuild = false;
+  rebuildReason: RebuildReason | undefined;
+  /** Last time (ms) a flush used this entry: LRU order and the recent-use eviction guard. */
+  lastUsedMs = 0;
+  /** Bytes last reported to the resident total (maintained by ResidentSet). */
+  accountedBytes = 0;
+
+  private constructor(
+    readonly windowSeconds: number,
+    verifiedUpto: number,
+    hydratedFrom: number,
+    readonly hydratedAtMs: number,
+    minGensPerWindow: number | undefined,
+  ) {
+    this.windowMs = windowSeconds * 1000;
+    this.verifiedUpto = verifiedUpto;
+    this.hydratedFrom = hydratedFrom;
+    this.front = new BloomFront(this.windowMs, minGensPerWindow);
+  }
+
+  /**
+   * Builds a complete entry from a full-window fetch: every log_txns row of
+   * the partition with created_at >= (fetch time - window - 5 s), ascending
+   * offsets, read in the same snapshot as the allocator (lastOffset) and the
+   * purge watermark (txnsStart).
+   *
+   * V = lastOffset. H = max(lowest kept base - 1, txnsStart - 1), or
+   * lastOffset when no row is kept. Why H is at or below the window start:
+   * - Rows ending below txnsStart are skipped: SQL's probe never looks below
+   *   txnsStart - 1 and txnsStart only grows, so they can never matter.
+   * - Any other row ending at or below H existed in the snapshot
+   *   (H < V = lastOffset) and was not returned, so it was committed before
+   *   fetch time - window - 5 s: pre-window now and at every later push,
+   *   with 5 s to spare for clock skew. (This holds even if commit times were
+   *   not monotone in offset: the argument is about which rows were fetched,
+   *   not about their order.)
+   * - Every in-window row at offsets in (H, V] was fetched (same argument),
+   *   and all of its hashes are added below, so (H, V] is fully known.
+   * Extra old rows (the slack, a lazily purged row straddling txnsStart) only
+   * widen what is known: a superset can cause a false local hit (one extra
+   * probe), never a false "no duplicate".
+   *
+   * Hashes go through the same append path as live pushes, so hydration also
+   * builds blocks of exactly 4096 and never allocates more than one block.
+   */
+  static hydrate(
+    windowSeconds: number,
+    lastOffset: number,
+    txnsStart: number,
+    rows: readonly TxnRow[],
+    fetchedAtMs: number,
+    minGensPerWindow?: number,
+  ): PartitionEntry {
+    let prevEnd = -Infinity;
+    let firstKept: number | undefined;
+    for (const r of rows) {
+      const n = r.endOffset - r.baseOffset + 1;
+      if (!Number.isSafeInteger(r.baseOffset) || !Number.isSafeInteger(r.endOffset) || n < 1) {
+        throw new RangeError(`dedup install: bad row [${r.baseOffset}, ${r.endOffset}]`);
+      }
+      if (r.baseOffset <= prevEnd) throw new RangeError('dedup install: rows must be in ascending, non-overlapping offset order');
+      if (r.endOffset > lastOffset) {
+        throw new RangeError(`dedup install: row ends at ${r.endOffset} above last_offset ${lastOffset} (rows and allocator must come from one snapshot)`);
+      }
+      if (r.hashes.length !== n * HASH_BYTES) throw new RangeError(`dedup install: row [${r.baseOffset}, ${r.endOffset}] has ${r.hashes.length} hash bytes`);
+      prevEnd = r.endOffset;
+      if (firstKept === undefined && r.endOffset >= txnsStart) firstKept = r.baseOffset;
+    }
+    const hydratedFrom = firstKept === undefined ? lastOffset : Math.max(firstKept - 1, txnsStart - 1);
+    const e = new PartitionEntry(windowSeconds, lastOffset, hydratedFrom, fetchedAtMs, minGensPerWindow);
+    let remaining = 0;
+    for (const r of rows) if (r.endOffset >= txnsStart) remaining += r.endOffset - r.baseOffset + 1;
+    for (const r of rows) {
+      if (r.endOffset < txnsStart) continue;
+      const n = r.endOffset - r.baseOffset + 1;
+      remaining -= n;
+      e.addHashes(r.hashes, n, r.baseOffset, r.createdMs, remaining);
+    }
+    return e;
+  }
+
+  get state(): EntryState {
+    return this.rebuild ? 'rebuild' : this.gap ? 'gap' : 'vouching';
+  }
+
+  /** Structural part of the vouch rule; the caller adds "no local hit". */
+  get canVouch(): boolean {
+    return !this.gap && !this.rebuild && this.windowSeconds > 0 && this.hydratedFrom <= this.verifiedUpto;
+  }
+
+  markRebuild(reason: RebuildReason): void {
+    if (!this.rebuild) this.rebuildReason = reason;
+    this.rebuild = true;
+  }
+
+  /**
+   * A segment SQL appended at `base` (count hashes, committed at or before
+   * createdMs). Returns what it did; the caller counts.
+   * - base == V + 1: add the hashes, V = base + count - 1. (H, V] stays fully
+   *   known: the new offsets' hashes were just added.
+   * - base > V + 1: someone else wrote (V, base - 1]; the entry can no longer
+   *   vouch for anything at or above V + 1 and it never learns what was there,
+   *   so it becomes gap (answers -1 until rebuilt).
+   * - base <= V: impossible under a monotone allocator; mark for rebuild.
+   * A gap or rebuild entry ignores appends: it is waiting to be replaced.
+   */
+  append(base: number, hashes: Buffer, count: number, createdMs: number): 'appended' | 'gap' | 'overlap' | 'ignored' {
+    if (this.gap || this.rebuild) return 'ignored';
+    if (base === this.verifiedUpto + 1) {
+      this.addHashes(hashes, count, base, createdMs);
+      this.verifiedUpto = base + count - 1;
+      return 'appended';
+    }
+    if (base > this.verifiedUpto + 1) {
+      this.gap = true;
+      return 'gap';
+    }
+    this.markRebuild('overlap');
+    return 'overlap';
+  }
+
+  /** Exact store and bloom front always receive the same hashes, together. */
+  private addHashes(hashes: Buffer, count: number, firstOffset: number, createdMs: number, upcoming = 0): void {
+    if (hashes.length < count * HASH_BYTES) throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
+    this.ring.append(hashes, 0, count, firstOffset, createdMs, upcoming);
+    const view = viewOf(hashes);
+    for (let i = 0; i < count; i++) {
+      const w = readWords(view, i * HASH_BYTES);
+      this.front.add(w[0]!, w[1]!, w[2]!, createdMs, firstOffset + i);
+    }
+  }
+
+  /**
+   * Drops what is provably pre-window at broker time nowMs. The cutoff is
+   * nowMs - window - 5 s: a unit whose newest commit is before it was
+   * committed more than a window before any later push's database clock, as
+   * long as the broker's clock is at most 5 s ahead of the database's (a
+   * constant offset the other way cancels: appended units carry broker times,
+   * so their commit times and "now" shift together).
+   *
+   * H rises to the highest offset of the dropped prefix of the ring. Sound:
+   * the dropped units hold all remaining offsets in (H, new H] (ring offsets
+   * only grow, and offsets there that were never added were pre-window or
+   * below the purge watermark at hydration), and all of them are pre-window,
+   * so "everything at or below H is pre-window" still holds. Dropped bloom
+   * generations are likewise wholly pre-window, so no in-window hash loses
+   * its "maybe".
+   */
+  expire(nowMs: number): void {
+    const cutoff = nowMs - this.windowMs - SKEW_SLACK_MS;
+    const dropped = this.ring.expire(cutoff);
+    if (dropped !== undefined && dropped > this.hydratedFrom) this.hydratedFrom = dropped;
+    this.front.expire(cutoff);
+  }
+
+  /**
+   * True when any of the segment's hashes is a local hit: a bloom "maybe"
+   * confirmed by the exact store. Stops at the first hit (one is enough to
+   * route the segment to SQL with -1). A definitive bloom miss never touches
+   * the exact store.
+   *
+   * This is where the vouch rule's "knows every hash" is cashed in, so the
+   * search must find every in-window hash in (H, V]: such a hash, at offset o,
+   * was added to the ring and to the bloom generation whose offset range
+   * holds o; that generation is live (it holds an in-window hash) and has no
+   * false negatives, so it answers "maybe"; and the ring unit holding o is
+   * retained and meets that generation's range. Confirming each "maybe" only
+   * across its generation's offset range therefore loses nothing, and it
+   * keeps a false positive from costing a search of every block.
+   */
+  anyLocalHit(hashes: Buffer, count: number, stats: LookupStats): boolean {
+    const ring = this.ring;
+    const front = this.front;
+    const top = front.generations - 1;
+    const view = viewOf(hashes);
+    for (let i = 0; i < count; i++) {
+      const w = readWords(view, i * HASH_BYTES);
+      const w0 = w[0]!;
+      const w1 = w[1]!;
+      const w2 = w[2]!;
+      const w3 = w[3]!;
+      let g = front.nextMaybe(w0, w1, w2, top);
+      if (g < 0) {
+        stats.localMisses++;
+        continue;
+      }
+      stats.bloomMaybe++;
+      while (g >= 0) {
+        if (ring.hasInRange(w0, w1, w2, w3, front.minOffsetOf(g), front.maxOffsetOf(g))) {
+          stats.localHits++;
+          return true;
+        }
+        g = front.nextMaybe(w0, w1, w2, g - 1);
+      }
+      stats.bloomFalsePositives++;
+      stats.localMisses++;
+    }
+    return false;
+  }
+
+  /** Exact membership without the bloom front (bench baseline, tests). */
+  knowsExact(hash: Buffer, at = 0): boolean {
+    const w = readWords(viewOf(hash), at);
+    return this.ring.has(w[0]!, w[1]!, w[2]!, w[3]!);
+  }
+  /** Bloom front alone (tests: no false negatives). */
+  bloomMaybe(hash: Buffer, at = 0): boolean {
+    const w = readWords(viewOf(hash), at);
+    return this.front.mayContain(w[0]!, w[1]!, w[2]!);
+  }
+
+  get bytes(): number {
+    return ENTRY_OVERHEAD_BYTES + this.ring.bytes + this.front.bytes;
+  }
+  get hashCount(): number {
+    return this.ring.hashCount;
+  }
+}

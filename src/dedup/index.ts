@@ -1,0 +1,2 @@
+export { DedupCache, type DedupCacheOptions, type DedupCacheStats, type EntryInfo, type PrepareAnswer, type TxnRow } from './cache.js';
+export { estimateFootprintBytes } from './admission.js';

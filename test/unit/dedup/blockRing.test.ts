@@ -1,0 +1,156 @@
+import test from 'ava';
+import fc from 'fast-check';
+import { BlockRing } from '../../../src/dedup/blockRing.js';
+import { BLOCK_BYTES, BLOCK_HASHES } from '../../../src/dedup/constants.js';
+import { isSorted, readWords, sortRecordsInPlace, viewOf } from '../../../src/dedup/hashRecords.js';
+import { hashAt, hashRun } from './helpers.js';
+
+function has(ring: BlockRing, hash: Buffer, at = 0): boolean {
+  const w = readWords(viewOf(hash), at);
+  return ring.has(w[0]!, w[1]!, w[2]!, w[3]!);
+}
+
+test('sortRecordsInPlace sorts 16-byte records bytewise, in the same buffer (property, with first-word ties)', (t) => {
+  fc.assert(
+    fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: 3 }), fc.uint8Array({ minLength: 12, maxLength: 12 })), { minLength: 0, maxLength: BLOCK_HASHES }), (recs) => {
+      const buf = Buffer.alloc(recs.length * 16);
+      recs.forEach(([hi, lo], i) => {
+        buf.writeUInt32BE(hi, i * 16); // tiny first words: many ties, so the tie-break path runs
+        Buffer.from(lo).copy(buf, i * 16 + 4);
+      });
+      const expected = recs.map((_, i) => buf.subarray(i * 16, i * 16 + 16).toString('hex')).sort();
+      const before = buf.buffer;
+      sortRecordsInPlace(buf, recs.length);
+      const got = recs.map((_, i) => buf.subarray(i * 16, i * 16 + 16).toString('hex'));
+      return buf.buffer === before && isSorted(buf, recs.length) && JSON.stringify(got) === JSON.stringify(expected);
+    }),
+    { numRuns: 150 },
+  );
+  t.pass();
+});
+
+test('block ring: the hot buffer doubles and is sealed at exactly 4096 by handing off the same Buffer, sorted', (t) => {
+  const ring = new BlockRing();
+  const hashes = hashRun(1, 0, BLOCK_HASHES + 10);
+  const caps: number[] = [];
+  let hotBefore: Buffer | undefined;
+  for (let i = 0; i < BLOCK_HASHES; i++) {
+    ring.append(hashes.subarray(i * 16, i * 16 + 16), 0, 1, i, 1000);
+    const info = ring.hotInfo();
+    if (info && caps[caps.length - 1] !== info.capacity) caps.push(info.capacity);
+    if (i === BLOCK_HASHES - 2) hotBefore = [...ring.buffers()].pop();
+    if (i < BLOCK_HASHES - 1) t.is(ring.blockCount, 0);
+  }
+  t.deepEqual(caps, [16, 32, 64, 128, 256, 512, 1024, 2048, 4096], 'power-of-two doubling up to one block');
+  t.is(ring.blockCount, 1, 'sealed the instant it reached 4096');
+  t.is(ring.hotHashes, 0);
+  const block = ring.sealedBlocks()[0]!;
+  t.true(block.hashes === hotBefore, 'the seal is a hand-off of the same Buffer (no copy)');
+  t.is(block.hashes.length, BLOCK_BYTES);
+  t.true(isSorted(block.hashes, BLOCK_HASHES));
+  t.is(block.minOffset, 0);
+  t.is(block.maxOffset, BLOCK_HASHES - 1);
+  ring.append(hashes, BLOCK_HASHES * 16, 10, BLOCK_HASHES, 2000);
+  t.is(ring.hotHashes, 10);
+  t.is(ring.hashCount, BLOCK_HASHES + 10);
+});
+
+test('block ring: membership is exact for present and absent hashes, across blocks and the hot buffer', (t) => {
+  const ring = new BlockRing();
+  const n = BLOCK_HASHES * 3 + 777;
+  const present = hashRun(2, 0, n);
+  // Appends of uneven sizes straddling block boundaries.
+  let off = 0;
+  for (const size of [1, 4000, 4096, 5000, 3000, n]) {
+    const take = Math.min(size, n - off);
+    if (take <= 0) break;
+    ring.append(present, off * 16, take, off, 1000 + off);
+    off += take;
+  }
+  t.is(ring.blockCount, 3);
+  t.is(ring.hotHashes, 777);
+  for (let i = 0; i < n; i++) if (!has(ring, present, i * 16)) t.fail(`present hash ${i} not found`);
+  const absent = hashRun(3, 0, 20_000);
+  let hits = 0;
+  for (let i = 0; i < 20_000; i++) if (has(ring, absent, i * 16)) hits++;
+  t.is(hits, 0);
+  // A near miss: same first 12 bytes, different last word.
+  const near = Buffer.from(present.subarray(16 * 5, 16 * 6));
+  near.writeUInt32BE((near.readUInt32BE(12) + 1) >>> 0, 12);
+  t.false(has(ring, near));
+  // hasInRange finds a hash only through the units whose span meets the range.
+  const w = readWords(viewOf(present), 16 * 5000);
+  t.true(ring.hasInRange(w[0]!, w[1]!, w[2]!, w[3]!, 4096, 8191));
+  t.true(ring.hasInRange(w[0]!, w[1]!, w[2]!, w[3]!, 5000, 5000));
+  t.false(ring.hasInRange(w[0]!, w[1]!, w[2]!, w[3]!, 0, 4095));
+  t.false(ring.hasInRange(w[0]!, w[1]!, w[2]!, w[3]!, 8192, n));
+});
+
+test('block ring: expiry drops only wholly pre-window front blocks and reports their highest offset', (t) => {
+  const ring = new BlockRing();
+  const h = hashRun(4, 0, BLOCK_HASHES * 3 + 5);
+  // Block 0: created 1000..1999; block 1: 1500 and 5000 (mixed); block 2: 3000; hot: 6000.
+  ring.append(h, 0, BLOCK_HASHES - 1, 0, 1000);
+  ring.append(h, (BLOCK_HASHES - 1) * 16, 1, BLOCK_HASHES - 1, 1999);
+  ring.append(h, BLOCK_HASHES * 16, 100, BLOCK_HASHES, 1500);
+  ring.append(h, (BLOCK_HASHES + 100) * 16, BLOCK_HASHES - 100, BLOCK_HASHES + 100, 5000);
+  ring.append(h, 2 * BLOCK_HASHES * 16, BLOCK_HASHES, 2 * BLOCK_HASHES, 3000);
+  ring.append(h, 3 * BLOCK_HASHES * 16, 5, 3 * BLOCK_HASHES, 6000);
+  t.is(ring.blockCount, 3);
+  t.is(ring.expire(1999), undefined, 'block 0 has a hash created at the cutoff: kept');
+  t.is(ring.expire(2000), BLOCK_HASHES - 1, 'block 0 wholly before the cutoff: dropped, max offset reported');
+  t.is(ring.blockCount, 2);
+  // Block 2 is wholly pre-cutoff but block 1 (its front) is not: front-only, so nothing drops.
+  t.is(ring.expire(4500), undefined);
+  t.is(ring.blockCount, 2);
+  t.true(has(ring, h, 2 * BLOCK_HASHES * 16));
+  t.is(ring.expire(5001), 3 * BLOCK_HASHES - 1);
+  t.is(ring.blockCount, 0);
+  t.is(ring.hotHashes, 5, 'the hot buffer goes only under the same rule');
+  t.is(ring.expire(6000), undefined);
+  t.is(ring.expire(6001), 3 * BLOCK_HASHES + 4);
+  t.is(ring.hashCount, 0);
+  t.is(ring.bytes, 0);
+});
+
+test('block ring: a hash held by two blocks stays known until its last block drops (no refcounts)', (t) => {
+  const ring = new BlockRing();
+  const dup = hashAt(77, 0);
+  const a = hashRun(5, 0, BLOCK_HASHES);
+  dup.copy(a, 100 * 16);
+  const b = hashRun(6, 0, BLOCK_HASHES);
+  dup.copy(b, 3000 * 16);
+  ring.append(a, 0, BLOCK_HASHES, 0, 1000);
+  ring.append(b, 0, BLOCK_HASHES, BLOCK_HASHES, 2000);
+  t.is(ring.blockCount, 2);
+  t.true(has(ring, dup));
+  t.is(ring.expire(1500), BLOCK_HASHES - 1);
+  t.true(has(ring, dup), 'still in the second block');
+  t.is(ring.expire(2500), 2 * BLOCK_HASHES - 1);
+  t.false(has(ring, dup));
+});
+
+test('block ring: offsets must grow along the ring', (t) => {
+  const ring = new BlockRing();
+  ring.append(hashRun(7, 0, 2), 0, 2, 10, 0);
+  t.throws(() => ring.append(hashRun(7, 2, 1), 0, 1, 11, 0), { instanceOf: RangeError });
+  t.notThrows(() => ring.append(hashRun(7, 2, 1), 0, 1, 20, 0));
+});
+
+test('block ring: no Buffer it holds exceeds one 64 KiB block, at any fill (property)', (t) => {
+  fc.assert(
+    fc.property(fc.array(fc.integer({ min: 1, max: 9000 }), { minLength: 1, maxLength: 8 }), (sizes) => {
+      const ring = new BlockRing();
+      let off = 0;
+      for (const [i, n] of sizes.entries()) {
+        ring.append(hashRun(8 + i, 0, n), 0, n, off, i);
+        off += n;
+        for (const b of ring.buffers()) if (b.length > BLOCK_BYTES || b.buffer.byteLength > BLOCK_BYTES) return false;
+        for (const blk of ring.sealedBlocks()) if (blk.hashes.length !== BLOCK_BYTES) return false;
+      }
+      return ring.hashCount === off;
+    }),
+    { numRuns: 60 },
+  );
+  t.pass();
+});

@@ -1,0 +1,160 @@
+import test from 'ava';
+import fc from 'fast-check';
+import { BlockedBloom } from '../../../src/dedup/bloom.js';
+import { BloomFront } from '../../../src/dedup/bloomFront.js';
+import { BLOCK_BYTES, BLOOM_MIN_GENERATIONS_PER_WINDOW, BLOOM_TIERS } from '../../../src/dedup/constants.js';
+import { readWords, viewOf } from '../../../src/dedup/hashRecords.js';
+import { hashRun } from './helpers.js';
+
+function fill(bloom: BlockedBloom, hashes: Buffer, count: number): void {
+  const v = viewOf(hashes);
+  for (let i = 0; i < count; i++) {
+    const w = readWords(v, i * 16);
+    bloom.add(w[0]!, w[1]!, w[2]!);
+  }
+}
+function countMaybe(bloom: BlockedBloom, hashes: Buffer, count: number): number {
+  const v = viewOf(hashes);
+  let n = 0;
+  for (let i = 0; i < count; i++) {
+    const w = readWords(v, i * 16);
+    if (bloom.mayContain(w[0]!, w[1]!, w[2]!)) n++;
+  }
+  return n;
+}
+
+test('blocked bloom: never a false negative (property over random hash sets)', (t) => {
+  fc.assert(
+    fc.property(fc.constantFrom(4096, 32_768), fc.uint8Array({ minLength: 16, maxLength: 16 * 6000 }), (capacity, bytes) => {
+      const count = Math.floor(bytes.length / 16);
+      const hashes = Buffer.from(bytes.buffer, bytes.byteOffset, count * 16);
+      const bloom = new BlockedBloom(capacity);
+      fill(bloom, hashes, count);
+      return countMaybe(bloom, hashes, count) === count;
+    }),
+    { numRuns: 200 },
+  );
+  t.pass();
+});
+
+test('blocked bloom: false-positive rate at 16 bits/key, k = 7, full generations of 4096 and 262144', (t) => {
+  const absent = 250_000;
+  const probes = hashRun(999, 0, absent);
+  for (const [capacity, stream] of [
+    [4096, 1],
+    [262_144, 2],
+  ] as const) {
+    const bloom = new BlockedBloom(capacity);
+    fill(bloom, hashRun(stream, 0, capacity), capacity);
+    t.true(bloom.full);
+    const fp = countMaybe(bloom, probes, absent) / absent;
+    t.log(`capacity ${capacity}: ${absent} absent probes, false-positive rate ${(fp * 100).toFixed(3)}% (expected ~0.1%)`);
+    t.true(fp >= 0.0005 && fp <= 0.002, `fp ${fp} outside 0.05%..0.2%`);
+  }
+});
+
+test('blocked bloom: pages are allocated lazily and no allocation exceeds one 64 KiB block', (t) => {
+  const bloom = new BlockedBloom(1_048_576);
+  t.is(bloom.bytes, 0);
+  t.false(bloom.mayContain(1, 2, 3), 'an untouched page is a definitive miss');
+  fill(bloom, hashRun(3, 0, 1_048_576), 1_048_576);
+  t.is(bloom.bytes, bloom.fullBytes);
+  t.is(bloom.fullBytes, 2 * 1_048_576, '16 bits per hash of capacity');
+  let arrays = 0;
+  for (const a of bloom.arrays()) {
+    arrays++;
+    t.true(a.byteLength <= BLOCK_BYTES, `array of ${a.byteLength} bytes`);
+  }
+  t.is(arrays, 32);
+});
+
+test('bloom front: plain ladder tiers x8 from 4096 up to the 1M ceiling', (t) => {
+  const front = new BloomFront(60_000, 0);
+  const v = viewOf(hashRun(4, 0, 1));
+  const w = readWords(v, 0);
+  let off = 0;
+  const total = 4096 + 32_768 + 262_144 + 1_048_576 + 10;
+  for (let i = 0; i < total; i++) front.add((w[0]! + i * 2654435761) >>> 0, (w[1]! ^ i) >>> 0, (w[2]! + i) >>> 0, 1000, off++);
+  t.deepEqual(front.capacities(), [...BLOOM_TIERS, 1_048_576]);
+});
+
+test('bloom front: rate-aware tiers step up only when a window holds >= K of the next tier, and down when it holds < K', (t) => {
+  const K = BLOOM_MIN_GENERATIONS_PER_WINDOW;
+  t.is(K, 5);
+  const front = new BloomFront(300_000); // the default K
+  let off = 0;
+  const add = (n: number, msPerHash: number, t0: number): number => {
+    let ts = t0;
+    for (let i = 0; i < n; i++, ts += msPerHash) front.add(Math.imul(off, 2654435761) >>> 0, Math.imul(off, 40503) >>> 0, off >>> 0, Math.floor(ts), off++);
+    return ts;
+  };
+  // 300 s window at 4096 hashes/s: a 4096 generation fills in 1 s (a window
+  // holds 37.5 of the next tier: up); 32768 fills in 8 s (4.7 of the next
+  // tier < K: no step up; 37.5 of its own >= K: no step down): stay.
+  let ts = add(4096 + 32_768 * 3 + 1, 1000 / 4096, 0);
+  t.deepEqual(front.capacities(), [4096, 32_768, 32_768, 32_768, 32_768]);
+  // 16x the rate: 32768 fills in 0.5 s, a window holds 75 of the next tier: up.
+  ts = add(32_768, 1000 / 65_536, ts);
+  t.deepEqual(front.capacities().slice(-2), [32_768, 262_144]);
+  // The rate drops 64x: a 262144 generation takes 256 s (1.2 per window < K): step down.
+  add(262_144, 64_000 / 65_536, ts);
+  t.deepEqual(front.capacities().slice(-2), [262_144, 32_768]);
+  // The plain ladder (K = 0) ignores the rate.
+  const ladder = new BloomFront(300_000, 0);
+  for (let i = 0; i < 4096 + 32_768 + 1; i++) ladder.add(i, Math.imul(i, 40503) >>> 0, i, i * 1000, i);
+  t.deepEqual(ladder.capacities(), [4096, 32_768, 262_144]);
+});
+
+test('bloom front: a generation is dropped only when its max created time is before the cutoff; an idle front restarts small', (t) => {
+  const front = new BloomFront(10_000, 0);
+  const hashes = hashRun(5, 0, 5000);
+  const v = viewOf(hashes);
+  for (let i = 0; i < 5000; i++) {
+    const w = readWords(v, i * 16);
+    front.add(w[0]!, w[1]!, w[2]!, i < 4096 ? 1000 : 2000, i);
+  }
+  t.is(front.generations, 2);
+  t.is(front.expire(1000), 0, 'max created == cutoff is not before it');
+  t.is(front.expire(1001), 1);
+  for (let i = 4096; i < 5000; i++) t.true(front.mayContain(...(Array.from(readWords(v, i * 16)).slice(0, 3) as [number, number, number])));
+  t.is(front.expire(2001), 1);
+  t.is(front.generations, 0);
+  front.add(1, 2, 3, 3000, 6000);
+  t.deepEqual(front.capacities(), [4096]);
+});
+
+test('bloom front: no false negatives for hashes committed at or after the cutoff (property)', (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ n: fc.integer({ min: 1, max: 3000 }), dt: fc.integer({ min: 0, max: 5000 }) }), { minLength: 1, maxLength: 12 }),
+      fc.integer({ min: 0, max: 40_000 }),
+      (batches, cutoff) => {
+        const front = new BloomFront(10_000, 4);
+        let off = 0;
+        let ts = 0;
+        const kept: Buffer[] = [];
+        batches.forEach((b, bi) => {
+          ts += b.dt;
+          const hashes = hashRun(100 + bi, 0, b.n);
+          const v = viewOf(hashes);
+          for (let i = 0; i < b.n; i++) {
+            const w = readWords(v, i * 16);
+            front.add(w[0]!, w[1]!, w[2]!, ts, off++);
+          }
+          if (ts >= cutoff) kept.push(hashes);
+        });
+        front.expire(cutoff);
+        for (const h of kept) {
+          const v = viewOf(h);
+          for (let i = 0; i < h.length / 16; i++) {
+            const w = readWords(v, i * 16);
+            if (!front.mayContain(w[0]!, w[1]!, w[2]!)) return false;
+          }
+        }
+        return true;
+      },
+    ),
+    { numRuns: 150 },
+  );
+  t.pass();
+});
