@@ -52,7 +52,7 @@ $$;
 
 -- Pushes one bundle. Segment i goes to partition p_partition_ids[i] and holds
 -- p_counts[i] frames; the broker vouches p_verified[i] (-1: cannot vouch, probe
--- the whole window). The segments' hashes (16 bytes per frame) and packed
+-- the whole window), a claim made under a window of p_windows[i] seconds. The segments' hashes (16 bytes per frame) and packed
 -- frame blobs arrive concatenated in two bytea parameters, cut by p_counts and
 -- p_blob_lens: a single bytea travels in binary, an array of bytea would travel
 -- hex-encoded at twice the size.
@@ -68,6 +68,7 @@ $$;
 CREATE FUNCTION queen.log_push_v1(
     p_partition_ids bigint[],
     p_verified      bigint[],
+    p_windows       integer[],
     p_counts        integer[],
     p_hashes        bytea,
     p_blob_lens     integer[],
@@ -100,6 +101,7 @@ DECLARE
     v_blob_pos   integer := 1;
 BEGIN
     IF coalesce(cardinality(p_verified), 0) <> v_n
+       OR coalesce(cardinality(p_windows), 0) <> v_n
        OR coalesce(cardinality(p_counts), 0) <> v_n
        OR coalesce(cardinality(p_blob_lens), 0) <> v_n THEN
         RAISE EXCEPTION 'log_push_v1: argument arrays differ in length' USING ERRCODE = '22023';
@@ -144,6 +146,12 @@ BEGIN
         -- exist (a cache that outlived a restore, say): it cannot be trusted,
         -- so it is treated as "cannot vouch".
         IF v_verified > v_last THEN
+            v_verified := -1;
+        END IF;
+        -- The watermark covers the window the broker knew. If the queue's
+        -- window has since grown (a /configure its memo has not seen yet),
+        -- hashes older than that window are not covered: cannot vouch.
+        IF v_window > coalesce(p_windows[v_i], 0) THEN
             v_verified := -1;
         END IF;
         v_from := GREATEST(v_verified, v_txns_start - 1);

@@ -21,6 +21,8 @@ export interface SegmentInput {
   partitionId: number;
   /** The broker's vouched watermark; -1 = cannot vouch (always sound). */
   verified: number;
+  /** The window (seconds) under which `verified` was vouched; a larger current window voids it in SQL. */
+  verifiedWindowSeconds: number;
   count: number;
   /** count x 16 bytes, frame order. */
   hashes: Buffer;
@@ -62,7 +64,7 @@ export interface LogEngineOptions {
   statementTimeoutMs?: number;
 }
 
-const PUSH_SQL = 'SELECT seg_index, assigned_base, window_seconds, probed, dup_idx, dup_offsets, dup_ids FROM queen.log_push_v1($1::bigint[], $2::bigint[], $3::integer[], $4::bytea, $5::integer[], $6::bytea)';
+const PUSH_SQL = 'SELECT seg_index, assigned_base, window_seconds, probed, dup_idx, dup_offsets, dup_ids FROM queen.log_push_v1($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::bytea, $6::integer[], $7::bytea)';
 const PROVISION_SQL = 'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
 const STATE_SQL = `SELECT lp.id, lp.last_offset, lp.txns_start, q.dedup_window_seconds
   FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
@@ -158,6 +160,7 @@ export class LogEngine extends Component {
         values: [
           segments.map((s) => s.partitionId),
           segments.map((s) => s.verified),
+          segments.map((s) => s.verifiedWindowSeconds),
           segments.map((s) => s.count),
           hashes,
           segments.map((s) => s.blob.length),

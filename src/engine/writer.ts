@@ -45,11 +45,18 @@ export interface PendingSegment {
  * writer works without one: every segment then probes with -1, which is
  * always exact. A source may only make the exact answer cheaper.
  */
+export interface Vouch {
+  /** The vouched watermark; -1 = cannot vouch. */
+  verified: number;
+  /** The window the claim was made under (SQL voids it if the window has grown since). */
+  windowSeconds: number;
+}
+
 export interface WatermarkSource {
-  /** Vouched watermark per segment (same order); -1 = cannot vouch. */
-  beforePush(segments: readonly PendingSegment[]): Promise<number[]>;
+  /** One vouch per segment, same order. */
+  beforePush(segments: readonly PendingSegment[]): Promise<Vouch[]>;
   /** SQL answered: report each outcome with the watermark that was sent. */
-  afterPush(segments: readonly PendingSegment[], outcomes: readonly SegmentOutcome[], verifiedSent: readonly number[]): void;
+  afterPush(segments: readonly PendingSegment[], outcomes: readonly SegmentOutcome[]): void;
   /** The push failed; whether it committed is unknown. */
   pushFailed(segments: readonly PendingSegment[]): void;
 }
@@ -82,6 +89,9 @@ interface Group {
 }
 
 const encodeTxnId = (b: Buffer): string => uuidToString(b);
+
+/** "Cannot vouch": always sound. */
+export const NO_VOUCH: Vouch = { verified: -1, windowSeconds: 0 };
 
 /**
  * Turns items into per-partition segments and pushes them as one bundle.
@@ -218,10 +228,11 @@ export class LogWriter {
       g.leaders.forEach((l, i) => l.hash.copy(hashes, i * HASH_BYTES));
       return { partitionId: g.partitionId, windowSeconds: g.windowSeconds, count: g.leaders.length, hashes };
     });
-    const verified = this.watermarks ? await this.watermarks.beforePush(pendingSegs) : pendingSegs.map(() => -1);
+    const vouches = this.watermarks ? await this.watermarks.beforePush(pendingSegs) : pendingSegs.map(() => NO_VOUCH);
     const segments: SegmentInput[] = groups.map((g, i) => ({
       partitionId: g.partitionId,
-      verified: verified[i]!,
+      verified: vouches[i]!.verified,
+      verifiedWindowSeconds: vouches[i]!.windowSeconds,
       count: g.leaders.length,
       hashes: pendingSegs[i]!.hashes,
       blob: packSegment(g.leaders.map(toFrame)),
@@ -230,7 +241,7 @@ export class LogWriter {
     try {
       outcomes = await inSpan(
         'queen.log_push',
-        { kind: SpanKind.CLIENT, attributes: { 'db.system': 'postgresql', 'db.operation': 'queen.log_push_v1', 'queen.segments': segments.length, 'queen.frames': segments.reduce((n, s) => n + s.count, 0), 'queen.vouched': verified.filter((v) => v >= 0).length } },
+        { kind: SpanKind.CLIENT, attributes: { 'db.system': 'postgresql', 'db.operation': 'queen.log_push_v1', 'queen.segments': segments.length, 'queen.frames': segments.reduce((n, s) => n + s.count, 0), 'queen.vouched': vouches.filter((v) => v.verified >= 0).length } },
         async (span) => {
           const out = await this.engine.pushSegments(segments);
           span.setAttributes({ 'queen.probed': out.filter((o) => o.probed).length, 'queen.duplicate_segments': out.filter((o) => o.assignedBase === null).length });
@@ -241,7 +252,7 @@ export class LogWriter {
       this.watermarks?.pushFailed(pendingSegs);
       throw err;
     }
-    this.watermarks?.afterPush(pendingSegs, outcomes, verified);
+    this.watermarks?.afterPush(pendingSegs, outcomes);
 
     const again: Group[] = [];
     groups.forEach((g, i) => {

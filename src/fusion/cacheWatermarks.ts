@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { SegmentOutcome } from '../engine/logEngine.js';
-import type { PendingSegment, WatermarkSource } from '../engine/writer.js';
+import { NO_VOUCH, type PendingSegment, type Vouch, type WatermarkSource } from '../engine/writer.js';
 import { fetchWindow } from '../engine/windowFetch.js';
 import type { DedupCache } from '../dedup/index.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
@@ -34,18 +34,33 @@ export class CacheWatermarks implements WatermarkSource {
     }
   }
 
-  async beforePush(segments: readonly PendingSegment[]): Promise<number[]> {
-    for (const s of segments) this.cache.beginFlush(s.partitionId);
-    const out: number[] = [];
-    for (const s of segments) {
-      const decision = this.cache.prepare(s.partitionId, s.windowSeconds);
-      if (decision === 'hydrate') await this.hydrate(s.partitionId);
-      out.push(this.cache.verifiedFor(s.partitionId, s.hashes, s.count));
+  async beforePush(segments: readonly PendingSegment[]): Promise<Vouch[]> {
+    const begun: number[] = [];
+    try {
+      for (const s of segments) {
+        this.cache.beginFlush(s.partitionId);
+        begun.push(s.partitionId);
+      }
+      const out: Vouch[] = [];
+      for (const s of segments) {
+        const decision = this.cache.prepare(s.partitionId, s.windowSeconds);
+        if (decision === 'hydrate') await this.hydrate(s.partitionId);
+        const verified = this.cache.verifiedFor(s.partitionId, s.hashes, s.count);
+        // The claim is only as wide as the window the entry was built for.
+        out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.entryInfo(s.partitionId)?.windowSeconds ?? 0 });
+      }
+      return out;
+    } catch (err) {
+      // Never leave a partition marked in flight: that would wedge it.
+      for (const pid of begun) {
+        this.cache.recordUnknown(pid);
+        this.cache.endFlush(pid);
+      }
+      throw err;
     }
-    return out;
   }
 
-  afterPush(segments: readonly PendingSegment[], outcomes: readonly SegmentOutcome[], _verifiedSent: readonly number[]): void {
+  afterPush(segments: readonly PendingSegment[], outcomes: readonly SegmentOutcome[]): void {
     const now = Date.now();
     segments.forEach((s, i) => {
       const o = outcomes[i]!;

@@ -27,13 +27,13 @@ teardownAndCheckLeaks(test, async (t) => {
 });
 
 /** One "broker": its own pool, metrics, and (optionally) its own cache. */
-async function broker(t: { context: Ctx }, capMb: number | false) {
+async function broker(t: { context: Ctx }, capMb: number | false, metadataTtlMs = 0) {
   const metrics = new MetricsRegistry();
   const engine = new LogEngine({ connectionString: t.context.db.url, poolSize: 3, metrics });
   await engine.start();
   t.context.engines.push(engine);
   const cache = capMb === false ? undefined : new DedupCache({ capBytes: capMb * 1024 * 1024 });
-  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: cache ? new CacheWatermarks(cache, engine.pool, metrics) : undefined });
+  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs, watermarks: cache ? new CacheWatermarks(cache, engine.pool, metrics) : undefined });
   return { engine, cache, writer, metrics, probesRun: () => metrics.counter('queen_probe_run_total', '').get(), probesSkipped: () => metrics.counter('queen_probe_skipped_total', '').get() };
 }
 
@@ -104,6 +104,24 @@ test.serial('random histories: verdicts with the cache equal verdicts with -1 (i
   );
   t.true(cached.probesSkipped() > 0, 'the cache did vouch along the way');
   t.log(`cached broker: ${cached.probesSkipped()} probes skipped, ${cached.probesRun()} run; hydrations ${cached.cache!.stats.hydrations}, gaps ${cached.cache!.stats.gaps}`);
+});
+
+test.serial('a window that grew behind a stale memo does not let the cache narrow the probe', async (t) => {
+  const other = await broker(t, false);
+  const cached = await broker(t, 64, 60_000); // memo outlives the /configure below
+  await other.writer.push([item('grow', 'p', 'old-event')]);
+  await t.context.sql.query(`UPDATE queen.queues SET dedup_window_seconds = 60 WHERE name = 'grow'`);
+  await t.context.sql.query(`UPDATE queen.log_txns SET created_at = created_at - interval '10 minutes' WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'grow')`);
+  // The cached broker hydrates under a 60 s window: the 10-minute-old row is outside it.
+  const [first] = await cached.writer.push([item('grow', 'p', 'new-1')]);
+  t.is(first!.status, 'queued');
+  const pid = (await cached.engine.provision([{ queue: 'grow', partition: 'p' }]))[0]!.partitionId;
+  t.is(cached.cache!.entryInfo(pid)?.windowSeconds, 60, 'the entry was built under the 60 s window');
+  // The window grows to an hour; the broker's memo still says 60 s.
+  await t.context.sql.query(`UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'grow'`);
+  const [again] = await cached.writer.push([item('grow', 'p', 'old-event')]);
+  t.is(again!.status, 'duplicate', 'SQL voids a watermark vouched under the smaller window');
+  t.is(again!.offset, 0);
 });
 
 test.serial('two brokers with their own caches on the same partitions: exact, and each sees the other as a gap', async (t) => {

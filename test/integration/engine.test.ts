@@ -214,9 +214,9 @@ test('p_verified: a correct watermark skips the probe, a partial one narrows it,
   const { writer } = t.context;
   const first = await writer.push(Array.from({ length: 10 }, (_, i) => item('vouch', 'p', `v-${i}`)));
   const pid = (await engine.provision([{ queue: 'vouch', partition: 'p' }]))[0]!.partitionId;
-  const seg = (txns: string[], verified: number) => {
+  const seg = (txns: string[], verified: number, verifiedWindowSeconds = 3600) => {
     const hashes = Buffer.concat(txns.map((x) => hashTransactionId(x)));
-    return { partitionId: pid, verified, count: txns.length, hashes, blob: Buffer.from([1, 0, 0, 0, 0]) };
+    return { partitionId: pid, verified, verifiedWindowSeconds, count: txns.length, hashes, blob: Buffer.from([1, 0, 0, 0, 0]) };
   };
   // Watermark at last_offset: the probe does not run at all.
   const runBefore = metrics.counter('queen_probe_run_total', '').get();
@@ -235,6 +235,10 @@ test('p_verified: a correct watermark skips the probe, a partial one narrows it,
   const [bogus] = await engine.pushSegments([seg(['v-3'], 1_000_000)]);
   t.true(bogus!.probed);
   t.deepEqual(bogus!.duplicates.map((d) => d.offset), [3]);
+  // A watermark vouched under a smaller window than the queue has now does not cover the older rows.
+  const [grown] = await engine.pushSegments([seg(['v-4'], 10, 60)]);
+  t.true(grown!.probed);
+  t.deepEqual(grown!.duplicates.map((d) => d.offset), [4]);
 });
 
 test('concurrency: 8 connections pushing overlapping transactionIds store each exactly once', async (t) => {
