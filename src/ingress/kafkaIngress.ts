@@ -144,13 +144,27 @@ export class KafkaIngress extends Component {
     await this.deadLetters.stop();
   }
 
+  /**
+   * Creates missing dead-letter topics. A broker that has just started can
+   * answer metadata requests with retriable errors (UNKNOWN_TOPIC_OR_PARTITION
+   * while a new topic's leaders are elected), so retriable failures are
+   * retried with backoff for a bounded time before start-up gives up.
+   */
   private async ensureDeadLetterTopics(): Promise<void> {
     const admin = this.kafka.admin();
     await admin.connect();
     try {
-      const existing = new Set(await admin.listTopics());
-      const wanted = this.opts.topics.map((t) => this.deadLetters.topicFor(t.topic)).filter((t) => !existing.has(t));
-      if (wanted.length > 0) await admin.createTopics({ topics: wanted.map((topic) => ({ topic })), waitForLeaders: true });
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const existing = new Set(await admin.listTopics());
+          const wanted = this.opts.topics.map((t) => this.deadLetters.topicFor(t.topic)).filter((t) => !existing.has(t));
+          if (wanted.length > 0) await admin.createTopics({ topics: wanted.map((topic) => ({ topic })), waitForLeaders: true });
+          return;
+        } catch (err) {
+          if (!(err as { retriable?: boolean }).retriable || attempt >= 10) throw err;
+          await pause(backoffMs(attempt, 200, 3_000), this.abort.signal);
+        }
+      }
     } finally {
       await admin.disconnect();
     }

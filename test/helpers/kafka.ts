@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Kafka, logLevel, type Message } from 'kafkajs';
 import type pg from 'pg';
 import { unpackSegment } from '../../src/engine/frames.js';
+import { waitFor } from './leaks.js';
 
 /** KAFKA_BROKERS is set by scripts/with-deps.sh (or by the user). */
 export function brokers(): string[] {
@@ -19,11 +20,35 @@ export function uniqueName(label: string): string {
   return `${label}-${randomBytes(4).toString('hex')}`;
 }
 
+/**
+ * Creates a topic and waits until every partition has a leader. A broker that
+ * has just started may answer with retriable errors meanwhile; those are
+ * polled through, anything else fails the test.
+ */
 export async function createTopic(kafka: Kafka, topic: string, partitions: number): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
+  const retriable = (err: unknown) => (err as { retriable?: boolean }).retriable === true;
   try {
-    await admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true });
+    await waitFor(`topic ${topic} created`, async () => {
+      try {
+        await admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: false });
+        return true;
+      } catch (err) {
+        if (retriable(err)) return false;
+        throw err;
+      }
+    }, 60_000, 100);
+    await waitFor(`leaders for ${topic}`, async () => {
+      try {
+        const md = await admin.fetchTopicMetadata({ topics: [topic] });
+        const parts = md.topics[0]?.partitions ?? [];
+        return parts.length === partitions && parts.every((p) => p.leader >= 0);
+      } catch (err) {
+        if (retriable(err)) return false;
+        throw err;
+      }
+    }, 60_000, 100);
   } finally {
     await admin.disconnect();
   }
