@@ -5,15 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import anyTest, { type TestFn } from 'ava';
-import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
-import { Queen } from '../../src/client/index.js';
-import { LogEngine } from '../../src/engine/logEngine.js';
-import { LogWriter } from '../../src/engine/writer.js';
-import { Fusion } from '../../src/fusion/fusion.js';
-import { HttpApi } from '../../src/http/server.js';
-import { MetricsRegistry } from '../../src/telemetry/metrics.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 /**
@@ -24,38 +17,19 @@ import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 const TOKEN = 'cli-token';
 const QUEENCTL = fileURLToPath(new URL('../../src/cli/queenctl.js', import.meta.url));
 
-interface Ctx {
-  db: TestDatabase;
-  sql: pg.Pool;
-  engine: LogEngine;
-  fusion: Fusion;
-  api: HttpApi;
-  client: Queen;
+interface Ctx extends HttpStack {
   dir: string;
 }
 const test = anyTest as TestFn<Ctx>;
 
 test.before(async (t) => {
-  const db = await createTestDatabase('cli_apply');
-  const sql = new pg.Pool({ connectionString: db.url, max: 2 });
-  const metrics = new MetricsRegistry();
-  const engine = new LogEngine({ connectionString: db.url, metrics });
-  await engine.start();
-  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0 });
-  const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: 1, maxInflightBytes: 64 << 20, maxConcurrentFlushes: 4, metrics });
-  await fusion.start();
-  const api = new HttpApi({ fusion, pool: engine.pool, metrics, authToken: TOKEN, maxBodyBytes: 1 << 20, host: '127.0.0.1', port: 0 });
-  await api.start();
+  const stack = await startHttpStack('cli_apply', { maxPayloadBytes: 1024, authToken: TOKEN });
   const dir = await mkdtemp(join(tmpdir(), 'queenctl-'));
-  t.context = { db, sql, engine, fusion, api, client: new Queen({ url: api.url, token: TOKEN }), dir };
+  t.context = { ...stack, dir };
 });
 
 teardownAndCheckLeaks(test, async (t) => {
-  await t.context.api?.stop();
-  await t.context.fusion?.stop();
-  await t.context.engine?.stop();
-  await t.context.sql?.end();
-  await t.context.db?.drop();
+  await t.context.stop?.();
   if (t.context.dir) await rm(t.context.dir, { recursive: true, force: true });
 });
 

@@ -1,12 +1,8 @@
 import anyTest, { type TestFn } from 'ava';
-import pg from 'pg';
+import type pg from 'pg';
 import { Queen, QueenHttpError } from '../../src/client/index.js';
-import { LogEngine } from '../../src/engine/logEngine.js';
-import { LogWriter } from '../../src/engine/writer.js';
-import { Fusion } from '../../src/fusion/fusion.js';
-import { HttpApi } from '../../src/http/server.js';
-import { MetricsRegistry } from '../../src/telemetry/metrics.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import type { HttpApi } from '../../src/http/server.js';
+import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 /**
@@ -23,39 +19,21 @@ const MAX_PAYLOAD = 1024;
 const MAX_ITEMS = 50;
 
 interface Ctx {
-  db: TestDatabase;
+  stack: HttpStack;
   sql: pg.Pool;
-  engine: LogEngine;
-  fusion: Fusion;
   open: HttpApi;
   guarded: HttpApi;
 }
 const test = anyTest as TestFn<Ctx>;
 
 test.before(async (t) => {
-  const db = await createTestDatabase('http_bad');
-  const sql = new pg.Pool({ connectionString: db.url, max: 2 });
-  const metrics = new MetricsRegistry();
-  const engine = new LogEngine({ connectionString: db.url, metrics });
-  await engine.start();
-  const writer = new LogWriter(engine, { maxPayloadBytes: MAX_PAYLOAD, metadataTtlMs: 0 });
-  const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: 1, maxInflightBytes: 64 << 20, maxConcurrentFlushes: 4, metrics });
-  await fusion.start();
-  const common = { fusion, pool: engine.pool, metrics, maxBodyBytes: MAX_BODY, host: '127.0.0.1', port: 0, maxItemsPerPush: MAX_ITEMS };
-  const open = new HttpApi(common);
-  await open.start();
-  const guarded = new HttpApi({ ...common, authToken: TOKEN });
-  await guarded.start();
-  t.context = { db, sql, engine, fusion, open, guarded };
+  const stack = await startHttpStack('http_bad', { maxPayloadBytes: MAX_PAYLOAD, maxBodyBytes: MAX_BODY, maxItemsPerPush: MAX_ITEMS });
+  const guarded = await stack.addApi({ authToken: TOKEN });
+  t.context = { stack, sql: stack.sql, open: stack.api, guarded };
 });
 
 teardownAndCheckLeaks(test, async (t) => {
-  await t.context.open?.stop();
-  await t.context.guarded?.stop();
-  await t.context.fusion?.stop();
-  await t.context.engine?.stop();
-  await t.context.sql?.end();
-  await t.context.db?.drop();
+  await t.context.stack?.stop();
 });
 
 async function frames(t: { context: Ctx }, queue: string): Promise<number> {

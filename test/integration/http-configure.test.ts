@@ -1,46 +1,19 @@
 import anyTest, { type TestFn } from 'ava';
-import pg from 'pg';
-import { Queen, QueenHttpError, type QueueOptionsPatch } from '../../src/client/index.js';
-import { LogEngine } from '../../src/engine/logEngine.js';
-import { LogWriter } from '../../src/engine/writer.js';
-import { Fusion } from '../../src/fusion/fusion.js';
-import { HttpApi } from '../../src/http/server.js';
-import { MetricsRegistry } from '../../src/telemetry/metrics.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { QueenHttpError, type QueueOptionsPatch } from '../../src/client/index.js';
+import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 /** The /configure table (docs/configure.md) over HTTP, through the client. */
 
-interface Ctx {
-  db: TestDatabase;
-  sql: pg.Pool;
-  engine: LogEngine;
-  fusion: Fusion;
-  api: HttpApi;
-  client: Queen;
-}
+type Ctx = HttpStack;
 const test = anyTest as TestFn<Ctx>;
 
 test.before(async (t) => {
-  const db = await createTestDatabase('http_configure');
-  const sql = new pg.Pool({ connectionString: db.url, max: 2 });
-  const metrics = new MetricsRegistry();
-  const engine = new LogEngine({ connectionString: db.url, metrics, poolSize: 24 });
-  await engine.start();
-  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0 });
-  const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: 1, maxInflightBytes: 64 << 20, maxConcurrentFlushes: 4, metrics });
-  await fusion.start();
-  const api = new HttpApi({ fusion, pool: engine.pool, metrics, maxBodyBytes: 1 << 20, host: '127.0.0.1', port: 0 });
-  await api.start();
-  t.context = { db, sql, engine, fusion, api, client: new Queen({ url: api.url, retries: 0 }) };
+  t.context = await startHttpStack('http_configure', { poolSize: 24, maxPayloadBytes: 1024, clientRetries: 0 });
 });
 
 teardownAndCheckLeaks(test, async (t) => {
-  await t.context.api?.stop();
-  await t.context.fusion?.stop();
-  await t.context.engine?.stop();
-  await t.context.sql?.end();
-  await t.context.db?.drop();
+  await t.context.stop?.();
 });
 
 /** The stored value, read with SQL rather than through the API under test. */

@@ -1,13 +1,10 @@
 import net from 'node:net';
 import anyTest, { type TestFn } from 'ava';
-import pg from 'pg';
+import type pg from 'pg';
 import { Queen, QueenHttpError } from '../../src/client/index.js';
-import { LogEngine } from '../../src/engine/logEngine.js';
-import { LogWriter } from '../../src/engine/writer.js';
-import { Fusion } from '../../src/fusion/fusion.js';
 import { HttpApi } from '../../src/http/server.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
 
 /**
@@ -16,38 +13,15 @@ import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
  * (a TCP proxy in front of the real server that can refuse connections).
  */
 
-interface Stack {
-  engine: LogEngine;
-  fusion: Fusion;
-  api: HttpApi;
-}
 interface Ctx {
-  db: TestDatabase;
   sql: pg.Pool;
-  main: Stack;
+  /** Straight to the database; it owns the database and `sql`. */
+  main: HttpStack;
   proxy: PgProxy;
-  viaProxy: Stack;
+  /** On main's database and `sql`, with its engine connected through `proxy`. */
+  viaProxy: HttpStack;
 }
 const test = anyTest as TestFn<Ctx>;
-
-async function startStack(connectionString: string, maxInflightBytes = 64 << 20): Promise<Stack> {
-  const metrics = new MetricsRegistry();
-  const engine = new LogEngine({ connectionString, metrics });
-  await engine.start();
-  const writer = new LogWriter(engine, { maxPayloadBytes: 1024 * 1024, metadataTtlMs: 0 });
-  const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: 1, maxInflightBytes, maxConcurrentFlushes: 4, metrics });
-  await fusion.start();
-  const api = new HttpApi({ fusion, pool: engine.pool, metrics, maxBodyBytes: 4 << 20, host: '127.0.0.1', port: 0 });
-  await api.start();
-  return { engine, fusion, api };
-}
-
-async function stopStack(s: Stack | undefined): Promise<void> {
-  // Reverse dependency order: stop taking requests, drain, close the pool.
-  await s?.api.stop();
-  await s?.fusion.stop();
-  await s?.engine.stop();
-}
 
 /**
  * A TCP proxy to PostgreSQL. down() cuts every open connection and refuses
@@ -120,28 +94,25 @@ class PgProxy {
 }
 
 test.before(async (t) => {
-  const db = await createTestDatabase('http_push');
-  const sql = new pg.Pool({ connectionString: db.url, max: 2 });
-  const main = await startStack(db.url);
-  const u = new URL(db.url);
+  const main = await startHttpStack('http_push', { maxBodyBytes: 4 << 20 });
+  const u = new URL(main.db.url);
   const proxy = new PgProxy({ host: u.hostname, port: Number(u.port || 5432) });
   await proxy.listen();
-  const proxied = new URL(db.url);
+  const proxied = new URL(main.db.url);
   proxied.hostname = '127.0.0.1';
   proxied.port = String(proxy.port);
   // A small in-flight budget, so one stalled 2 KiB push is enough to overload it.
-  const viaProxy = await startStack(proxied.toString(), 1024);
-  t.context = { db, sql, main, proxy, viaProxy };
+  const viaProxy = await startHttpStack('http_push', { database: main, engineUrl: proxied.toString(), maxBodyBytes: 4 << 20, maxInflightBytes: 1024 });
+  t.context = { sql: main.sql, main, proxy, viaProxy };
 });
 
 teardownAndCheckLeaks(test, async (t) => {
-  await stopStack(t.context.main);
+  // viaProxy first: it borrows the database that main's stop() drops.
   t.context.proxy?.up();
   t.context.proxy?.resume();
-  await stopStack(t.context.viaProxy);
+  await t.context.viaProxy?.stop();
   await t.context.proxy?.close();
-  await t.context.sql?.end();
-  await t.context.db?.drop();
+  await t.context.main?.stop();
 });
 
 async function counts(t: { context: Ctx }, queue: string, partition: string) {
