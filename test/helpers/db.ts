@@ -70,6 +70,15 @@ export async function createTestDatabase(label: string, opts: { empty?: boolean 
         const c = new pg.Client({ connectionString: adminUrl() });
         await c.connect();
         try {
+          // pg-pool's end() resolves before its sockets have closed; a forced
+          // drop would then kill a closing client whose error nobody hears.
+          // So wait for the sessions to go, and force only what lingers.
+          const deadline = Date.now() + 10_000;
+          while (Date.now() < deadline) {
+            const r = await c.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]);
+            if (r.rows[0].n === 0) break;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
           await c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
         } finally {
           await c.end();
