@@ -29,6 +29,18 @@ export interface KafkaIngressOptions {
   maxWaitTimeInMs?: number;
   /** Records per commit within a batch. */
   commitEvery?: number;
+  /** Observer called after each chunk's commit was sent (tests, benchmarks, latency metrics). */
+  onCommitted?: (chunk: CommittedChunk) => void;
+}
+
+/** What a committed chunk held: each record's verdict, in offset order. */
+export interface CommittedChunk {
+  topic: string;
+  partition: number;
+  records: { offset: string; timestamp: string; status: 'queued' | 'duplicate' | 'dead_lettered' }[];
+  /** Whether Kafka accepted the commit (false: a rebalance refused it; the records will be redelivered). */
+  committed: boolean;
+  committedAtMs: number;
 }
 
 /**
@@ -229,10 +241,14 @@ export class KafkaIngress extends Component {
     if (!results) return false; // abandoned: not committed, will be redelivered
     let queued = 0;
     let duplicates = 0;
+    const statusOf = new Map<string, 'queued' | 'duplicate'>();
     results.forEach((r: PushResult, i) => {
       if (r.status === 'failed') letters.push({ topic: batch.topic, partition: batch.partition, record: itemRecords[i]!, reason: r.error ?? 'rejected by the log' });
-      else if (r.status === 'queued') queued++;
-      else duplicates++;
+      else {
+        statusOf.set(itemRecords[i]!.offset, r.status);
+        if (r.status === 'queued') queued++;
+        else duplicates++;
+      }
     });
     if (letters.length > 0) {
       const sent = await this.untilDone(() => this.deadLetters.send(letters).then(() => true), isRunning, isStale, 'dead-lettering');
@@ -247,20 +263,29 @@ export class KafkaIngress extends Component {
     // Every record of the chunk now has a verdict or an acknowledged dead letter.
     const last = messages[messages.length - 1]!.offset;
     resolveOffset(last);
-    await this.commit(batch.topic, batch.partition, last);
+    const committed = await this.commit(batch.topic, batch.partition, last);
     this.verdicts?.inc();
+    this.opts.onCommitted?.({
+      topic: batch.topic,
+      partition: batch.partition,
+      records: messages.map((m) => ({ offset: m.offset, timestamp: m.timestamp, status: statusOf.get(m.offset) ?? 'dead_lettered' })),
+      committed,
+      committedAtMs: Date.now(),
+    });
     return true;
   }
 
-  private async commit(topic: string, partition: number, lastOffset: string): Promise<void> {
+  private async commit(topic: string, partition: number, lastOffset: string): Promise<boolean> {
     const offset = (BigInt(lastOffset) + 1n).toString();
     try {
       await this.consumer.commitOffsets([{ topic, partition, offset }]);
+      return true;
     } catch (err) {
       // A rebalance took the partition: its new owner re-reads from the last
       // committed offset and gets duplicates for what we verified. No loss.
       this.commits?.inc();
       this.log.info({ topic, partition, offset, err: (err as Error).message }, 'offset commit refused; records will be redelivered');
+      return false;
     }
   }
 

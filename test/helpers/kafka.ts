@@ -54,9 +54,13 @@ export async function createTopic(kafka: Kafka, topic: string, partitions: numbe
   }
 }
 
-/** Produces in chunks with acks=all; per-key order is the order given. */
+/**
+ * Produces in chunks with acks=all; per-key order is the order given. The
+ * producer is idempotent: a plain one may append a record twice when it
+ * retries under load, and the tests count records.
+ */
 export async function produce(kafka: Kafka, topic: string, messages: Message[], chunk = 2000): Promise<void> {
-  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  const producer = kafka.producer({ allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   try {
     for (let i = 0; i < messages.length; i += chunk) {
@@ -87,6 +91,36 @@ export async function endOffsets(kafka: Kafka, topic: string): Promise<Map<numbe
     return new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
   } finally {
     await admin.disconnect();
+  }
+}
+
+/** Records in the topic (sum of end offsets; no retention or compaction in tests). */
+export async function recordCount(kafka: Kafka, topic: string): Promise<number> {
+  let n = 0;
+  for (const high of (await endOffsets(kafka, topic)).values()) n += high;
+  return n;
+}
+
+/**
+ * First verdict per Kafka record, from the ingress's onCommitted observer.
+ * A redelivered record (a refused commit, a rebalance) is answered again, as
+ * a duplicate; its first verdict is the one that counts.
+ */
+export class VerdictLog {
+  private readonly first = new Map<string, string>();
+  readonly observe = (c: { topic: string; partition: number; records: { offset: string; status: string }[] }) => {
+    for (const r of c.records) {
+      const k = `${c.partition}/${r.offset}`;
+      if (!this.first.has(k)) this.first.set(k, r.status);
+    }
+  };
+  count(status: string): number {
+    let n = 0;
+    for (const s of this.first.values()) if (s === status) n++;
+    return n;
+  }
+  get records(): number {
+    return this.first.size;
   }
 }
 

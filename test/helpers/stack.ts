@@ -3,7 +3,7 @@ import { LogWriter } from '../../src/engine/writer.js';
 import { DedupCache } from '../../src/dedup/index.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
 import { Fusion } from '../../src/fusion/fusion.js';
-import { KafkaIngress } from '../../src/ingress/kafkaIngress.js';
+import { KafkaIngress, type CommittedChunk } from '../../src/ingress/kafkaIngress.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { brokers } from './kafka.js';
@@ -27,6 +27,7 @@ export async function startIngestStack(opts: {
   maxPayloadBytes?: number;
   /** Dedup cache budget in MB, or false for no cache (every push probes with -1). Default 64. */
   cacheMb?: number | false;
+  onCommitted?: (chunk: CommittedChunk) => void;
 }): Promise<IngestStack> {
   const metrics = new MetricsRegistry();
   const engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: 6, metrics });
@@ -46,6 +47,7 @@ export async function startIngestStack(opts: {
       sessionTimeoutMs: 10_000,
       heartbeatIntervalMs: 1_000,
       partitionsConsumedConcurrently: 8,
+      onCommitted: opts.onCommitted,
     },
     silentLogger,
     metrics,
