@@ -1,4 +1,4 @@
-import type { Kafka, Producer, IHeaders } from 'kafkajs';
+import { Partitioners, type Kafka, type Producer, type IHeaders } from 'kafkajs';
 import { QueenError } from '../errors.js';
 import { Component } from '../util/lifecycle.js';
 import type { KafkaRecord } from './recordMapping.js';
@@ -26,7 +26,8 @@ export class DeadLetterProducer extends Component {
     private readonly suffix: string,
   ) {
     super('DeadLetterProducer');
-    this.producer = kafka.producer({ allowAutoTopicCreation: true, idempotent: false, maxInFlightRequests: 5 });
+    // The Java client's murmur2 partitioner, so a key lands where Java producers put it.
+    this.producer = kafka.producer({ allowAutoTopicCreation: true, idempotent: false, maxInFlightRequests: 5, createPartitioner: Partitioners.DefaultPartitioner });
   }
 
   topicFor(topic: string): string {

@@ -126,7 +126,9 @@ export class KafkaIngress extends Component {
     await this.ensureDeadLetterTopics();
     await this.consumer.connect();
     for (const t of this.opts.topics) {
-      await this.consumer.subscribe({ topic: t.topic, fromBeginning: this.opts.fromBeginning ?? true });
+      // A topic that does not exist yet is auto-created by the first metadata
+      // request, which answers with a retriable error until it has leaders.
+      await this.retryStartup(`subscribing to ${t.topic}`, () => this.consumer.subscribe({ topic: t.topic, fromBeginning: this.opts.fromBeginning ?? true }));
     }
     this.fusion.events.on('pressure', this.onPressure);
     this.fusion.events.on('relief', this.onRelief);
@@ -156,29 +158,37 @@ export class KafkaIngress extends Component {
     await this.deadLetters.stop();
   }
 
-  /**
-   * Creates missing dead-letter topics. A broker that has just started can
-   * answer metadata requests with retriable errors (UNKNOWN_TOPIC_OR_PARTITION
-   * while a new topic's leaders are elected), so retriable failures are
-   * retried with backoff for a bounded time before start-up gives up.
-   */
+  /** Creates missing dead-letter topics (retrying what a just-started broker answers retriably). */
   private async ensureDeadLetterTopics(): Promise<void> {
     const admin = this.kafka.admin();
     await admin.connect();
     try {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          const existing = new Set(await admin.listTopics());
-          const wanted = this.opts.topics.map((t) => this.deadLetters.topicFor(t.topic)).filter((t) => !existing.has(t));
-          if (wanted.length > 0) await admin.createTopics({ topics: wanted.map((topic) => ({ topic })), waitForLeaders: true });
-          return;
-        } catch (err) {
-          if (!(err as { retriable?: boolean }).retriable || attempt >= 10) throw err;
-          await pause(backoffMs(attempt, 200, 3_000), this.abort.signal);
-        }
-      }
+      await this.retryStartup('creating dead-letter topics', async () => {
+        const existing = new Set(await admin.listTopics());
+        const wanted = this.opts.topics.map((t) => this.deadLetters.topicFor(t.topic)).filter((t) => !existing.has(t));
+        if (wanted.length > 0) await admin.createTopics({ topics: wanted.map((topic) => ({ topic })), waitForLeaders: true });
+      });
     } finally {
       await admin.disconnect();
+    }
+  }
+
+  /**
+   * Start-up steps against a broker that may have just started (or just
+   * auto-created a topic) answer retriable errors for a moment, e.g.
+   * UNKNOWN_TOPIC_OR_PARTITION while leaders are elected. Those are retried
+   * with backoff for a bounded number of attempts; anything else fails start.
+   */
+  private async retryStartup<T>(what: string, op: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await op();
+      } catch (err) {
+        const retriable = (err as { retriable?: boolean }).retriable === true || (err as { name?: string }).name === 'KafkaJSNumberOfRetriesExceeded';
+        if (!retriable || attempt >= 15 || this.abort.signal.aborted) throw err;
+        this.log.info({ err: (err as Error).message, attempt }, `${what}: broker not ready; retrying`);
+        await pause(backoffMs(attempt, 200, 3_000), this.abort.signal);
+      }
     }
   }
 
