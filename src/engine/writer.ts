@@ -1,5 +1,5 @@
 import { PayloadTooLargeError, ValidationError } from '../errors.js';
-import { HASH_BYTES, hashTransactionId } from '../util/txnHash.js';
+import { HASH_BYTES, hashBytes, writeHash } from '../util/txnHash.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
 import { packSegment, type Frame } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTransactionId, LIMITS } from './limits.js';
@@ -73,7 +73,8 @@ interface Accepted {
   partition: string;
   transactionId: string;
   txnBytes: Buffer;
-  hash: Buffer;
+  /** xxh3_128 of txnBytes (set when the item is grouped). */
+  hash: bigint;
   payload: Buffer;
   trace: Buffer | undefined;
 }
@@ -86,6 +87,10 @@ interface Group {
   partitionId: number;
   windowSeconds: number;
   leaders: Leader[];
+  /** Layer 1: transactionId -> leader, within this partition. */
+  byTxn: Map<string, Leader>;
+  /** Layer 2: hash -> leader, within this partition (BigInt keys compare by value). */
+  byHash: Map<bigint, Leader>;
 }
 
 const encodeTxnId = (b: Buffer): string => uuidToString(b);
@@ -144,7 +149,7 @@ export class LogWriter {
       partition,
       transactionId,
       txnBytes: Buffer.from(transactionId, 'utf8'),
-      hash: Buffer.alloc(0),
+      hash: 0n,
       payload: item.payload,
       trace,
     };
@@ -168,35 +173,33 @@ export class LogWriter {
     // Layers 1 and 2: leaders per partition, followers pointing at leaders.
     const groups = new Map<number, Group>();
     const followers: [Accepted, Leader][] = [];
-    const byKey = new Map<string, Leader>();
-    const byHash = new Map<string, Leader>();
     for (const a of accepted) {
       const info = infos.get(PartitionDirectory.key(a.queue, a.partition))!;
-      const dedup = info.windowSeconds > 0;
-      const key = `${info.partitionId}\x1f${a.transactionId}`;
+      let g = groups.get(info.partitionId);
+      if (!g) {
+        g = { partitionId: info.partitionId, windowSeconds: info.windowSeconds, leaders: [], byTxn: new Map(), byHash: new Map() };
+        groups.set(info.partitionId, g);
+      }
+      const dedup = g.windowSeconds > 0;
       if (dedup) {
-        const l1 = byKey.get(key);
+        const l1 = g.byTxn.get(a.transactionId);
         if (l1) {
           followers.push([a, l1]);
           continue;
         }
       }
-      a.hash = hashTransactionId(a.transactionId);
-      const hashKey = `${info.partitionId}\x1f${a.hash.toString('latin1')}`;
+      a.hash = hashBytes(a.txnBytes);
       if (dedup) {
-        const l2 = byHash.get(hashKey);
+        const l2 = g.byHash.get(a.hash);
         if (l2) {
           followers.push([a, l2]);
           continue;
         }
       }
       const leader: Leader = Object.assign(a, { id: uuidv7Bytes() });
-      byKey.set(key, leader);
-      byHash.set(hashKey, leader);
-      let g = groups.get(info.partitionId);
-      if (!g) {
-        g = { partitionId: info.partitionId, windowSeconds: info.windowSeconds, leaders: [] };
-        groups.set(info.partitionId, g);
+      if (dedup) {
+        g.byTxn.set(a.transactionId, leader);
+        g.byHash.set(a.hash, leader);
       }
       g.leaders.push(leader);
     }
@@ -225,7 +228,7 @@ export class LogWriter {
   private async pushRound(groups: Group[], results: PushResult[]): Promise<Group[]> {
     const pendingSegs: PendingSegment[] = groups.map((g) => {
       const hashes = Buffer.allocUnsafe(g.leaders.length * HASH_BYTES);
-      g.leaders.forEach((l, i) => l.hash.copy(hashes, i * HASH_BYTES));
+      g.leaders.forEach((l, i) => writeHash(l.hash, hashes, i * HASH_BYTES));
       return { partitionId: g.partitionId, windowSeconds: g.windowSeconds, count: g.leaders.length, hashes };
     });
     const vouches = this.watermarks ? await this.watermarks.beforePush(pendingSegs) : pendingSegs.map(() => NO_VOUCH);
@@ -288,7 +291,7 @@ export class LogWriter {
           remaining.push(l);
         }
       });
-      if (remaining.length > 0) again.push({ partitionId: g.partitionId, windowSeconds: o.windowSeconds, leaders: remaining });
+      if (remaining.length > 0) again.push({ ...g, windowSeconds: o.windowSeconds, leaders: remaining });
     });
     return again;
   }
