@@ -50,12 +50,13 @@ BEGIN
 END
 $$;
 
--- Pushes one bundle. Segment i goes to partition p_partition_ids[i] and holds
--- p_counts[i] frames; the broker vouches p_verified[i] (-1: cannot vouch, probe
--- the whole window), a claim made under a window of p_windows[i] seconds. The segments' hashes (16 bytes per frame) and packed
--- frame blobs arrive concatenated in two bytea parameters, cut by p_counts and
--- p_blob_lens: a single bytea travels in binary, an array of bytea would travel
--- hex-encoded at twice the size.
+-- Pushes one bundle. Segment i goes to partition p_partition_ids[i] (distinct
+-- within a bundle) and holds p_counts[i] frames; the broker vouches
+-- p_verified[i] (-1: cannot vouch, probe the whole window), a claim made under
+-- a window of p_windows[i] seconds. The segments' hashes (16 bytes per frame)
+-- and packed frame blobs arrive concatenated in two bytea parameters, cut by
+-- p_counts and p_blob_lens: a single bytea travels in binary, an array of
+-- bytea would travel hex-encoded at twice the size.
 --
 -- One output row per segment, in input order. A segment with any duplicate
 -- writes nothing and reports, for each duplicate frame index, the original
@@ -65,6 +66,12 @@ $$;
 --
 -- probed says whether the duplicate probe ran; it is how tests and metrics
 -- prove that a vouched watermark skips it.
+--
+-- Shape: one statement locks and reads every partition row of the bundle in
+-- ascending id (the pre-lock), the per-segment loop only decides (and probes
+-- where it must), and three set-based statements then write every appended
+-- segment: the allocator UPDATE, log_segments and log_txns. All of it under
+-- the locks, so the probe-then-allocate argument is unchanged.
 CREATE FUNCTION queen.log_push_v1(
     p_partition_ids bigint[],
     p_verified      bigint[],
@@ -87,18 +94,24 @@ AS $$
 DECLARE
     v_n          integer := coalesce(cardinality(p_partition_ids), 0);
     v_i          integer;
-    v_pid        bigint;
+    v_k          integer;
+    v_ids        bigint[];
+    v_lasts      bigint[];
+    v_starts     bigint[];
+    v_wins       integer[];
     v_last       bigint;
-    v_txns_start bigint;
     v_window     integer;
     v_verified   bigint;
     v_from       bigint;
     v_now        timestamptz;
     v_count      integer;
-    v_locked     integer;
     v_hashes     bytea;
     v_hash_pos   integer := 1;
     v_blob_pos   integer := 1;
+    -- Per segment: where its hashes and blob start, and its base when appended (NULL: nothing written).
+    v_hash_at    integer[] := array_fill(0, ARRAY[v_n]);
+    v_blob_at    integer[] := array_fill(0, ARRAY[v_n]);
+    v_base       bigint[] := array_fill(NULL::bigint, ARRAY[v_n]);
 BEGIN
     IF coalesce(cardinality(p_verified), 0) <> v_n
        OR coalesce(cardinality(p_windows), 0) <> v_n
@@ -110,41 +123,44 @@ BEGIN
         RETURN;
     END IF;
 
-    -- The bundle pre-lock: every partition row of the bundle, ascending id,
-    -- before any probe. This is the one global lock order.
-    SELECT count(*) INTO v_locked FROM (
-        SELECT 1 FROM queen.log_partitions lp
+    -- The bundle pre-lock: every partition row, ascending id, before any
+    -- probe (the one global lock order), reading the state the loop needs.
+    SELECT array_agg(s.id ORDER BY s.id), array_agg(s.last_offset ORDER BY s.id),
+           array_agg(s.txns_start ORDER BY s.id), array_agg(s.win ORDER BY s.id)
+    INTO v_ids, v_lasts, v_starts, v_wins
+    FROM (
+        SELECT lp.id, lp.last_offset, lp.txns_start, qu.dedup_window_seconds AS win
+        FROM queen.log_partitions lp
+        JOIN queen.queues qu ON qu.id = lp.queue_id
         WHERE lp.id = ANY (p_partition_ids)
         ORDER BY lp.id
-        FOR UPDATE
-    ) locked;
-    IF v_locked <> (SELECT count(DISTINCT x) FROM unnest(p_partition_ids) AS x) THEN
+        FOR UPDATE OF lp
+    ) s;
+    IF coalesce(cardinality(v_ids), 0) <> v_n THEN
+        IF (SELECT count(DISTINCT x) FROM unnest(p_partition_ids) AS x) <> v_n THEN
+            RAISE EXCEPTION 'log_push_v1: a bundle names a partition twice' USING ERRCODE = '22023';
+        END IF;
         RAISE EXCEPTION 'log_push_v1: unknown partition id in bundle' USING ERRCODE = 'P0002';
     END IF;
 
+    v_now := clock_timestamp();
+
     FOR v_i IN 1 .. v_n LOOP
-        v_pid := p_partition_ids[v_i];
+        v_k := array_position(v_ids, p_partition_ids[v_i]);
+        v_last := v_lasts[v_k];
+        v_window := v_wins[v_k];
         v_count := p_counts[v_i];
         IF v_count IS NULL OR v_count < 1 OR v_hash_pos + v_count * 16 - 1 > length(p_hashes) THEN
             RAISE EXCEPTION 'log_push_v1: segment % has a malformed frame count', v_i - 1 USING ERRCODE = '22023';
         END IF;
-        v_hashes := substring(p_hashes FROM v_hash_pos FOR v_count * 16);
+        v_hash_at[v_i] := v_hash_pos;
+        v_blob_at[v_i] := v_blob_pos;
         v_hash_pos := v_hash_pos + v_count * 16;
+        v_blob_pos := v_blob_pos + p_blob_lens[v_i];
 
-        -- Already locked above; re-reading under FOR UPDATE states the
-        -- invariant where it is used.
-        SELECT lp.last_offset, lp.txns_start, qu.dedup_window_seconds
-        INTO v_last, v_txns_start, v_window
-        FROM queen.log_partitions lp
-        JOIN queen.queues qu ON qu.id = lp.queue_id
-        WHERE lp.id = v_pid
-        FOR UPDATE OF lp;
-
-        v_now := clock_timestamp();
         v_verified := coalesce(p_verified[v_i], -1);
         -- A watermark above the allocator vouches for offsets that do not
-        -- exist (a cache that outlived a restore, say): it cannot be trusted,
-        -- so it is treated as "cannot vouch".
+        -- exist (a cache that outlived a restore, say): it cannot be trusted.
         IF v_verified > v_last THEN
             v_verified := -1;
         END IF;
@@ -154,7 +170,7 @@ BEGIN
         IF v_window > coalesce(p_windows[v_i], 0) THEN
             v_verified := -1;
         END IF;
-        v_from := GREATEST(v_verified, v_txns_start - 1);
+        v_from := GREATEST(v_verified, v_starts[v_k] - 1);
 
         seg_index := v_i - 1;
         window_seconds := v_window;
@@ -166,6 +182,7 @@ BEGIN
 
         IF v_window > 0 AND v_last > v_from THEN
             probed := true;
+            v_hashes := substring(p_hashes FROM v_hash_at[v_i] FOR v_count * 16);
             SELECT array_agg(d.idx ORDER BY d.idx), array_agg(d.off ORDER BY d.idx)
             INTO dup_idx, dup_offsets
             FROM (
@@ -173,7 +190,7 @@ BEGIN
                 FROM queen.log_txns t
                 CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
                 JOIN queen.log_unnest_hashes(v_hashes) ih ON ih.h = th.h
-                WHERE t.partition_id = v_pid
+                WHERE t.partition_id = p_partition_ids[v_i]
                   AND t.end_offset > v_from
                   AND t.created_at >= v_now - make_interval(secs => v_window)
                 GROUP BY ih.idx
@@ -181,7 +198,6 @@ BEGIN
         END IF;
 
         IF dup_idx IS NOT NULL THEN
-            v_blob_pos := v_blob_pos + p_blob_lens[v_i];
             -- Resolve each original offset to the message id stored in the
             -- original segment's id directory (docs/frame-format.md).
             SELECT array_agg(
@@ -195,27 +211,32 @@ BEGIN
             LEFT JOIN LATERAL (
                 SELECT ls.base_offset, ls.end_offset, ls.blob
                 FROM queen.log_segments ls
-                WHERE ls.partition_id = v_pid AND ls.base_offset <= o.off
+                WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset <= o.off
                 ORDER BY ls.base_offset DESC
                 LIMIT 1
             ) s ON true;
-            RETURN NEXT;
-            CONTINUE;
+        ELSE
+            v_base[v_i] := v_last + 1;
+            assigned_base := v_last + 1;
         END IF;
-
-        UPDATE queen.log_partitions
-        SET last_offset = v_last + v_count, last_write_at = v_now
-        WHERE id = v_pid;
-
-        INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
-        VALUES (v_pid, v_last + 1, v_last + v_count, v_now, substring(p_blobs FROM v_blob_pos FOR p_blob_lens[v_i]));
-        v_blob_pos := v_blob_pos + p_blob_lens[v_i];
-
-        INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
-        VALUES (v_pid, v_last + 1, v_last + v_count, v_now, v_hashes);
-
-        assigned_base := v_last + 1;
         RETURN NEXT;
     END LOOP;
+
+    -- The appends, set-based, still under the row locks. A duplicate segment
+    -- has a NULL base and writes nothing.
+    UPDATE queen.log_partitions lp
+    SET last_offset = u.base + u.cnt - 1, last_write_at = v_now
+    FROM unnest(p_partition_ids, v_base, p_counts) AS u (id, base, cnt)
+    WHERE lp.id = u.id AND u.base IS NOT NULL;
+
+    INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
+    SELECT u.id, u.base, u.base + u.cnt - 1, v_now, substring(p_blobs FROM u.at FOR u.len)
+    FROM unnest(p_partition_ids, v_base, p_counts, v_blob_at, p_blob_lens) AS u (id, base, cnt, at, len)
+    WHERE u.base IS NOT NULL;
+
+    INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
+    SELECT u.id, u.base, u.base + u.cnt - 1, v_now, substring(p_hashes FROM u.at FOR u.cnt * 16)
+    FROM unnest(p_partition_ids, v_base, p_counts, v_hash_at) AS u (id, base, cnt, at)
+    WHERE u.base IS NOT NULL;
 END
 $$;
