@@ -84,6 +84,7 @@ export class KafkaIngress extends Component {
   private readonly commits;
   private readonly retries;
   private readonly dead;
+  private readonly pauses;
 
   constructor(
     private readonly fusion: Fusion,
@@ -119,6 +120,7 @@ export class KafkaIngress extends Component {
     this.commits = metrics?.counter('queen_ingress_commit_failures_total', 'Offset commits refused (rebalance); the records will be redelivered as duplicates');
     this.retries = metrics?.counter('queen_ingress_retries_total', 'Batch attempts retried after a retriable failure');
     this.dead = metrics?.counter('queen_ingress_dead_letters_total', 'Records written to a dead-letter topic');
+    this.pauses = metrics?.counter('queen_ingress_pauses_total', 'Times fetching was paused because the fusion layer was over its in-flight byte budget');
   }
 
   protected async onStart(): Promise<void> {
@@ -196,8 +198,10 @@ export class KafkaIngress extends Component {
     if (this.paused === paused || this.state !== 'running') return;
     this.paused = paused;
     const topics = this.opts.topics.map((t) => ({ topic: t.topic }));
-    if (paused) this.consumer.pause(topics);
-    else this.consumer.resume(topics);
+    if (paused) {
+      this.consumer.pause(topics);
+      this.pauses?.inc();
+    } else this.consumer.resume(topics);
     this.log.info({ paused }, paused ? 'fusion under pressure: fetching paused' : 'fusion relieved: fetching resumed');
   }
 

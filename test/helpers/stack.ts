@@ -28,6 +28,7 @@ export async function startIngestStack(opts: {
   /** Dedup cache budget in MB, or false for no cache (every push probes with -1). Default 64. */
   cacheMb?: number | false;
   onCommitted?: (chunk: CommittedChunk) => void;
+  maxInflightBytes?: number;
 }): Promise<IngestStack> {
   const metrics = new MetricsRegistry();
   const engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: 6, metrics });
@@ -35,7 +36,7 @@ export async function startIngestStack(opts: {
   const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: (opts.cacheMb ?? 64) * 1024 * 1024 });
   const watermarks = cache ? new CacheWatermarks(cache, engine.pool, metrics) : undefined;
   const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, watermarks });
-  const fusion = new Fusion(writer, { maxItems: 2000, maxBytes: 8 << 20, holdMs: 2, maxInflightBytes: 64 << 20, maxConcurrentFlushes: 4, metrics });
+  const fusion = new Fusion(writer, { maxItems: 2000, maxBytes: 8 << 20, holdMs: 2, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
   await fusion.start();
   const ingress = new KafkaIngress(
     fusion,

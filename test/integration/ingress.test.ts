@@ -212,3 +212,22 @@ test.serial('committed offsets never pass what PostgreSQL holds (derived transac
     await stack.stop();
   }
 });
+
+test.serial('backpressure: over the fusion byte budget fetching pauses, then resumes; the result stays exact', async (t) => {
+  const { kafka, db, sql } = t.context;
+  const topic = uniqueName('pressure');
+  const group = uniqueName('g-pressure');
+  await createTopic(kafka, topic, 8);
+  const { messages, distinct } = events(20_000, 1_000_000);
+  await produce(kafka, topic, messages);
+  // 8 partitions x 1000-record chunks of ~30-byte values overrun a 16 KiB budget at once.
+  const stack = await startIngestStack({ databaseUrl: db.url, topic, group, maxInflightBytes: 16 * 1024 });
+  try {
+    await waitFor('the group to commit the end of the topic', () => caughtUp(kafka, group, topic), 240_000, 200);
+    assertExact(t, await storedFrames(sql, topic), distinct);
+    t.true(stack.metrics.counter('queen_ingress_pauses_total', '').get() > 0, 'fetching was paused at least once');
+    t.false(stack.fusion.overloaded, 'and resumed');
+  } finally {
+    await stack.stop();
+  }
+});
