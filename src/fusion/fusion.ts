@@ -57,6 +57,9 @@ export class Fusion extends Component {
   private readonly inFlight = new Set<string>();
   private flushing = 0;
   private bytesHeld = 0;
+  /** Items and payload bytes queued (not yet taken by a flush): O(1) "is a full bundle waiting?". */
+  private queuedItems = 0;
+  private queuedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private immediate: NodeJS.Immediate | undefined;
   private pressure = false;
@@ -111,6 +114,8 @@ export class Fusion extends Component {
       }
       q.push({ item, bytes, link: activeLink(), resolve, reject });
       this.bytesHeld += bytes;
+      this.queuedItems++;
+      this.queuedBytes += bytes;
       this.updatePressure();
       this.schedule(false);
     });
@@ -142,16 +147,13 @@ export class Fusion extends Component {
     }, this.opts.holdMs);
   }
 
+  /**
+   * Enough is queued for a full bundle. Counts items of partitions that are in
+   * flight too: then the flush takes what it can and the rest waits, which
+   * only means an early flush, never a wrong one.
+   */
   private fullBundleWaiting(): boolean {
-    let items = 0;
-    let bytes = 0;
-    for (const [key, q] of this.queues) {
-      if (this.inFlight.has(key)) continue;
-      items += q.length;
-      for (const p of q) bytes += p.bytes;
-      if (items >= this.opts.maxItems || bytes >= this.opts.maxBytes) return true;
-    }
-    return false;
+    return this.queuedItems >= this.opts.maxItems || this.queuedBytes >= this.opts.maxBytes;
   }
 
   /** Starts as many bundles as slots allow, each over partitions not in flight. */
@@ -186,6 +188,8 @@ export class Fusion extends Component {
       this.inFlight.add(key);
       if (entries.length >= this.opts.maxItems || bytes >= this.opts.maxBytes) break;
     }
+    this.queuedItems -= entries.length;
+    this.queuedBytes -= bytes;
     return entries.length > 0 ? { keys, entries } : undefined;
   }
 

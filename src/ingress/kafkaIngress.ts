@@ -11,6 +11,7 @@ import { DeadLetterProducer, type DeadLetter } from './deadLetter.js';
 import { contextFromTraceHeader, inSpan, MAX_LINKS, SpanKind } from '../telemetry/tracing.js';
 import { trace, type Link } from '@opentelemetry/api';
 import { mapRecord } from './recordMapping.js';
+import { OffsetCommitter } from './offsetCommitter.js';
 
 export interface KafkaIngressOptions {
   brokers: string[];
@@ -77,6 +78,8 @@ export class KafkaIngress extends Component {
   private draining = false;
   private activeBatches = 0;
   private batchesIdle: (() => void) | undefined;
+  /** One committer per topic/partition: commits leave the critical path, in order. */
+  private readonly committers = new Map<string, OffsetCommitter>();
   private readonly onPressure = () => this.setPaused(true);
   private readonly onRelief = () => this.setPaused(false);
   private readonly records;
@@ -154,6 +157,7 @@ export class KafkaIngress extends Component {
     this.abort.abort();
     this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
     if (this.activeBatches > 0) await new Promise<void>((resolve) => (this.batchesIdle = resolve));
+    await Promise.all([...this.committers.values()].map((c) => c.flush()));
     // disconnect() stops fetching and leaves the group, so partitions move at
     // once rather than after a session timeout.
     await this.consumer.disconnect();
@@ -277,20 +281,28 @@ export class KafkaIngress extends Component {
     // Every record of the chunk now has a verdict or an acknowledged dead letter.
     const last = messages[messages.length - 1]!.offset;
     resolveOffset(last);
-    const committed = await this.commit(batch.topic, batch.partition, last);
-    this.verdicts?.inc();
-    this.opts.onCommitted?.({
-      topic: batch.topic,
-      partition: batch.partition,
-      records: messages.map((m) => ({ offset: m.offset, timestamp: m.timestamp, status: statusOf.get(m.offset) ?? 'dead_lettered' })),
-      committed,
-      committedAtMs: Date.now(),
-    });
+    const records = messages.map((m) => ({ offset: m.offset, timestamp: m.timestamp, status: statusOf.get(m.offset) ?? ('dead_lettered' as const) }));
+    void this.committerFor(batch.topic, batch.partition)
+      .advance((BigInt(last) + 1n).toString())
+      .then((committed) => {
+        this.verdicts?.inc();
+        this.opts.onCommitted?.({ topic: batch.topic, partition: batch.partition, records, committed, committedAtMs: Date.now() });
+      });
     return true;
   }
 
-  private async commit(topic: string, partition: number, lastOffset: string): Promise<boolean> {
-    const offset = (BigInt(lastOffset) + 1n).toString();
+  private committerFor(topic: string, partition: number): OffsetCommitter {
+    const key = `${topic}\x1f${partition}`;
+    let c = this.committers.get(key);
+    if (!c) {
+      c = new OffsetCommitter((offset) => this.commit(topic, partition, offset));
+      this.committers.set(key, c);
+    }
+    return c;
+  }
+
+  /** Commits `offset` (the next offset to read); false when a rebalance refused it. */
+  private async commit(topic: string, partition: number, offset: string): Promise<boolean> {
     try {
       await this.consumer.commitOffsets([{ topic, partition, offset }]);
       return true;
