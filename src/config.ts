@@ -14,9 +14,9 @@ export const DEFAULTS = {
   dedupCacheMb: 512,
   maxPayloadBytes: 1024 * 1024,
   maxBodyBytes: 16 * 1024 * 1024,
-  bundleMaxItems: 2000,
+  bundleMaxItems: 10_000,
   bundleMaxBytes: 8 * 1024 * 1024,
-  bundleHoldMs: 2,
+  bundleHoldMs: 0,
   maxInflightBytes: 64 * 1024 * 1024,
   ingressGroup: 'queen-ingress',
   dlqSuffix: '.dlq',
@@ -24,6 +24,7 @@ export const DEFAULTS = {
   shutdownTimeoutMs: 15_000,
   metadataTtlMs: 30_000,
   ingressConcurrency: 16,
+  ingressCommitEvery: 5000,
   kafkaSessionTimeoutMs: 30_000,
   ingressFromBeginning: true,
 } as const;
@@ -51,6 +52,7 @@ export interface Config {
   ingressTopics: TopicMapping[];
   ingressGroup: string;
   ingressConcurrency: number;
+  ingressCommitEvery: number;
   ingressFromBeginning: boolean;
   kafkaSessionTimeoutMs: number;
   dlqSuffix: string;
@@ -154,6 +156,7 @@ export function loadConfig(env: Env = process.env): Config {
     ingressTopics: parseTopics(env.QUEEN_INGRESS_TOPICS),
     ingressGroup: env.QUEEN_INGRESS_GROUP?.trim() || DEFAULTS.ingressGroup,
     ingressConcurrency: int(env, 'QUEEN_INGRESS_CONCURRENCY', DEFAULTS.ingressConcurrency, 1, 1000),
+    ingressCommitEvery: int(env, 'QUEEN_INGRESS_COMMIT_EVERY', DEFAULTS.ingressCommitEvery, 1, 1_000_000),
     ingressFromBeginning: bool(env, 'QUEEN_INGRESS_FROM_BEGINNING', DEFAULTS.ingressFromBeginning),
     kafkaSessionTimeoutMs: int(env, 'QUEEN_KAFKA_SESSION_TIMEOUT_MS', DEFAULTS.kafkaSessionTimeoutMs, 6_000, 300_000),
     dlqSuffix: env.QUEEN_DLQ_SUFFIX ?? DEFAULTS.dlqSuffix,

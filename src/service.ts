@@ -68,6 +68,7 @@ export class Service extends Component {
           topics: config.ingressTopics,
           dlqSuffix: config.dlqSuffix,
           partitionsConsumedConcurrently: config.ingressConcurrency,
+          commitEvery: config.ingressCommitEvery,
           sessionTimeoutMs: config.kafkaSessionTimeoutMs,
           heartbeatIntervalMs: Math.min(3_000, Math.floor(config.kafkaSessionTimeoutMs / 5)),
           fromBeginning: config.ingressFromBeginning,

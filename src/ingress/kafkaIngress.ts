@@ -218,7 +218,7 @@ export class KafkaIngress extends Component {
     try {
       // Chunks bound what a crash can make us redeliver and let a shutdown
       // commit what is verified without waiting for the rest of the batch.
-      const chunk = this.opts.commitEvery ?? 1000;
+      const chunk = this.opts.commitEvery ?? 5000;
       for (let i = 0; i < batch.messages.length; i += chunk) {
         if (this.draining || !isRunning() || isStale()) return;
         const messages = batch.messages.slice(i, i + chunk);

@@ -6,6 +6,7 @@ import { Fusion } from '../../src/fusion/fusion.js';
 import { KafkaIngress, type CommittedChunk } from '../../src/ingress/kafkaIngress.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import { DEFAULTS } from '../../src/config.js';
 import { brokers } from './kafka.js';
 
 export interface IngestStack {
@@ -36,7 +37,8 @@ export async function startIngestStack(opts: {
   const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: (opts.cacheMb ?? 64) * 1024 * 1024 });
   const watermarks = cache ? new CacheWatermarks(cache, engine.pool, metrics) : undefined;
   const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, watermarks });
-  const fusion = new Fusion(writer, { maxItems: 2000, maxBytes: 8 << 20, holdMs: 2, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
+  // The service's defaults, so tests exercise what runs in production.
+  const fusion = new Fusion(writer, { maxItems: DEFAULTS.bundleMaxItems, maxBytes: DEFAULTS.bundleMaxBytes, holdMs: DEFAULTS.bundleHoldMs, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
   await fusion.start();
   const ingress = new KafkaIngress(
     fusion,
