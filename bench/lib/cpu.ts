@@ -1,0 +1,137 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { benchDatabaseNames } from './db.js';
+
+/**
+ * Where the CPU went during a measured interval: this process (the client:
+ * engine writer, kafkajs, baselines' client side), every postgres process on
+ * this host (only meaningful when PostgreSQL is local; includes other
+ * databases' backends), every java process (the local Kafka broker), and the
+ * whole machine. Linux /proc only; elsewhere the host numbers are NaN.
+ */
+export interface CpuSnapshot {
+  wall: number;
+  self: NodeJS.CpuUsage;
+  host: { busy: number; total: number } | undefined;
+  postgres: Map<string, number>;
+  java: Map<string, number>;
+}
+
+export interface CpuDelta {
+  wallMs: number;
+  /** CPU ms used by this Node process. */
+  clientMs: number;
+  /** CPU ms used by the backends of this run's databases (new backends counted from 0). */
+  postgresMs: number;
+  /** CPU ms used by java processes (Kafka) on this host. */
+  kafkaMs: number;
+  /** CPU ms used by the whole machine (all cores). */
+  machineMs: number;
+  /** Machine CPU capacity in the interval (wall x cores). */
+  capacityMs: number;
+}
+
+/** CPU used by everything else on the machine (other sessions' tests, builds): noise, recorded so it can be seen. */
+export function externalMs(d: CpuDelta): number {
+  return d.machineMs - d.clientMs - d.postgresMs - d.kafkaMs;
+}
+
+const TICK_MS = 10; // USER_HZ = 100 on Linux
+
+function hostStat(): { busy: number; total: number } | undefined {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
+    const v = line.trim().split(/\s+/).slice(1).map(Number);
+    const idle = (v[3] ?? 0) + (v[4] ?? 0);
+    const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+    return { busy: (total - idle) * TICK_MS, total: total * TICK_MS };
+  } catch {
+    return undefined;
+  }
+}
+
+function readTicks(pid: string): { comm: string; ticks: number } | undefined {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const close = st.lastIndexOf(')');
+    const comm = st.slice(st.indexOf('(') + 1, close);
+    const f = st.slice(close + 2).split(' ');
+    return { comm, ticks: (Number(f[11]) + Number(f[12])) * TICK_MS };
+  } catch {
+    return undefined; // process went away
+  }
+}
+
+/** Per-process CPU (ms) of our PostgreSQL backends and of java processes, keyed by pid. */
+function processTicks(): { postgres: Map<string, number>; java: Map<string, number> } {
+  const postgres = new Map<string, number>();
+  const java = new Map<string, number>();
+  let dirs: string[];
+  try {
+    dirs = readdirSync('/proc');
+  } catch {
+    return { postgres, java };
+  }
+  const names = benchDatabaseNames();
+  for (const d of dirs) {
+    if (!/^\d+$/.test(d)) continue;
+    const t = readTicks(d);
+    if (!t) continue;
+    if (t.comm === 'java') java.set(d, t.ticks);
+    else if (t.comm.startsWith('postgres') && names.length > 0) {
+      let cmd: string;
+      try {
+        cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8');
+      } catch {
+        continue;
+      }
+      if (names.some((n) => cmd.includes(` ${n} `))) postgres.set(d, t.ticks);
+    }
+  }
+  return { postgres, java };
+}
+
+/** CPU of processes alive at the end, since the start (0 for a process's time before it was first seen). */
+function since(a: Map<string, number>, b: Map<string, number>): number {
+  let n = 0;
+  for (const [pid, t] of b) n += t - (a.get(pid) ?? 0);
+  return n;
+}
+
+export function cpuSnapshot(): CpuSnapshot {
+  const p = processTicks();
+  return { wall: performance.now(), self: process.cpuUsage(), host: hostStat(), postgres: p.postgres, java: p.java };
+}
+
+export function cpuSince(a: CpuSnapshot): CpuDelta {
+  const b = cpuSnapshot();
+  const self = process.cpuUsage(a.self);
+  const wallMs = b.wall - a.wall;
+  return {
+    wallMs,
+    clientMs: (self.user + self.system) / 1000,
+    postgresMs: since(a.postgres, b.postgres),
+    kafkaMs: since(a.java, b.java),
+    machineMs: a.host && b.host ? b.host.busy - a.host.busy : NaN,
+    capacityMs: a.host && b.host ? b.host.total - a.host.total : NaN,
+  };
+}
+
+/** Sums deltas (e.g. over repetitions). */
+export function addCpu(xs: readonly CpuDelta[]): CpuDelta {
+  const z: CpuDelta = { wallMs: 0, clientMs: 0, postgresMs: 0, kafkaMs: 0, machineMs: 0, capacityMs: 0 };
+  for (const x of xs) for (const k of Object.keys(z) as (keyof CpuDelta)[]) z[k] += x[k];
+  return z;
+}
+
+/** "client 45% / postgres 50% / kafka 3% of 2 cores" style summary (shares of capacity). */
+export function cpuShares(d: CpuDelta): { client: number; postgres: number; kafka: number; external: number; machine: number } {
+  const cap = d.capacityMs;
+  return { client: d.clientMs / cap, postgres: d.postgresMs / cap, kafka: d.kafkaMs / cap, external: externalMs(d) / cap, machine: d.machineMs / cap };
+}
+
+/** "client 45%, pg 50%, kafka 3%, other 2%" of the machine's capacity. */
+export function fmtShares(d: CpuDelta, kafka = false): string {
+  const s = cpuShares(d);
+  const pc = (x: number): string => `${Math.round(x * 100)}%`;
+  return `client ${pc(s.client)}, pg ${pc(s.postgres)}${kafka ? `, kafka ${pc(s.kafka)}` : ''}, other ${pc(s.external + (kafka ? 0 : s.kafka))}`;
+}

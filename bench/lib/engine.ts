@@ -1,0 +1,77 @@
+import type pg from 'pg';
+import { DedupCache } from '../../src/dedup/index.js';
+import { LogEngine } from '../../src/engine/logEngine.js';
+import { configureQueue } from '../../src/engine/queueConfig.js';
+import { LogWriter } from '../../src/engine/writer.js';
+import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
+import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import type { PartitionCursor } from './synth.js';
+
+/**
+ * The engine's write path as the service wires it (src/service.ts): LogEngine
+ * on a pool, LogWriter, and (unless disabled) DedupCache + CacheWatermarks.
+ * The Fusion layer is left out where a suite drives bundles itself: a bundle
+ * handed to LogWriter.push is exactly what a fusion flush hands it.
+ */
+export interface EngineRig {
+  engine: LogEngine;
+  metrics: MetricsRegistry;
+  cache: DedupCache | undefined;
+  writer: LogWriter;
+  hydrationErrors: unknown[];
+  stop(): Promise<void>;
+}
+
+export async function startEngineRig(pool: pg.Pool, opts: { cacheMb: number | false; metrics?: MetricsRegistry }): Promise<EngineRig> {
+  const metrics = opts.metrics ?? new MetricsRegistry();
+  const engine = new LogEngine({ pool, metrics });
+  await engine.start();
+  const hydrationErrors: unknown[] = [];
+  const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024 });
+  const watermarks = cache ? new CacheWatermarks(cache, pool, metrics, (err) => hydrationErrors.push(err)) : undefined;
+  const writer = new LogWriter(engine, { maxPayloadBytes: 1024 * 1024, watermarks });
+  return {
+    engine,
+    metrics,
+    cache,
+    writer,
+    hydrationErrors,
+    async stop() {
+      await engine.stop();
+    },
+  };
+}
+
+/** Creates the queue with the given window and provisions its partitions (names p0000 ...); returns cursors. */
+export async function provisionQueue(pool: pg.Pool, engine: LogEngine, queue: string, windowSeconds: number, partitions: number): Promise<PartitionCursor[]> {
+  await configureQueue(pool, queue, { dedupWindowSeconds: windowSeconds }, 'merge');
+  const names = Array.from({ length: partitions }, (_, i) => `p${String(i).padStart(5, '0')}`);
+  const byName = new Map<string, number>();
+  for (let i = 0; i < names.length; i += 1000) {
+    const infos = await engine.provision(names.slice(i, i + 1000).map((partition) => ({ queue, partition })));
+    for (const info of infos) byName.set(info.partition, info.partitionId);
+  }
+  return names.map((name) => ({ id: byName.get(name)!, name, seq: 0 }));
+}
+
+/** Counter values, read before and after a measured interval. */
+export function counterValue(metrics: MetricsRegistry, name: string, label = ''): number {
+  return metrics.counter(name, '').get(label);
+}
+
+/**
+ * Pushes per-worker bundle lists: the workers run concurrently (one
+ * connection each, disjoint partitions), each pushing its bundles in order.
+ * Every item must come back queued (the benchmarks push only new messages).
+ */
+export async function pushAll(writer: LogWriter, bundles: readonly (readonly import('../../src/engine/writer.js').PushItem[])[][]): Promise<void> {
+  await Promise.all(
+    bundles.map(async (list) => {
+      for (const items of list) {
+        const res = await writer.push(items);
+        const bad = res.find((r) => r.status !== 'queued');
+        if (bad) throw new Error(`engine push: unexpected ${bad.status}${bad.error ? ': ' + bad.error : ''}`);
+      }
+    }),
+  );
+}

@@ -1,0 +1,73 @@
+import { Worker } from 'node:worker_threads';
+import type { PacedProducerMessage, PacedProducerParams } from './pacedProducer.js';
+import type { Progress } from './types.js';
+import { endOffsets, kafkaClient, waitCommitted, withAdmin } from './kafka.js';
+import { fmt, max, percentile } from './stats.js';
+
+/**
+ * record -> commit latency from commit observers: KafkaIngress's own
+ * `onCommitted` hook (src/ingress/kafkaIngress.ts) for the ingest, and the
+ * same contract implemented by the kafkajs baselines. For every record of a
+ * chunk whose commit Kafka accepted: committedAtMs - the record's Kafka
+ * timestamp (CreateTime, stamped by the producer at the send call). Both are
+ * Date.now() on this machine; records produced before `measureFrom` are
+ * warm-up and not counted.
+ */
+export class CommitLatencyProbe {
+  readonly samples: number[] = [];
+  measureFrom = Infinity;
+  refused = 0;
+
+  readonly observe = (chunk: { records: { timestamp: string }[]; committed: boolean; committedAtMs: number }): void => {
+    if (!chunk.committed) {
+      this.refused += chunk.records.length;
+      return;
+    }
+    for (const r of chunk.records) {
+      const sent = Number(r.timestamp);
+      if (sent >= this.measureFrom) this.samples.push(chunk.committedAtMs - sent);
+    }
+  };
+}
+
+export interface LatencyResult {
+  samples: number[];
+  p50: number;
+  p99: number;
+  max: number;
+  achievedRate: number;
+}
+
+/**
+ * Produces at `rate` records/s for `seconds` from a worker thread
+ * (lib/pacedProducer.ts), waits until the group has committed everything,
+ * and returns the probe's percentiles. The consumer must already be running
+ * (joined) when this is called.
+ */
+export async function pacedLatency(
+  progress: Progress,
+  probe: CommitLatencyProbe,
+  o: { brokers: string[]; topic: string; group: string; rate: number; seconds: number; warmupSeconds: number; keys: number; payloadBytes: number; tickMs: number; label: string },
+): Promise<LatencyResult> {
+  const params: PacedProducerParams = { brokers: o.brokers, topic: o.topic, rate: o.rate, seconds: o.seconds, keys: o.keys, payloadBytes: o.payloadBytes, tickMs: o.tickMs, label: o.label };
+  const worker = new Worker(new URL('./pacedProducer.js', import.meta.url), { workerData: { pacedProducer: params } });
+  let done: { sent: number; achievedRate: number };
+  try {
+    done = await new Promise((resolve, reject) => {
+      worker.on('message', (m: PacedProducerMessage) => {
+        if (m.kind === 'started') probe.measureFrom = m.startMs + o.warmupSeconds * 1000;
+        else if (m.kind === 'progress') progress.note(`${o.label} latency: ${fmt(m.sent)} sent, ${probe.samples.length} committed samples`);
+        else if (m.kind === 'done') resolve(m);
+        else reject(new Error(`paced producer: ${m.message}`));
+      });
+      worker.on('error', reject);
+      worker.on('exit', (code) => reject(new Error(`paced producer exited (${code}) before finishing`)));
+    });
+  } finally {
+    await worker.terminate().catch(() => undefined);
+  }
+  const kafka = kafkaClient(o.brokers, 'queen-bench-latency');
+  await withAdmin(kafka, async (a) => waitCommitted(a, o.group, o.topic, await endOffsets(a, o.topic), 120_000));
+  const s = probe.samples;
+  return { samples: s, p50: percentile(s, 50), p99: percentile(s, 99), max: max(s), achievedRate: done.achievedRate };
+}

@@ -1,0 +1,125 @@
+/**
+ * The benchmark harness: `node dist/bench/run.js --quick|--full [--only a,b]`
+ * (`make bench-quick` / `make bench` run it with PostgreSQL and Kafka up).
+ *
+ * Runs the suites in sequence, writes bench/results/<date>-<suite>[-quick].json
+ * and an .svg per curve, and prints one table: suite, metric, measured,
+ * baseline, ratio, target, MET/MISSED. A miss is a result, not a failure: the
+ * exit code is non-zero only when a suite could not run at all.
+ */
+import { liveComponents } from '../src/util/lifecycle.js';
+import { dropAllBenchDatabases } from './lib/db.js';
+import { machineInfo } from './lib/machine.js';
+import { StderrProgress } from './lib/progress.js';
+import { renderTable, rowsOf, writeSuite, writeSummary, type Row, type RunMeta } from './lib/report.js';
+import type { Suite, SuiteResult } from './lib/types.js';
+import { dedupCacheSuite } from './suites/dedupCacheTargets.js';
+import { dedupCost } from './suites/dedupCost.js';
+import { kafkaE2e } from './suites/kafkaE2e.js';
+import { memoryPressure } from './suites/memoryPressure.js';
+import { pushVsStored } from './suites/pushVsStored.js';
+
+const SUITES: Suite[] = [pushVsStored, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure];
+
+function usage(msg?: string): never {
+  if (msg) process.stderr.write(`bench: ${msg}\n`);
+  process.stderr.write(`usage: node dist/bench/run.js --quick|--full [--only ${SUITES.map((s) => s.name).join(',')}]\n`);
+  process.exit(2);
+}
+
+function parseArgs(argv: string[]): { quick: boolean; only: Set<string> | undefined } {
+  let quick: boolean | undefined;
+  let only: Set<string> | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--quick') quick = true;
+    else if (a === '--full') quick = false;
+    else if (a === '--only' || a.startsWith('--only=')) {
+      const v = a === '--only' ? argv[++i] : a.slice('--only='.length);
+      if (!v) usage('--only needs a comma-separated list of suite names');
+      only = new Set(v.split(',').map((s) => s.trim()).filter(Boolean));
+      for (const n of only) if (!SUITES.some((s) => s.name === n)) usage(`unknown suite "${n}"`);
+    } else if (a === '--help' || a === '-h') usage();
+    else usage(`unknown argument "${a}"`);
+  }
+  if (quick === undefined) usage('choose --quick or --full');
+  return { quick, only };
+}
+
+async function main(): Promise<number> {
+  const { quick, only } = parseArgs(process.argv.slice(2));
+  const adminUrl = process.env.DATABASE_URL;
+  if (!adminUrl) usage('DATABASE_URL is not set (make bench / make bench-quick set it)');
+  const brokers = process.env.KAFKA_BROKERS?.split(',').map((s) => s.trim()).filter(Boolean);
+  const suites = SUITES.filter((s) => !only || only.has(s.name));
+  const started = new Date();
+  const meta: RunMeta = { mode: quick ? 'quick' : 'full', date: started.toISOString().slice(0, 10), startedAt: started.toISOString(), machine: await machineInfo(adminUrl, brokers) };
+  const progress = new StderrProgress();
+  const rows: Row[] = [];
+  const written: string[] = [];
+  let crashed = 0;
+  for (let i = 0; i < suites.length; i++) {
+    const s = suites[i]!;
+    progress.setSuite(i + 1, suites.length, s.name);
+    const t0 = Date.now();
+    let result: SuiteResult;
+    let error: string | undefined;
+    try {
+      if (s.needsKafka && (!brokers || brokers.length === 0)) throw new Error('KAFKA_BROKERS is not set');
+      result = await s.run({ quick, progress, adminUrl, brokers });
+    } catch (err) {
+      crashed++;
+      error = err instanceof Error ? (err.stack ?? err.message) : String(err);
+      progress.note(`FAILED: ${error}`);
+      result = { name: s.name, params: {}, results: {}, samples: {}, targets: [] };
+      await dropAllBenchDatabases();
+    }
+    const dur = (Date.now() - t0) / 1000;
+    written.push(...(await writeSuite(meta, result, dur, error)));
+    rows.push(...rowsOf(result, error));
+    progress.note(`done in ${dur.toFixed(1)} s`);
+  }
+  const table = renderTable(rows);
+  const missed = rows.filter((r) => r.status === 'MISSED').length;
+  const met = rows.filter((r) => r.status === 'MET').length;
+  const totalS = ((Date.now() - started.getTime()) / 1000).toFixed(0);
+  const footer = [`${met} target(s) met, ${missed} missed; mode ${meta.mode}; ${totalS} s.`, '', 'Files:', ...written.map((p) => `- ${p.replace(/^.*\/bench\/results\//, 'bench/results/')}`)];
+  written.push(await writeSummary(meta, table, footer, only !== undefined && suites.length < SUITES.length));
+  process.stdout.write(`\n${table}\n\n${footer[0]}\n`);
+  process.stdout.write(`results: ${written.map((p) => p.replace(/^.*\/bench\/results\//, 'bench/results/')).join(', ')}\n`);
+  const live = liveComponents();
+  if (live.length > 0) {
+    process.stderr.write(`bench: components left running: ${live.join(', ')}\n`);
+    return 1;
+  }
+  // Sockets, servers or workers still open here would be a leak (pools not
+  // ended, consumers not disconnected): name them.
+  await new Promise((r) => setTimeout(r, 100));
+  const open = process.getActiveResourcesInfo().filter((r) => !['TTYWrap', 'Timeout', 'PipeWrap', 'FSReqCallback'].includes(r));
+  if (open.length > 0) process.stderr.write(`bench: still open after the run: ${open.join(', ')}\n`);
+  return crashed > 0 ? 1 : 0;
+}
+
+let stopping = false;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    if (stopping) process.exit(130);
+    stopping = true;
+    process.stderr.write(`bench: ${sig}: dropping benchmark databases\n`);
+    void dropAllBenchDatabases().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+  });
+}
+
+main().then(
+  (code) => {
+    // Everything was stopped above; an explicit exit also covers a library
+    // timer that would otherwise keep the event loop alive for seconds.
+    process.exitCode = code;
+    setTimeout(() => process.exit(code), 200).unref();
+  },
+  async (err) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    await dropAllBenchDatabases();
+    process.exit(1);
+  },
+);

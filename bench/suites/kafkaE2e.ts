@@ -1,0 +1,201 @@
+import type { Message } from 'kafkajs';
+import { CommitLatencyProbe, pacedLatency, type LatencyResult } from '../lib/latency.js';
+import { startConsumeOnly, startKafkaSink, type RunningConsumer } from '../baselines/kafkaSink.js';
+import { addCpu, cpuShares, cpuSince, cpuSnapshot, fmtShares, type CpuDelta } from '../lib/cpu.js';
+import { createBenchDatabase } from '../lib/db.js';
+import { settle } from '../lib/gc.js';
+import { createTopic, deleteTopicsAndGroups, endOffsets, kafkaClient, produceAll, uniqueName, waitCommitted, withAdmin } from '../lib/kafka.js';
+import { CONSUMER_SETTINGS, POOL_SIZE, startIngestStack } from '../lib/stack.js';
+import { fmt, histogram, median } from '../lib/stats.js';
+import { MessageFactory } from '../lib/synth.js';
+import { target, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
+
+type Mode = 'queen' | 'sink' | 'consume-only';
+
+/**
+ * Suite 4: Kafka -> PostgreSQL end to end. N records (32 keys, 8 partitions,
+ * a transactionId header, ~100-byte JSON values) are produced once; then each
+ * consumer reads the whole topic with its own fresh group: (a) the queen
+ * ingest (in-process stack wired like the service, dedup cache on), (b) the
+ * kafkajs ON CONFLICT sink, (c) kafkajs consume-only. Throughput is timed from
+ * the moment the consumer has joined its group (run() resolved) to the moment
+ * the group's committed offsets reach the end of every partition. Then the
+ * record -> commit latency of the ingest at half its measured maximum rate.
+ */
+export const kafkaE2e: Suite = {
+  name: 'kafka-e2e',
+  needsKafka: true,
+  async run(ctx: SuiteContext): Promise<SuiteResult> {
+    const p = ctx.quick
+      ? { records: 100_000, topicPartitions: 8, keys: 32, payloadBytes: 100, reps: 2, poolSize: POOL_SIZE, cacheMb: 512, latencySeconds: 8, latencyWarmupSeconds: 2, tickMs: 5 }
+      : { records: 500_000, topicPartitions: 8, keys: 32, payloadBytes: 100, reps: 3, poolSize: POOL_SIZE, cacheMb: 512, latencySeconds: 30, latencyWarmupSeconds: 3, tickMs: 5 };
+    const brokers = ctx.brokers!;
+    const kafka = kafkaClient(brokers);
+    const topic = uniqueName('bench-e2e');
+    const latTopics: string[] = [];
+    const groups: string[] = [];
+    const db = await createBenchDatabase(ctx.adminUrl, 'kafka_e2e');
+    const sinkPool = db.pool(p.poolSize, 'queen-bench-sink');
+    const totalSteps = 1 + p.reps * 3 + 4;
+    let step = 0;
+    try {
+      // 1. Produce once.
+      ctx.progress.step(++step, totalSteps, `producing ${fmt(p.records)} records to ${topic} (${p.topicPartitions} partitions, ${p.keys} keys)`);
+      await createTopic(kafka, topic, p.topicPartitions);
+      const f = new MessageFactory('e2e', p.payloadBytes);
+      const messages: Message[] = Array.from({ length: p.records }, (_, i) => ({
+        key: `key-${String(i % p.keys).padStart(2, '0')}`,
+        value: f.payload(i % p.keys, i),
+        headers: { transactionId: `e2e-${i}` },
+      }));
+      const tp = performance.now();
+      await produceAll(kafka, topic, messages, 5000, 2);
+      const produceRate = p.records / ((performance.now() - tp) / 1000);
+      const ends = await withAdmin(kafka, (a) => endOffsets(a, topic));
+      const produced = [...ends.values()].reduce((a, b) => a + b, 0);
+      if (produced !== p.records) throw new Error(`topic holds ${produced} records, expected ${p.records}`);
+
+      // 2. Throughput, interleaved: a b c, c b a, ...
+      const rate = new Map<Mode, number[]>([['queen', []], ['sink', []], ['consume-only', []]]);
+      const cpu = new Map<Mode, CpuDelta[]>([['queen', []], ['sink', []], ['consume-only', []]]);
+      const pairsSink: number[] = [];
+      const pairsOnly: number[] = [];
+      const checks: string[] = [];
+      const admin = kafka.admin();
+      await admin.connect();
+      try {
+        for (let r = 0; r < p.reps; r++) {
+          const order: Mode[] = r % 2 === 0 ? ['queen', 'sink', 'consume-only'] : ['consume-only', 'sink', 'queen'];
+          const got = new Map<Mode, number>();
+          for (const mode of order) {
+            ctx.progress.step(++step, totalSteps, `rep ${r + 1}/${p.reps}: ${mode} consuming ${fmt(p.records)} records`);
+            const group = uniqueName(`bench-${mode}`);
+            groups.push(group);
+            await settle();
+            let stop: () => Promise<void>;
+            let after: () => Promise<void> = async () => undefined;
+            if (mode === 'queen') {
+              const queue = `e2e_r${r}`;
+              const s = await startIngestStack({ databaseUrl: db.url, brokers, topic, queue, group, poolSize: p.poolSize, cacheMb: p.cacheMb });
+              stop = () => s.stop();
+              after = async () => {
+                const c = await sinkPool.query("SELECT coalesce(sum(lp.last_offset + 1), 0)::bigint AS n FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1", [queue]);
+                checks.push(`queen rep ${r + 1}: ${c.rows[0].n} messages stored, probes run/skipped ${s.metrics.counter('queen_probe_run_total', '').get()}/${s.metrics.counter('queen_probe_skipped_total', '').get()}`);
+              };
+            } else if (mode === 'sink') {
+              const table = `records_r${r}`;
+              const s = await startKafkaSink({ brokers, group, topic, pool: sinkPool, table, settings: CONSUMER_SETTINGS });
+              stop = () => s.stop();
+              after = async () => {
+                const c = await sinkPool.query(`SELECT count(*)::bigint AS n FROM bench_sink.${table}`);
+                checks.push(`sink rep ${r + 1}: ${c.rows[0].n} rows stored`);
+              };
+            } else {
+              const s: RunningConsumer = await startConsumeOnly({ brokers, group, topic, settings: CONSUMER_SETTINGS });
+              stop = () => s.stop();
+            }
+            // Joined: run() has resolved (kafkajs joins and syncs the group before it returns).
+            const c0 = cpuSnapshot();
+            const t0 = performance.now();
+            let t1: number;
+            try {
+              t1 = await waitCommitted(admin, group, topic, ends, ctx.quick ? 120_000 : 600_000);
+            } finally {
+              cpu.get(mode)!.push(cpuSince(c0));
+              await stop();
+            }
+            await after();
+            const v = p.records / ((t1 - t0) / 1000);
+            rate.get(mode)!.push(v);
+            got.set(mode, v);
+            ctx.progress.note(`${mode}: ${fmt(v)} records/s`);
+          }
+          pairsSink.push(got.get('queen')! / got.get('sink')!);
+          pairsOnly.push(got.get('queen')! / got.get('consume-only')!);
+        }
+      } finally {
+        await admin.disconnect();
+      }
+      const queenMax = median(rate.get('queen')!);
+
+      // 3. Latency at half of the ingest's measured maximum; the baselines at
+      // the same rate (info: what kafkajs itself and a plain sink add).
+      const targetRate = Math.max(100, Math.round(queenMax / 2));
+      const lowRate = Math.max(100, Math.round(queenMax / 10));
+      const lat = new Map<string, LatencyResult>();
+      const runs: { label: string; mode: Mode; rate: number }[] = [
+        { label: 'queen', mode: 'queen', rate: targetRate },
+        { label: 'sink', mode: 'sink', rate: targetRate },
+        { label: 'consume-only', mode: 'consume-only', rate: targetRate },
+        { label: 'queen-10pct', mode: 'queen', rate: lowRate },
+      ];
+      for (const { label, mode, rate: runRate } of runs) {
+        ctx.progress.step(++step, totalSteps, `${label}: record->commit latency at ${fmt(runRate)} records/s for ${p.latencySeconds} s`);
+        const t = uniqueName(`bench-lat-${mode}`);
+        latTopics.push(t);
+        await createTopic(kafka, t, p.topicPartitions);
+        const group = uniqueName(`bench-lat-${mode}`);
+        groups.push(group);
+        const probe = new CommitLatencyProbe();
+        let stop: () => Promise<void>;
+        if (mode === 'queen') {
+          const s = await startIngestStack({ databaseUrl: db.url, brokers, topic: t, queue: `latency_${step}`, group, poolSize: p.poolSize, cacheMb: p.cacheMb, onCommitted: probe.observe });
+          stop = () => s.stop();
+        } else if (mode === 'sink') {
+          const s = await startKafkaSink({ brokers, group, topic: t, pool: sinkPool, table: `latency_sink_${step}`, settings: CONSUMER_SETTINGS, onCommitted: probe.observe });
+          stop = () => s.stop();
+        } else {
+          const s = await startConsumeOnly({ brokers, group, topic: t, settings: CONSUMER_SETTINGS, onCommitted: probe.observe });
+          stop = () => s.stop();
+        }
+        try {
+          lat.set(label, await pacedLatency(ctx.progress, probe, { brokers, topic: t, group, rate: runRate, seconds: p.latencySeconds, warmupSeconds: p.latencyWarmupSeconds, keys: p.keys, payloadBytes: p.payloadBytes, tickMs: p.tickMs, label }));
+        } finally {
+          await stop();
+        }
+        const l = lat.get(label)!;
+        ctx.progress.note(`${label}: p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms over ${l.samples.length} records`);
+      }
+      const lq = lat.get('queen')!;
+      const ls = lat.get('sink')!;
+      const lc = lat.get('consume-only')!;
+      const ll = lat.get('queen-10pct')!;
+
+      const med = (m: Mode): number => median(rate.get(m)!);
+      const share = (m: Mode): string => fmtShares(addCpu(cpu.get(m)!), true);
+      return {
+        name: 'kafka-e2e',
+        params: { ...p, consumer: CONSUMER_SETTINGS, topic, latencyTopics: latTopics, produceRecordsPerS: produceRate },
+        results: {
+          recordsPerS: { queen: med('queen'), sink: med('sink'), consumeOnly: med('consume-only') },
+          queenOverSink: median(pairsSink),
+          queenOverConsumeOnly: median(pairsOnly),
+          latency: Object.fromEntries([...lat].map(([m, l]) => [m, { rateTarget: runs.find((x) => x.label === m)!.rate, rateAchieved: l.achievedRate, records: l.samples.length, p50Ms: l.p50, p99Ms: l.p99, maxMs: l.max }])),
+          cpuShares: Object.fromEntries([...cpu].map(([m, xs]) => [m, xs.map(cpuShares)])),
+          checks,
+        },
+        samples: { rate: Object.fromEntries(rate), pairsSink, pairsOnly, // Latencies are whole ms (Date.now() on both sides): stored as counts per ms.
+          latencyMsHistogram: Object.fromEntries([...lat].map(([m, l]) => [m, histogram(l.samples)])), cpu: Object.fromEntries(cpu) },
+        targets: [
+          target('queen ingest / kafkajs ON CONFLICT sink (records/s)', median(pairsSink), '>=', 2, { ratio: true, value: `${fmt(med('queen'))} rec/s`, baseline: `${fmt(med('sink'))} rec/s` }),
+          target('queen ingest / kafkajs consume-only (records/s)', median(pairsOnly), '>=', 0.6, { ratio: true, value: `${fmt(med('queen'))} rec/s`, baseline: `${fmt(med('consume-only'))} rec/s` }),
+          target(`record->commit p99 at ${fmt(targetRate)} rec/s (half of max)`, lq.p99, '<=', 50, { unit: 'ms', value: `${lq.p99.toFixed(1)} ms (p50 ${lq.p50.toFixed(1)})` }),
+        ],
+        info: [
+          { name: 'CPU while consuming: queen', value: share('queen') },
+          { name: 'CPU while consuming: sink', value: share('sink') },
+          { name: 'CPU while consuming: consume-only', value: share('consume-only') },
+          { name: 'queen latency run: records measured, achieved rate, max', value: `${lq.samples.length}, ${fmt(lq.achievedRate)} rec/s, max ${lq.max.toFixed(1)} ms` },
+          { name: `sink record->commit p50/p99 at ${fmt(targetRate)} rec/s`, value: `${ls.p50.toFixed(1)} / ${ls.p99.toFixed(1)} ms` },
+          { name: `consume-only record->commit p50/p99 at ${fmt(targetRate)} rec/s`, value: `${lc.p50.toFixed(1)} / ${lc.p99.toFixed(1)} ms` },
+          { name: `queen record->commit p50/p99 at ${fmt(lowRate)} rec/s (10% of max)`, value: `${ll.p50.toFixed(1)} / ${ll.p99.toFixed(1)} ms` },
+        ],
+        notes: [...checks, `latency = committedAtMs of the chunk (KafkaIngress onCommitted; the baselines implement the same observer) - the record's Kafka timestamp, set at the producer's send call (Date.now(), same machine); records of the first ${p.latencyWarmupSeconds} s excluded; each latency run has its own topic and group; the producer runs in a worker thread`],
+      };
+    } finally {
+      await sinkPool.end().catch(() => undefined);
+      await deleteTopicsAndGroups(kafka, [topic, `${topic}.dlq`, ...latTopics.flatMap((t) => [t, `${t}.dlq`])], groups);
+      await db.drop();
+    }
+  },
+};
