@@ -32,13 +32,22 @@ export interface BundleSink {
   push(items: readonly PushItem[]): Promise<PushResult[]>;
 }
 
+/** One submit() call: its results fill in as its items' bundles answer. */
+interface Request {
+  results: PushResult[];
+  remaining: number;
+  settled: boolean;
+  resolve: (r: PushResult[]) => void;
+  reject: (e: unknown) => void;
+  /** The submitter's span, linked from the flush span. */
+  link: Link | undefined;
+}
+
 interface Pending {
   item: PushItem;
   bytes: number;
-  /** The submitter's span, linked from the flush span. */
-  link: Link | undefined;
-  resolve: (r: PushResult) => void;
-  reject: (e: unknown) => void;
+  request: Request;
+  index: number;
 }
 
 /**
@@ -102,29 +111,35 @@ export class Fusion extends Component {
     });
   }
 
-  /** Queues items and resolves with their results, in order, once their bundles are answered. */
+  /**
+   * Queues items and resolves with their results, in order, once their
+   * bundles are answered; rejects if any of their bundles fails. One promise
+   * per call, not per item: the Kafka path submits thousands at a time.
+   */
   submit(items: readonly PushItem[]): Promise<PushResult[]> {
     if (this.state !== 'running') return Promise.reject(new LifecycleError(`Fusion is ${this.state}; not accepting items`));
-    return Promise.all(items.map((item) => this.enqueue(item)));
-  }
-
-  private enqueue(item: PushItem): Promise<PushResult> {
-    return new Promise<PushResult>((resolve, reject) => {
-      const partition = typeof item?.partition === 'string' ? item.partition : LIMITS.defaultPartition;
-      const key = `${String(item?.queue)}\x1f${partition}`;
-      const bytes = Buffer.isBuffer(item?.payload) ? item.payload.length : 0;
-      let q = this.queues.get(key);
-      if (!q) {
-        q = [];
-        this.queues.set(key, q);
-      }
-      q.push({ item, bytes, link: activeLink(), resolve, reject });
-      this.bytesHeld += bytes;
-      this.queuedItems++;
-      this.queuedBytes += bytes;
+    if (items.length === 0) return Promise.resolve([]);
+    return new Promise<PushResult[]>((resolve, reject) => {
+      const request: Request = { results: new Array(items.length), remaining: items.length, settled: false, resolve, reject, link: activeLink() };
+      items.forEach((item, index) => this.enqueue(item, request, index));
       this.updatePressure();
       this.schedule(false);
     });
+  }
+
+  private enqueue(item: PushItem, request: Request, index: number): void {
+    const partition = typeof item?.partition === 'string' ? item.partition : LIMITS.defaultPartition;
+    const key = `${String(item?.queue)}\x1f${partition}`;
+    const bytes = Buffer.isBuffer(item?.payload) ? item.payload.length : 0;
+    let q = this.queues.get(key);
+    if (!q) {
+      q = [];
+      this.queues.set(key, q);
+    }
+    q.push({ item, bytes, request, index });
+    this.bytesHeld += bytes;
+    this.queuedItems++;
+    this.queuedBytes += bytes;
   }
 
   private updatePressure(): void {
@@ -204,18 +219,30 @@ export class Fusion extends Component {
       const links: Link[] = [];
       const seen = new Set<string>();
       for (const e of entries) {
-        if (!e.link || links.length >= MAX_LINKS || seen.has(e.link.context.spanId)) continue;
-        seen.add(e.link.context.spanId);
-        links.push(e.link);
+        const link = e.request.link;
+        if (!link || links.length >= MAX_LINKS || seen.has(link.context.spanId)) continue;
+        seen.add(link.context.spanId);
+        links.push(link);
       }
       const results = await inSpan('queen.fusion.flush', { links, attributes: { 'queen.items': entries.length, 'queen.partitions': keys.length } }, () =>
         this.writer.push(entries.map((e) => e.item)),
       );
       this.bundleCounter?.inc();
       this.itemCounter?.inc(entries.length);
-      entries.forEach((e, i) => e.resolve(results[i]!));
+      entries.forEach((e, i) => {
+        const r = e.request;
+        r.results[e.index] = results[i]!;
+        if (--r.remaining === 0 && !r.settled) {
+          r.settled = true;
+          r.resolve(r.results);
+        }
+      });
     } catch (err) {
-      for (const e of entries) e.reject(err);
+      for (const e of entries) {
+        if (e.request.settled) continue;
+        e.request.settled = true;
+        e.request.reject(err);
+      }
     } finally {
       for (const k of keys) this.inFlight.delete(k);
       for (const e of entries) this.bytesHeld -= e.bytes;
