@@ -1,27 +1,21 @@
 import type { Config } from './config.js';
-import { LogEngine } from './engine/logEngine.js';
 import { migrate } from './engine/migrate.js';
-import { LogWriter } from './engine/writer.js';
-import { DedupCache } from './dedup/index.js';
-import { CacheWatermarks } from './fusion/cacheWatermarks.js';
-import { Fusion } from './fusion/fusion.js';
 import { HttpApi } from './http/server.js';
 import { KafkaIngress } from './ingress/kafkaIngress.js';
+import { pipelineOptions, WritePipeline } from './pipeline.js';
 import type { Logger } from './telemetry/logger.js';
 import { MetricsRegistry } from './telemetry/metrics.js';
 import { Component } from './util/lifecycle.js';
 
 /**
- * The whole service. Start order: engine (and migrations) -> fusion -> HTTP
- * API -> Kafka ingress; stop in reverse, so in-flight HTTP pushes and Kafka
- * batches can still reach PostgreSQL while the producers are turned away.
+ * The whole service. Start order: write pipeline (engine, cache, fusion) and
+ * migrations -> HTTP API -> Kafka ingress; stop in reverse, so in-flight HTTP
+ * pushes and Kafka batches can still reach PostgreSQL while the producers are
+ * turned away.
  */
 export class Service extends Component {
   readonly metrics = new MetricsRegistry();
-  readonly engine: LogEngine;
-  readonly cache: DedupCache | undefined;
-  readonly writer: LogWriter;
-  readonly fusion: Fusion;
+  readonly pipeline: WritePipeline;
   readonly ingress: KafkaIngress | undefined;
   readonly http: HttpApi;
 
@@ -30,28 +24,16 @@ export class Service extends Component {
     private readonly log: Logger,
   ) {
     super('Service');
-    this.engine = new LogEngine({ connectionString: config.databaseUrl, poolSize: config.pgPoolSize, metrics: this.metrics });
     // QUEEN_DEDUP_CACHE=0: no cache, every push probes the whole window (-1), which is always exact.
-    if (config.dedupCacheEnabled) {
-      this.cache = new DedupCache({ capBytes: config.dedupCacheMb * 1024 * 1024, onWarn: (message) => log.warn(message) });
-    }
-    const watermarks = this.cache
-      ? new CacheWatermarks(this.cache, this.engine.pool, this.metrics, (err, partitionId) =>
-          log.warn({ err: (err as Error).message, partitionId }, 'dedup cache hydration failed; the partition probes the full window meanwhile'),
-        )
-      : undefined;
-    this.writer = new LogWriter(this.engine, { maxPayloadBytes: config.maxPayloadBytes, metadataTtlMs: config.metadataTtlMs, watermarks });
-    this.fusion = new Fusion(this.writer, {
-      maxItems: config.bundleMaxItems,
-      maxBytes: config.bundleMaxBytes,
-      holdMs: config.bundleHoldMs,
-      maxInflightBytes: config.maxInflightBytes,
-      maxConcurrentFlushes: Math.max(1, config.pgPoolSize - 2),
-      metrics: this.metrics,
+    this.pipeline = new WritePipeline({
+      ...pipelineOptions(config, this.metrics),
+      onCacheWarning: (message) => log.warn(message),
+      onHydrationError: (err, partitionId) =>
+        log.warn({ err: (err as Error).message, partitionId }, 'dedup cache hydration failed; the partition probes the full window meanwhile'),
     });
     this.http = new HttpApi({
-      fusion: this.fusion,
-      pool: this.engine.pool,
+      fusion: this.pipeline.fusion,
+      pool: this.pipeline.engine.pool,
       metrics: this.metrics,
       authToken: config.authToken,
       maxBodyBytes: config.maxBodyBytes,
@@ -61,7 +43,7 @@ export class Service extends Component {
     });
     if (config.ingressTopics.length > 0) {
       this.ingress = new KafkaIngress(
-        this.fusion,
+        this.pipeline.fusion,
         {
           brokers: config.kafkaBrokers,
           groupId: config.ingressGroup,
@@ -80,10 +62,9 @@ export class Service extends Component {
   }
 
   protected async onStart(): Promise<void> {
-    await this.engine.start();
-    const { applied } = await migrate(this.engine.pool);
+    await this.pipeline.start();
+    const { applied } = await migrate(this.pipeline.engine.pool);
     this.log.info({ applied }, 'migrations applied');
-    await this.fusion.start();
     await this.http.start();
     if (this.ingress) await this.ingress.start();
     else this.log.info('no QUEEN_INGRESS_TOPICS: Kafka ingress not started');
@@ -92,7 +73,6 @@ export class Service extends Component {
   protected async onStop(): Promise<void> {
     await this.ingress?.stop();
     await this.http.stop();
-    await this.fusion.stop();
-    await this.engine.stop();
+    await this.pipeline.stop();
   }
 }

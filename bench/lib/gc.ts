@@ -22,6 +22,12 @@ function resolveGc(): (() => void) | undefined {
   }
 }
 
+/** The runtime's gc(), or undefined when it cannot be exposed. */
+export function gcFunction(): (() => void) | undefined {
+  if (gcFn === null) gcFn = resolveGc();
+  return gcFn;
+}
+
 export function gcAvailable(): boolean {
   if (gcFn === null) gcFn = resolveGc();
   return gcFn !== undefined;

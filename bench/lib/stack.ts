@@ -1,17 +1,15 @@
 import { DEFAULTS } from '../../src/config.js';
-import { DedupCache } from '../../src/dedup/index.js';
-import { LogEngine } from '../../src/engine/logEngine.js';
-import { LogWriter } from '../../src/engine/writer.js';
-import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
-import { Fusion } from '../../src/fusion/fusion.js';
+import type { DedupCache } from '../../src/dedup/index.js';
+import type { LogEngine } from '../../src/engine/logEngine.js';
+import type { Fusion } from '../../src/fusion/fusion.js';
 import { KafkaIngress, type CommittedChunk, type KafkaIngressOptions } from '../../src/ingress/kafkaIngress.js';
+import { defaultPipelineOptions, WritePipeline } from '../../src/pipeline.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
-import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import type { MetricsRegistry } from '../../src/telemetry/metrics.js';
 
 /**
- * An in-process Kafka -> PostgreSQL ingest, wired as src/service.ts wires it
- * (engine, dedup cache, writer, fusion, Kafka ingress), minus HTTP. Adapted
- * from test/helpers/stack.ts; bench does not import test code.
+ * An in-process Kafka -> PostgreSQL ingest: the service's write pipeline
+ * (src/pipeline.ts, its defaults) plus the Kafka ingress, minus HTTP.
  */
 export interface IngestStack {
   engine: LogEngine;
@@ -51,22 +49,9 @@ export async function startIngestStack(opts: {
   /** KafkaIngress's observer: called after each chunk's commit (the latency measurement). */
   onCommitted?: (chunk: CommittedChunk) => void;
 }): Promise<IngestStack> {
-  const metrics = new MetricsRegistry();
-  const engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: opts.poolSize, metrics });
-  await engine.start();
-  const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024 });
-  const watermarks = cache ? new CacheWatermarks(cache, engine.pool, metrics) : undefined;
-  const writer = new LogWriter(engine, { maxPayloadBytes: 1024 * 1024, watermarks });
-  // The service's defaults (src/config.ts DEFAULTS, src/service.ts: flushes = pool size - 2).
-  const fusion = new Fusion(writer, {
-    maxItems: DEFAULTS.bundleMaxItems,
-    maxBytes: DEFAULTS.bundleMaxBytes,
-    holdMs: DEFAULTS.bundleHoldMs,
-    maxInflightBytes: DEFAULTS.maxInflightBytes,
-    maxConcurrentFlushes: Math.max(1, opts.poolSize - 2),
-    metrics,
-  });
-  await fusion.start();
+  const pipeline = new WritePipeline(defaultPipelineOptions(opts.databaseUrl, { poolSize: opts.poolSize, cacheMb: opts.cacheMb }));
+  await pipeline.start();
+  const { engine, cache, fusion, metrics } = pipeline;
   const ingressOpts: KafkaIngressOptions = {
     brokers: opts.brokers,
     clientId: 'queen-bench-ingest',
@@ -81,8 +66,7 @@ export async function startIngestStack(opts: {
   try {
     await ingress.start();
   } catch (err) {
-    await fusion.stop();
-    await engine.stop();
+    await pipeline.stop();
     throw err;
   }
   return {
@@ -93,8 +77,7 @@ export async function startIngestStack(opts: {
     metrics,
     async stop() {
       await ingress.stop();
-      await fusion.stop();
-      await engine.stop();
+      await pipeline.stop();
     },
   };
 }

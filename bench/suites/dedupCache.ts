@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { DedupCache, type TxnRow } from '../../src/dedup/index.js';
 import { BLOCK_HASHES, HASH_BYTES } from '../../src/dedup/constants.js';
 import { PartitionEntry, type LookupStats } from '../../src/dedup/entry.js';
+import { gcFunction } from '../lib/gc.js';
 
 /**
  * The broker dedup cache, side by side in one process:
@@ -36,17 +35,6 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
-/** A gc() if the runtime lets us expose one (only used to steady the arrayBuffers reading). */
-function gcFunction(): (() => void) | undefined {
-  const g = (globalThis as { gc?: () => void }).gc;
-  if (g) return g;
-  try {
-    setFlagsFromString('--expose-gc');
-    return runInNewContext('gc') as () => void;
-  } catch {
-    return undefined;
-  }
-}
 
 /** Rows for a full window ending at endMs, at RATE_PER_S, ROW_HASHES per row, from one source buffer. */
 function windowRows(source: Buffer, blocks: number, endMs: number): TxnRow[] {

@@ -1,12 +1,11 @@
-import { LogEngine } from '../../src/engine/logEngine.js';
-import { LogWriter } from '../../src/engine/writer.js';
-import { DedupCache } from '../../src/dedup/index.js';
-import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
-import { Fusion } from '../../src/fusion/fusion.js';
+import type { DedupCache } from '../../src/dedup/index.js';
+import type { LogEngine } from '../../src/engine/logEngine.js';
+import type { LogWriter } from '../../src/engine/writer.js';
+import type { Fusion } from '../../src/fusion/fusion.js';
 import { KafkaIngress, type CommittedChunk } from '../../src/ingress/kafkaIngress.js';
+import { defaultPipelineOptions, WritePipeline } from '../../src/pipeline.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
-import { MetricsRegistry } from '../../src/telemetry/metrics.js';
-import { DEFAULTS } from '../../src/config.js';
+import type { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { brokers } from './kafka.js';
 
 export interface IngestStack {
@@ -19,7 +18,10 @@ export interface IngestStack {
   stop(): Promise<void>;
 }
 
-/** An in-process ingress instance: its own pool, writer, fusion and consumer. */
+/**
+ * An in-process ingress instance: the service's write pipeline (its own pool,
+ * cache, writer and fusion, with the service's defaults) and a consumer.
+ */
 export async function startIngestStack(opts: {
   databaseUrl: string;
   topic: string;
@@ -31,17 +33,17 @@ export async function startIngestStack(opts: {
   onCommitted?: (chunk: CommittedChunk) => void;
   maxInflightBytes?: number;
 }): Promise<IngestStack> {
-  const metrics = new MetricsRegistry();
-  const engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: 6, metrics });
-  await engine.start();
-  const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: (opts.cacheMb ?? 64) * 1024 * 1024 });
-  const watermarks = cache ? new CacheWatermarks(cache, engine.pool, metrics) : undefined;
-  const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, watermarks });
-  // The service's defaults, so tests exercise what runs in production.
-  const fusion = new Fusion(writer, { maxItems: DEFAULTS.bundleMaxItems, maxBytes: DEFAULTS.bundleMaxBytes, holdMs: DEFAULTS.bundleHoldMs, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
-  await fusion.start();
+  const pipeline = new WritePipeline(
+    defaultPipelineOptions(opts.databaseUrl, {
+      poolSize: 6,
+      cacheMb: opts.cacheMb ?? 64,
+      ...(opts.maxPayloadBytes !== undefined ? { maxPayloadBytes: opts.maxPayloadBytes } : {}),
+      ...(opts.maxInflightBytes !== undefined ? { maxInflightBytes: opts.maxInflightBytes } : {}),
+    }),
+  );
+  await pipeline.start();
   const ingress = new KafkaIngress(
-    fusion,
+    pipeline.fusion,
     {
       brokers: brokers(),
       groupId: opts.group,
@@ -53,26 +55,24 @@ export async function startIngestStack(opts: {
       onCommitted: opts.onCommitted,
     },
     silentLogger,
-    metrics,
+    pipeline.metrics,
   );
   try {
     await ingress.start();
   } catch (err) {
-    await fusion.stop();
-    await engine.stop();
+    await pipeline.stop();
     throw err;
   }
   return {
-    engine,
-    cache,
-    writer,
-    fusion,
+    engine: pipeline.engine,
+    cache: pipeline.cache,
+    writer: pipeline.writer,
+    fusion: pipeline.fusion,
     ingress,
-    metrics,
+    metrics: pipeline.metrics,
     async stop() {
       await ingress.stop();
-      await fusion.stop();
-      await engine.stop();
+      await pipeline.stop();
     },
   };
 }

@@ -1,0 +1,105 @@
+import { DEFAULTS, type Config } from './config.js';
+import { DedupCache } from './dedup/index.js';
+import { LogEngine } from './engine/logEngine.js';
+import { LogWriter } from './engine/writer.js';
+import { CacheWatermarks } from './fusion/cacheWatermarks.js';
+import { Fusion } from './fusion/fusion.js';
+import { MetricsRegistry } from './telemetry/metrics.js';
+import { Component } from './util/lifecycle.js';
+
+export interface WritePipelineOptions {
+  databaseUrl: string;
+  poolSize: number;
+  /** Dedup cache budget in MB, or false for no cache (every push probes the full window with -1). */
+  cacheMb: number | false;
+  maxPayloadBytes: number;
+  metadataTtlMs: number;
+  bundleMaxItems: number;
+  bundleMaxBytes: number;
+  bundleHoldMs: number;
+  maxInflightBytes: number;
+  metrics: MetricsRegistry;
+  /** A cache hydration failed (the partition probes the full window meanwhile). */
+  onHydrationError?: (err: unknown, partitionId: number) => void;
+  /** The cache's memory-policy warning (at most one a minute). */
+  onCacheWarning?: (message: string) => void;
+}
+
+/** The service's pipeline settings, from its configuration. */
+export function pipelineOptions(config: Config, metrics: MetricsRegistry): WritePipelineOptions {
+  if (!config.databaseUrl) throw new Error('DATABASE_URL is required');
+  return {
+    databaseUrl: config.databaseUrl,
+    poolSize: config.pgPoolSize,
+    cacheMb: config.dedupCacheEnabled ? config.dedupCacheMb : false,
+    maxPayloadBytes: config.maxPayloadBytes,
+    metadataTtlMs: config.metadataTtlMs,
+    bundleMaxItems: config.bundleMaxItems,
+    bundleMaxBytes: config.bundleMaxBytes,
+    bundleHoldMs: config.bundleHoldMs,
+    maxInflightBytes: config.maxInflightBytes,
+    metrics,
+  };
+}
+
+/** The defaults' pipeline on a given database (tests and benchmarks run what ships). */
+export function defaultPipelineOptions(databaseUrl: string, overrides: Partial<WritePipelineOptions> = {}): WritePipelineOptions {
+  return {
+    databaseUrl,
+    poolSize: DEFAULTS.pgPoolSize,
+    cacheMb: DEFAULTS.dedupCacheMb,
+    maxPayloadBytes: DEFAULTS.maxPayloadBytes,
+    metadataTtlMs: DEFAULTS.metadataTtlMs,
+    bundleMaxItems: DEFAULTS.bundleMaxItems,
+    bundleMaxBytes: DEFAULTS.bundleMaxBytes,
+    bundleHoldMs: DEFAULTS.bundleHoldMs,
+    maxInflightBytes: DEFAULTS.maxInflightBytes,
+    metrics: new MetricsRegistry(),
+    ...overrides,
+  };
+}
+
+/**
+ * The write path every ingress shares: engine (pool) -> dedup cache ->
+ * writer -> fusion. One composition, used by the service, the tests and the
+ * benchmarks, so all three run the same thing.
+ *
+ * States: Component lifecycle. start() connects the engine (proving
+ * PostgreSQL answers) and starts the fusion layer; stop() drains the fusion
+ * layer (queued items are answered) and then ends the pool.
+ */
+export class WritePipeline extends Component {
+  readonly metrics: MetricsRegistry;
+  readonly engine: LogEngine;
+  readonly cache: DedupCache | undefined;
+  readonly writer: LogWriter;
+  readonly fusion: Fusion;
+
+  constructor(opts: WritePipelineOptions) {
+    super('WritePipeline');
+    this.metrics = opts.metrics;
+    this.engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: opts.poolSize, metrics: opts.metrics });
+    this.cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onWarn: opts.onCacheWarning });
+    const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine.pool, opts.metrics, opts.onHydrationError) : undefined;
+    this.writer = new LogWriter(this.engine, { maxPayloadBytes: opts.maxPayloadBytes, metadataTtlMs: opts.metadataTtlMs, watermarks });
+    this.fusion = new Fusion(this.writer, {
+      maxItems: opts.bundleMaxItems,
+      maxBytes: opts.bundleMaxBytes,
+      holdMs: opts.bundleHoldMs,
+      maxInflightBytes: opts.maxInflightBytes,
+      // Leave two connections for provisioning, hydration and /health.
+      maxConcurrentFlushes: Math.max(1, opts.poolSize - 2),
+      metrics: opts.metrics,
+    });
+  }
+
+  protected async onStart(): Promise<void> {
+    await this.engine.start();
+    await this.fusion.start();
+  }
+
+  protected async onStop(): Promise<void> {
+    await this.fusion.stop();
+    await this.engine.stop();
+  }
+}
