@@ -48,13 +48,6 @@ export interface SegmentOutcome {
   duplicates: DuplicateHit[];
 }
 
-export interface PartitionState {
-  partitionId: number;
-  lastOffset: number;
-  txnsStart: number;
-  windowSeconds: number;
-}
-
 export interface LogEngineOptions {
   connectionString?: string;
   pool?: pg.Pool;
@@ -66,9 +59,6 @@ export interface LogEngineOptions {
 
 const PUSH_SQL = 'SELECT seg_index, assigned_base, window_seconds, probed, dup_idx, dup_offsets, dup_ids FROM queen.log_push_v1($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::bytea, $6::integer[], $7::bytea)';
 const PROVISION_SQL = 'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
-const STATE_SQL = `SELECT lp.id, lp.last_offset, lp.txns_start, q.dedup_window_seconds
-  FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
-  WHERE lp.id = ANY ($1::bigint[])`;
 
 /**
  * The SQL side of the log: a pg pool and the prepared statements that call
@@ -189,21 +179,5 @@ export class LogEngine extends Component {
       this.pushes.inc(1, r.assigned_base === null ? 'duplicate' : 'appended');
     }
     return out;
-  }
-
-  /** Current allocator, purge watermark and window of partitions (memo refresh). */
-  async partitionStates(ids: readonly number[]): Promise<PartitionState[]> {
-    this.assertRunning();
-    try {
-      const res = await this.pool.query({ name: 'queen_partition_state', text: STATE_SQL, values: [ids] });
-      return res.rows.map((r) => ({
-        partitionId: r.id,
-        lastOffset: r.last_offset,
-        txnsStart: r.txns_start,
-        windowSeconds: r.dedup_window_seconds,
-      }));
-    } catch (err) {
-      throw toDatabaseError(err, 'reading partition state');
-    }
   }
 }

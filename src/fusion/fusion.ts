@@ -97,10 +97,6 @@ export class Fusion extends Component {
     return this.pressure;
   }
 
-  get pendingBytes(): number {
-    return this.bytesHeld;
-  }
-
   protected async onStart(): Promise<void> {}
 
   protected async onStop(): Promise<void> {
