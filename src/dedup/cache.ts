@@ -300,6 +300,11 @@ export class DedupCache {
   residentPartitions(): number {
     return this.resident.size;
   }
+  /** The window a resident entry was built for (0 when none): the scope of what verifiedFor() vouches. */
+  vouchedWindow(pid: number): number {
+    return this.resident.get(pid)?.windowSeconds ?? 0;
+  }
+
   entryInfo(pid: number): EntryInfo | undefined {
     const e = this.resident.get(pid);
     if (e === undefined) return undefined;

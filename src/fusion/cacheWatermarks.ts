@@ -47,7 +47,7 @@ export class CacheWatermarks implements WatermarkSource {
         if (decision === 'hydrate') await this.hydrate(s.partitionId);
         const verified = this.cache.verifiedFor(s.partitionId, s.hashes, s.count);
         // The claim is only as wide as the window the entry was built for.
-        out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.entryInfo(s.partitionId)?.windowSeconds ?? 0 });
+        out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId) });
       }
       return out;
     } catch (err) {
