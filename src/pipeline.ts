@@ -80,6 +80,7 @@ export class WritePipeline extends Component {
     this.metrics = opts.metrics;
     this.engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: opts.poolSize, metrics: opts.metrics });
     this.cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onWarn: opts.onCacheWarning });
+    opts.metrics.gauge('queen_dedup_cache_budget_bytes', 'Memory budget of the dedup cache (QUEEN_DEDUP_CACHE_MB; 0 = no cache)').set(opts.cacheMb === false ? 0 : opts.cacheMb * 1024 * 1024);
     const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine.pool, opts.metrics, opts.onHydrationError) : undefined;
     this.writer = new LogWriter(this.engine, { maxPayloadBytes: opts.maxPayloadBytes, metadataTtlMs: opts.metadataTtlMs, watermarks });
     this.fusion = new Fusion(this.writer, {

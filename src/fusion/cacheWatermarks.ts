@@ -29,8 +29,8 @@ export class CacheWatermarks implements WatermarkSource {
     if (metrics) {
       metrics.gauge('queen_dedup_suppressed_partitions', 'Partitions suppressed by the cache memory policy').collect(() => cache.suppressedCount());
       metrics.gauge('queen_dedup_resident_bytes', 'Bytes accounted to resident cache entries').collect(() => cache.residentBytes());
-      metrics.gauge('queen_dedup_hydrations', 'Full-window cache hydrations since start').collect(() => cache.stats.hydrations);
-      metrics.gauge('queen_dedup_vouched', 'Segments sent with a vouched watermark since start').collect(() => cache.stats.vouched);
+      metrics.counterFrom('queen_dedup_hydrations_total', 'Full-window cache hydrations', () => cache.stats.hydrations);
+      metrics.counterFrom('queen_dedup_vouched_total', 'Segments sent with a vouched watermark', () => cache.stats.vouched);
     }
   }
 

@@ -18,7 +18,7 @@ export function registerOps(app: FastifyInstance, pool: pg.Pool, metrics: Metric
   });
 
   app.get('/metrics', async (_req, reply) => {
-    reply.type('text/plain; version=0.0.4; charset=utf-8');
+    reply.type(metrics.contentType);
     return metrics.render();
   });
 }
