@@ -27,6 +27,12 @@ export const DEFAULTS = {
   ingressCommitEvery: 5000,
   kafkaSessionTimeoutMs: 30_000,
   ingressFromBeginning: true,
+  retentionEnabled: true,
+  retentionIntervalMs: 10_000,
+  retentionBatchRows: 500,
+  timersEnabled: true,
+  timerPollMs: 100,
+  timerBatch: 1000,
 } as const;
 
 export interface TopicMapping {
@@ -61,6 +67,12 @@ export interface Config {
   metadataTtlMs: number;
   otlpEndpoint: string | undefined;
   serviceName: string;
+  retentionEnabled: boolean;
+  retentionIntervalMs: number;
+  retentionBatchRows: number;
+  timersEnabled: boolean;
+  timerPollMs: number;
+  timerBatch: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -165,6 +177,12 @@ export function loadConfig(env: Env = process.env): Config {
     metadataTtlMs: int(env, 'QUEEN_METADATA_TTL_MS', DEFAULTS.metadataTtlMs, 0, 3_600_000),
     otlpEndpoint: url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']),
     serviceName: env.OTEL_SERVICE_NAME?.trim() || 'queen-ingress',
+    retentionEnabled: bool(env, 'QUEEN_RETENTION', DEFAULTS.retentionEnabled),
+    retentionIntervalMs: int(env, 'QUEEN_RETENTION_INTERVAL_MS', DEFAULTS.retentionIntervalMs, 100, 3_600_000),
+    retentionBatchRows: int(env, 'QUEEN_RETENTION_BATCH_ROWS', DEFAULTS.retentionBatchRows, 1, 100_000),
+    timersEnabled: bool(env, 'QUEEN_TIMERS', DEFAULTS.timersEnabled),
+    timerPollMs: int(env, 'QUEEN_TIMER_POLL_MS', DEFAULTS.timerPollMs, 10, 60_000),
+    timerBatch: int(env, 'QUEEN_TIMER_BATCH', DEFAULTS.timerBatch, 1, 10_000),
   };
   if (cfg.dlqSuffix === '' || !/^[A-Za-z0-9._-]+$/.test(cfg.dlqSuffix)) {
     throw new ConfigError(`QUEEN_DLQ_SUFFIX must be non-empty and match [A-Za-z0-9._-]+, got "${cfg.dlqSuffix}"`);

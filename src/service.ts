@@ -3,6 +3,8 @@ import { migrate } from './engine/migrate.js';
 import { HttpApi } from './http/server.js';
 import { KafkaIngress } from './ingress/kafkaIngress.js';
 import { pipelineOptions, WritePipeline } from './pipeline.js';
+import { RetentionService } from './retention/retentionService.js';
+import { TimerSweeper } from './timers/timerSweeper.js';
 import type { Logger } from './telemetry/logger.js';
 import { MetricsRegistry } from './telemetry/metrics.js';
 import { Component } from './util/lifecycle.js';
@@ -18,6 +20,8 @@ export class Service extends Component {
   readonly pipeline: WritePipeline;
   readonly ingress: KafkaIngress | undefined;
   readonly http: HttpApi;
+  readonly retention: RetentionService | undefined;
+  readonly timers: TimerSweeper | undefined;
 
   constructor(
     readonly config: Config,
@@ -41,6 +45,24 @@ export class Service extends Component {
       port: config.httpPort,
       logger: log.child({ component: 'http' }),
     });
+    if (config.retentionEnabled) {
+      this.retention = new RetentionService({
+        connectionString: config.databaseUrl!,
+        intervalMs: config.retentionIntervalMs,
+        batchRows: config.retentionBatchRows,
+        metrics: this.metrics,
+        logger: log.child({ component: 'retention' }),
+      });
+    }
+    if (config.timersEnabled) {
+      this.timers = new TimerSweeper({
+        pool: this.pipeline.engine.pool,
+        pollMs: config.timerPollMs,
+        batch: config.timerBatch,
+        metrics: this.metrics,
+        logger: log.child({ component: 'timers' }),
+      });
+    }
     if (config.ingressTopics.length > 0) {
       this.ingress = new KafkaIngress(
         this.pipeline.fusion,
@@ -65,6 +87,9 @@ export class Service extends Component {
     await this.pipeline.start();
     const { applied } = await migrate(this.pipeline.engine.pool);
     this.log.info({ applied }, 'migrations applied');
+    // After the migrations (their tables), before the API (nothing depends on them).
+    await this.retention?.start();
+    await this.timers?.start();
     await this.http.start();
     if (this.ingress) await this.ingress.start();
     else this.log.info('no QUEEN_INGRESS_TOPICS: Kafka ingress not started');
@@ -73,6 +98,8 @@ export class Service extends Component {
   protected async onStop(): Promise<void> {
     await this.ingress?.stop();
     await this.http.stop();
+    await this.timers?.stop();
+    await this.retention?.stop();
     await this.pipeline.stop();
   }
 }

@@ -26,6 +26,9 @@ export interface PushOutcome {
 
 export interface QueueOptions {
   dedupWindowSeconds: number;
+  /** Segments older than this are removed; 0 keeps everything (docs/retention.md). */
+  retentionSeconds: number;
+  completedRetentionSeconds: number;
 }
 
 /** A configure body's options: a value sets, null restores the default, omitted keeps (merge mode). */
@@ -45,6 +48,16 @@ export interface QueueInfo {
   createdAt: string;
   updatedAt: string;
   partitions: number;
+  /** What retention removed so far and how far behind it is (docs/retention.md). */
+  retention?: {
+    segmentsRemoved: number;
+    messagesRemoved: number;
+    bytesRemoved: number;
+    txnsRowsRemoved: number;
+    lastRemovalAt: string | null;
+    purgeLagSeconds: number;
+    oldestRetainedAgeSeconds: number;
+  };
 }
 
 /** One result of POST /api/v1/push, as the server sends it. */

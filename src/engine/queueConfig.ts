@@ -1,16 +1,24 @@
 import type pg from 'pg';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { checkQueueName } from './limits.js';
+import { configureRetention, queueRetentionState, type QueueRetentionState } from './retentionStore.js';
 import { toDatabaseError } from './sqlstate.js';
 
 /** The queue options the broker knows, with their types and limits. */
 export interface QueueOptions {
   dedupWindowSeconds: number;
+  /** Segments older than this are removed (0 = keep). docs/retention.md */
+  retentionSeconds: number;
+  /** Raises the log_txns purge horizon; removal of completed data needs consumer cursors (docs/retention.md). */
+  completedRetentionSeconds: number;
 }
 
-export const QUEUE_OPTION_DEFAULTS: Readonly<QueueOptions> = { dedupWindowSeconds: 3600 };
+export const QUEUE_OPTION_DEFAULTS: Readonly<QueueOptions> = { dedupWindowSeconds: 3600, retentionSeconds: 0, completedRetentionSeconds: 0 };
 
 const MAX_WINDOW_SECONDS = 30 * 24 * 3600;
+/** Retention options: up to ten years, in seconds (an int4 in SQL). */
+const MAX_RETENTION_SECONDS = 10 * 366 * 24 * 3600;
+const RETENTION_KEYS = new Set<string>(['retentionSeconds', 'completedRetentionSeconds']);
 
 export type ConfigureMode = 'merge' | 'replace';
 
@@ -25,6 +33,13 @@ export function validateOptions(options: unknown): Partial<Record<keyof QueueOpt
   }
   const out: Partial<Record<keyof QueueOptions, number | null>> = {};
   for (const [key, value] of Object.entries(options)) {
+    if (RETENTION_KEYS.has(key)) {
+      if (value !== null && (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_RETENTION_SECONDS)) {
+        throw new ValidationError(`options.${key} must be an integer from 0 (keep) to ${MAX_RETENTION_SECONDS}, or null for the default`, `options.${key}`);
+      }
+      out[key as keyof QueueOptions] = value as number | null;
+      continue;
+    }
     if (key !== 'dedupWindowSeconds') throw new ValidationError(`unknown option "${key}"`, `options.${key}`);
     if (value === null) {
       out.dedupWindowSeconds = null;
@@ -48,15 +63,29 @@ export async function configureQueue(pool: pg.Pool, queue: string, options: unkn
   checkQueueName(queue);
   const opts = validateOptions(options);
   const replace = parseMode(mode) === 'replace';
+  // Both option sets in one transaction: the retention function runs on the
+  // row queue_configure_v1 created or locked.
+  const client = await pool.connect();
+  let broken = false;
   try {
-    const r = await pool.query('SELECT created, options FROM queen.queue_configure_v1($1, $2::jsonb, $3)', [queue, JSON.stringify(opts), replace]);
-    return { created: r.rows[0].created, options: r.rows[0].options };
+    await client.query('BEGIN');
+    const r = await client.query('SELECT created, options FROM queen.queue_configure_v1($1, $2::jsonb, $3)', [queue, JSON.stringify(opts), replace]);
+    const created: boolean = r.rows[0].created;
+    const retention = await configureRetention(client, queue, opts, replace || created);
+    await client.query('COMMIT');
+    return { created, options: { ...r.rows[0].options, ...retention } };
   } catch (err) {
+    await client.query('ROLLBACK').catch(() => (broken = true));
     throw toDatabaseError(err, 'configuring a queue');
+  } finally {
+    client.release(broken);
   }
 }
 
-export async function getQueue(pool: pg.Pool, queue: string): Promise<{ queue: string; options: QueueOptions; createdAt: string; updatedAt: string; partitions: number }> {
+export async function getQueue(
+  pool: pg.Pool,
+  queue: string,
+): Promise<{ queue: string; options: QueueOptions; createdAt: string; updatedAt: string; partitions: number; retention?: Omit<QueueRetentionState, 'retentionSeconds' | 'completedRetentionSeconds'> }> {
   checkQueueName(queue);
   let r: pg.QueryResult;
   try {
@@ -66,5 +95,9 @@ export async function getQueue(pool: pg.Pool, queue: string): Promise<{ queue: s
   }
   if (r.rowCount === 0) throw new NotFoundError(`queue "${queue}" does not exist`);
   const row = r.rows[0];
-  return { queue, options: row.options, createdAt: row.created_at.toISOString(), updatedAt: row.updated_at.toISOString(), partitions: Number(row.partitions) };
+  const base = { queue, options: row.options, createdAt: row.created_at.toISOString(), updatedAt: row.updated_at.toISOString(), partitions: Number(row.partitions) };
+  const ret = await queueRetentionState(pool, queue);
+  if (!ret) return base;
+  const { retentionSeconds, completedRetentionSeconds, ...state } = ret;
+  return { ...base, options: { ...base.options, retentionSeconds, completedRetentionSeconds }, retention: state };
 }

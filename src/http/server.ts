@@ -10,6 +10,7 @@ import { toHttpError } from './errorStatus.js';
 import { registerOps } from './routes/ops.js';
 import { registerPush, type PushPath } from './routes/push.js';
 import { registerQueues } from './routes/queues.js';
+import { registerTimers } from './routes/timers.js';
 
 export interface HttpApiOptions {
   /** The fusion layer (the same push path as Kafka ingress). */
@@ -136,6 +137,7 @@ export class HttpApi extends Component {
       }
       registerPush(api, o.fusion, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush);
       registerQueues(api, o.pool);
+      registerTimers(api, o.pool);
     });
     registerOps(app, o.pool, o.metrics, o.healthTimeoutMs ?? HTTP_DEFAULTS.healthTimeoutMs);
     return app;

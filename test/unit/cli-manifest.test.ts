@@ -2,6 +2,7 @@ import test from 'ava';
 import { ManifestError, parseManifests } from '../../src/cli/manifest.js';
 import { desiredOptions, plan, renderPlan } from '../../src/cli/diff.js';
 import { readCliEnv, DEFAULT_SERVER } from '../../src/cli/env.js';
+import { QUEUE_OPTION_DEFAULTS, type QueueOptions } from '../../src/engine/queueConfig.js';
 
 /** `queenctl apply -f` file checking: every problem with file:line:column, nothing applied on any. */
 
@@ -99,12 +100,14 @@ test('a queue defined twice, a syntax error, and an empty file are errors', (t) 
 
 test('the dry-run plan: create, change, unchanged', (t) => {
   const [m] = parseManifests('kind: Queue\nname: a\nconfig:\n  dedupWindowSeconds: 0\n', 'm.yaml');
-  t.deepEqual(renderPlan(plan(m!, undefined)), ['+ queue/a (would be created)', '    + dedupWindowSeconds: 0']);
-  t.deepEqual(renderPlan(plan(m!, { dedupWindowSeconds: 3600 })), ['~ queue/a (would be changed)', '    - dedupWindowSeconds: 3600', '    + dedupWindowSeconds: 0']);
-  t.deepEqual(renderPlan(plan(m!, { dedupWindowSeconds: 0 })), ['  queue/a (unchanged)']);
+  const live = (o: Partial<QueueOptions>): QueueOptions => ({ ...QUEUE_OPTION_DEFAULTS, ...o });
+  t.deepEqual(renderPlan(plan(m!, undefined)), ['+ queue/a (would be created)', '    + dedupWindowSeconds: 0', '    + retentionSeconds: 0', '    + completedRetentionSeconds: 0']);
+  t.deepEqual(renderPlan(plan(m!, live({ dedupWindowSeconds: 3600 }))), ['~ queue/a (would be changed)', '    - dedupWindowSeconds: 3600', '    + dedupWindowSeconds: 0']);
+  t.deepEqual(renderPlan(plan(m!, live({ dedupWindowSeconds: 0 }))), ['  queue/a (unchanged)']);
   // An omitted option is compared with its default: apply sends mode "replace".
   const [bare] = parseManifests('kind: Queue\nname: b\n', 'm.yaml');
-  t.is(plan(bare!, { dedupWindowSeconds: 0 }).action, 'change');
+  t.is(plan(bare!, live({ dedupWindowSeconds: 0 })).action, 'change');
+  t.is(plan(bare!, live({ retentionSeconds: 60 })).action, 'change');
 });
 
 test('queenctl reads exactly QUEEN_URL and QUEEN_TOKEN', (t) => {

@@ -1,0 +1,106 @@
+import type pg from 'pg';
+import { toDatabaseError } from './sqlstate.js';
+
+/** What one retention step removed from one partition (queen.retention_step_v1). */
+export interface RetentionStepResult {
+  queue: string;
+  segmentsRemoved: number;
+  messagesRemoved: number;
+  bytesRemoved: number;
+  txnsRowsRemoved: number;
+  logStart: number;
+  txnsStart: number;
+  /** A batch was full: step the partition again. */
+  more: boolean;
+}
+
+/** Retention state of one queue, for GET /api/v1/resources/queues/:queue. */
+export interface QueueRetentionState {
+  retentionSeconds: number;
+  completedRetentionSeconds: number;
+  segmentsRemoved: number;
+  messagesRemoved: number;
+  bytesRemoved: number;
+  txnsRowsRemoved: number;
+  lastRemovalAt: string | null;
+  purgeLagSeconds: number;
+  oldestRetainedAgeSeconds: number;
+}
+
+const STEP_SQL = `SELECT queue_name, segments_removed, messages_removed, bytes_removed, txns_rows_removed, log_start, txns_start, more
+  FROM queen.retention_step_v1($1::bigint, $2::integer)`;
+const CANDIDATES_SQL = 'SELECT partition_id, last_id FROM queen.retention_candidates_v1($1::bigint, $2::integer)';
+const GET_SQL = `SELECT retention_seconds, completed_retention_seconds, segments_removed, messages_removed, bytes_removed,
+  txns_rows_removed, last_removal_at, purge_lag_seconds, oldest_retained_age_seconds FROM queen.queue_retention_get_v1($1)`;
+const CONFIGURE_SQL = 'SELECT retention_seconds, completed_retention_seconds FROM queen.queue_retention_configure_v1($1, $2::jsonb, $3)';
+
+/** One page of partitions that need a retention step; `lastId` pages on (null: no partitions past `after`). */
+export async function retentionCandidates(db: pg.ClientBase | pg.Pool, after: number, limit: number): Promise<{ ids: number[]; lastId: number | null }> {
+  try {
+    const r = await db.query({ name: 'queen_retention_candidates_v1', text: CANDIDATES_SQL, values: [after, limit] });
+    const ids: number[] = [];
+    let lastId: number | null = null;
+    for (const row of r.rows) {
+      if (row.partition_id !== null) ids.push(Number(row.partition_id));
+      if (row.last_id !== null) lastId = Number(row.last_id);
+    }
+    return { ids, lastId };
+  } catch (err) {
+    throw toDatabaseError(err, 'listing retention candidates');
+  }
+}
+
+/** One bounded step (its own transaction) on one partition; undefined when the partition is gone. */
+export async function retentionStep(db: pg.ClientBase | pg.Pool, partitionId: number, maxRows: number): Promise<RetentionStepResult | undefined> {
+  let r: pg.QueryResult;
+  try {
+    r = await db.query({ name: 'queen_retention_step_v1', text: STEP_SQL, values: [partitionId, maxRows] });
+  } catch (err) {
+    throw toDatabaseError(err, `retention step on partition ${partitionId}`);
+  }
+  const row = r.rows[0];
+  if (!row) return undefined;
+  return {
+    queue: row.queue_name as string,
+    segmentsRemoved: Number(row.segments_removed),
+    messagesRemoved: Number(row.messages_removed),
+    bytesRemoved: Number(row.bytes_removed),
+    txnsRowsRemoved: Number(row.txns_rows_removed),
+    logStart: Number(row.log_start),
+    txnsStart: Number(row.txns_start),
+    more: row.more as boolean,
+  };
+}
+
+export async function queueRetentionState(db: pg.ClientBase | pg.Pool, queue: string): Promise<QueueRetentionState | undefined> {
+  let r: pg.QueryResult;
+  try {
+    r = await db.query(GET_SQL, [queue]);
+  } catch (err) {
+    throw toDatabaseError(err, 'reading a queue\'s retention state');
+  }
+  const row = r.rows[0];
+  if (!row) return undefined;
+  return {
+    retentionSeconds: row.retention_seconds,
+    completedRetentionSeconds: row.completed_retention_seconds,
+    segmentsRemoved: Number(row.segments_removed),
+    messagesRemoved: Number(row.messages_removed),
+    bytesRemoved: Number(row.bytes_removed),
+    txnsRowsRemoved: Number(row.txns_rows_removed),
+    lastRemovalAt: row.last_removal_at ? (row.last_removal_at as Date).toISOString() : null,
+    purgeLagSeconds: Number(row.purge_lag_seconds),
+    oldestRetainedAgeSeconds: Number(row.oldest_retained_age_seconds),
+  };
+}
+
+/** Sets the retention options in the caller's transaction (after queue_configure_v1 made/locked the row). */
+export async function configureRetention(
+  client: pg.ClientBase,
+  queue: string,
+  options: Record<string, number | null>,
+  reset: boolean,
+): Promise<{ retentionSeconds: number; completedRetentionSeconds: number }> {
+  const r = await client.query(CONFIGURE_SQL, [queue, JSON.stringify(options), reset]);
+  return { retentionSeconds: r.rows[0].retention_seconds, completedRetentionSeconds: r.rows[0].completed_retention_seconds };
+}

@@ -1,0 +1,287 @@
+import anyTest, { type ExecutionContext, type TestFn } from 'ava';
+import pg from 'pg';
+import { DedupCache } from '../../src/dedup/index.js';
+import { LogEngine } from '../../src/engine/logEngine.js';
+import { unpackSegment } from '../../src/engine/frames.js';
+import { configureQueue, getQueue } from '../../src/engine/queueConfig.js';
+import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
+import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
+import { RETENTION_LOCK_KEY, RetentionService } from '../../src/retention/retentionService.js';
+import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import { uuidToString } from '../../src/util/uuidv7.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { teardownAndCheckLeaks } from '../helpers/leaks.js';
+
+interface Ctx {
+  db: TestDatabase;
+  sql: pg.Pool;
+  stops: (() => Promise<void>)[];
+}
+const test = anyTest as TestFn<Ctx>;
+
+test.before(async (t) => {
+  const db = await createTestDatabase('retention');
+  t.context = { db, sql: new pg.Pool({ connectionString: db.url, max: 3 }), stops: [] };
+});
+teardownAndCheckLeaks(test, async (t) => {
+  for (const s of t.context.stops.reverse()) await s();
+  await t.context.sql?.end();
+  await t.context.db?.drop();
+});
+
+/** One "broker" write path: its own pool and (optionally) its own dedup cache. */
+async function broker(t: { context: Ctx }, cache: boolean) {
+  const metrics = new MetricsRegistry();
+  const engine = new LogEngine({ connectionString: t.context.db.url, poolSize: 3, metrics });
+  await engine.start();
+  t.context.stops.push(() => engine.stop());
+  const c = cache ? new DedupCache({ capBytes: 64 << 20 }) : undefined;
+  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: c ? new CacheWatermarks(c, engine.pool, metrics) : undefined });
+  return { engine, writer };
+}
+
+/** A retention service for one test: stopped when the test ends, so the next test's service can lead. */
+async function retention(t: ExecutionContext<Ctx>, batchRows: number, onStep?: ConstructorParameters<typeof RetentionService>[0]['onStep']) {
+  const svc = new RetentionService({ connectionString: t.context.db.url, intervalMs: 3_600_000, batchRows, metrics: new MetricsRegistry(), onStep });
+  await svc.start();
+  t.teardown(() => svc.stop());
+  return svc;
+}
+
+const item = (queue: string, partition: string, txn: string): PushItem => ({ queue, partition, transactionId: txn, payload: Buffer.from(JSON.stringify(txn)) });
+
+/** Ages a partition's rows below `below` by `seconds` (both tables unless `only`): time travel for stored data. */
+async function age(sql: pg.Pool, queue: string, partition: string, below: number, seconds: number, only?: 'segments' | 'txns'): Promise<void> {
+  const pid = await partitionId(sql, queue, partition);
+  if (only !== 'txns') {
+    await sql.query(`UPDATE queen.log_segments SET created_at = created_at - make_interval(secs => $3) WHERE partition_id = $1 AND base_offset < $2`, [pid, below, seconds]);
+  }
+  if (only !== 'segments') {
+    await sql.query(`UPDATE queen.log_txns SET created_at = created_at - make_interval(secs => $3) WHERE partition_id = $1 AND base_offset < $2`, [pid, below, seconds]);
+  }
+}
+
+async function partitionId(sql: pg.Pool, queue: string, partition: string): Promise<number> {
+  const r = await sql.query('SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1 AND lp.name = $2', [queue, partition]);
+  return Number(r.rows[0].id);
+}
+
+/** Every stored message of a partition: offset -> id. */
+async function storedIds(sql: pg.Pool, pid: number): Promise<Map<number, string>> {
+  const r = await sql.query('SELECT base_offset, blob FROM queen.log_segments WHERE partition_id = $1 ORDER BY base_offset', [pid]);
+  const out = new Map<number, string>();
+  for (const row of r.rows) unpackSegment(row.blob).forEach((f, i) => out.set(Number(row.base_offset) + i, uuidToString(f.id)));
+  return out;
+}
+
+async function partitionState(sql: pg.Pool, pid: number) {
+  const r = await sql.query(
+    `SELECT lp.log_start, lp.txns_start, lp.last_offset,
+            (SELECT min(base_offset) FROM queen.log_segments WHERE partition_id = lp.id) AS first_seg,
+            (SELECT min(base_offset) FROM queen.log_txns WHERE partition_id = lp.id) AS first_txn,
+            (SELECT count(*) FROM queen.log_txns WHERE partition_id = lp.id) AS txn_rows
+     FROM queen.log_partitions lp WHERE lp.id = $1`,
+    [pid],
+  );
+  const row = r.rows[0];
+  return { logStart: Number(row.log_start), txnsStart: Number(row.txns_start), last: Number(row.last_offset), firstSeg: row.first_seg === null ? null : Number(row.first_seg), firstTxn: row.first_txn === null ? null : Number(row.first_txn), txnRows: Number(row.txn_rows) };
+}
+
+test.serial('retention removes exactly the segments and log_txns rows past their limits, under concurrent pushes', async (t) => {
+  const { sql } = t.context;
+  const b = await broker(t, true);
+  await configureQueue(sql, 'ret', { retentionSeconds: 3600, dedupWindowSeconds: 60 }, 'merge');
+  const parts = ['p0', 'p1', 'p2'];
+  const accepted = new Map<string, Map<number, string>>(parts.map((p) => [p, new Map()]));
+  const note = (rs: PushResult[]) => {
+    for (const r of rs) {
+      t.is(r.status, 'queued');
+      accepted.get(r.partition)!.set(r.offset!, r.id!);
+    }
+  };
+  // 40 segments of 5 per partition, then the first 25 segments (offsets < 125) made two hours old.
+  for (let s = 0; s < 40; s++) note(await b.writer.push(parts.flatMap((p) => Array.from({ length: 5 }, (_, j) => item('ret', p, `${p}-${s}-${j}`)))));
+  for (const p of parts) await age(sql, 'ret', p, 125, 7200);
+
+  // Retention (batches of 4: several steps per partition) while pushes keep arriving.
+  const steps: number[] = [];
+  const svc = await retention(t, 4, (_pid, _r, ms) => steps.push(ms));
+  let pushing = true;
+  const pusher = (async () => {
+    for (let s = 40; pushing || s < 50; s++) note(await b.writer.push(parts.map((p) => item('ret', p, `${p}-${s}`))));
+  })();
+  const first = await svc.runOnce();
+  const second = await svc.runOnce();
+  pushing = false;
+  await pusher;
+
+  t.true(first.leader);
+  t.is(first.segmentsRemoved, 3 * 25);
+  t.is(first.messagesRemoved, 3 * 125);
+  t.is(first.txnsRowsRemoved, 3 * 25);
+  t.true(first.steps >= 3 * 7, `batches of 4 take several steps per partition (${first.steps})`);
+  t.is(second.segmentsRemoved + second.txnsRowsRemoved, 0, 'a second pass finds nothing');
+  for (const p of parts) {
+    const pid = await partitionId(sql, 'ret', p);
+    const st = await partitionState(sql, pid);
+    t.is(st.logStart, 125);
+    t.is(st.txnsStart, 125);
+    t.is(st.firstSeg, 125);
+    t.is(st.firstTxn, 125);
+    // Nothing lost, nothing resurrected: what is stored is exactly what was accepted from offset 125 on.
+    const expected = [...accepted.get(p)!].filter(([off]) => off >= 125).sort((a, z) => a[0] - z[0]);
+    t.deepEqual([...(await storedIds(sql, pid))].sort((a, z) => a[0] - z[0]), expected);
+    t.is(st.last, Math.max(...accepted.get(p)!.keys()));
+  }
+  const q = await getQueue(sql, 'ret');
+  t.is(q.options.retentionSeconds, 3600);
+  t.is(q.retention!.messagesRemoved, 3 * 125);
+  t.is(q.retention!.segmentsRemoved, 3 * 25);
+  t.true(q.retention!.bytesRemoved > 3 * 125 * 16, 'bytes counted');
+  t.is(q.retention!.purgeLagSeconds, 0);
+  t.true(q.retention!.oldestRetainedAgeSeconds < 3600);
+  t.log(`retention steps: ${steps.length}, longest ${Math.max(...steps).toFixed(1)} ms (batch 4)`);
+});
+
+test.serial('the log_txns purge keeps what is younger than GREATEST(window, completedRetention, 900 s); segments stay without retentionSeconds', async (t) => {
+  const { sql } = t.context;
+  const b = await broker(t, false);
+  await configureQueue(sql, 'floor', { dedupWindowSeconds: 60 }, 'merge');
+  for (let s = 0; s < 6; s++) await b.writer.push([item('floor', 'p', `f-${s}`)]);
+  // Offsets 0,1: 1000 s old (past the 900 s floor); 2,3: 600 s old (inside it); 4,5: new.
+  await age(sql, 'floor', 'p', 2, 400);
+  await age(sql, 'floor', 'p', 4, 600);
+  const svc = await retention(t, 100);
+  const r = await svc.runOnce();
+  const pid = await partitionId(sql, 'floor', 'p');
+  let st = await partitionState(sql, pid);
+  t.is(st.txnsStart, 2);
+  t.is(st.txnRows, 4);
+  t.is(st.logStart, 0, 'retentionSeconds 0 keeps every segment');
+  t.is(st.firstSeg, 0);
+  t.is(r.segmentsRemoved, 0);
+  // completedRetentionSeconds raises the horizon: nothing more goes even at 1000 s old.
+  await configureQueue(sql, 'floor', { completedRetentionSeconds: 2000 }, 'merge');
+  await age(sql, 'floor', 'p', 4, 400);
+  await svc.runOnce();
+  st = await partitionState(sql, pid);
+  t.is(st.txnsStart, 2);
+  await configureQueue(sql, 'floor', { completedRetentionSeconds: null }, 'merge');
+  await svc.runOnce();
+  st = await partitionState(sql, pid);
+  t.is(st.txnsStart, 4);
+});
+
+test.serial('after a purge, with the cache on: an old re-sent transactionId is new, one within the window is still a duplicate', async (t) => {
+  const { sql } = t.context;
+  const warm = await broker(t, true);
+  await configureQueue(sql, 'dd', { dedupWindowSeconds: 3600 }, 'merge');
+  const firsts = new Map<string, PushResult>();
+  for (const txn of ['old-1', 'old-2', 'old-3', 'new-1', 'new-2', 'new-3']) firsts.set(txn, (await warm.writer.push([item('dd', 'p', txn)]))[0]!);
+  // The three "old" ones are two hours old: past the window and the 900 s floor.
+  await age(sql, 'dd', 'p', 3, 7200);
+  const svc = await retention(t, 100);
+  t.is((await svc.runOnce()).txnsRowsRemoved, 3);
+  const pid = await partitionId(sql, 'dd', 'p');
+  t.is((await partitionState(sql, pid)).txnsStart, 3);
+
+  // The warm cache still holds the old hashes (it saw them arrive "now"): a
+  // local hit only routes to the full probe, which finds nothing below txns_start.
+  const [o1] = await warm.writer.push([item('dd', 'p', 'old-1')]);
+  t.is(o1!.status, 'queued');
+  t.not(o1!.id, firsts.get('old-1')!.id);
+  const [n1] = await warm.writer.push([item('dd', 'p', 'new-1')]);
+  t.is(n1!.status, 'duplicate');
+  t.is(n1!.id, firsts.get('new-1')!.id);
+  t.is(n1!.offset, firsts.get('new-1')!.offset);
+  // A cold cache (another broker) hydrates after the purge and agrees.
+  const cold = await broker(t, true);
+  t.is((await cold.writer.push([item('dd', 'p', 'old-2')]))[0]!.status, 'queued');
+  const [n2] = await cold.writer.push([item('dd', 'p', 'new-2')]);
+  t.deepEqual([n2!.status, n2!.id], ['duplicate', firsts.get('new-2')!.id]);
+  // And with no cache at all (-1, the reference verdict).
+  const plain = await broker(t, false);
+  t.is((await plain.writer.push([item('dd', 'p', 'old-3')]))[0]!.status, 'queued');
+  t.is((await plain.writer.push([item('dd', 'p', 'new-3')]))[0]!.status, 'duplicate');
+
+  // The purge is what decides once the window grows past the purged rows'
+  // age: before it they would be duplicates, after it SQL's lower bound
+  // (txns_start - 1) excludes them, with the cache on as with -1.
+  await configureQueue(sql, 'dd2', { dedupWindowSeconds: 3600 }, 'merge');
+  await warm.writer.push([item('dd2', 'p', 'x-1'), item('dd2', 'p', 'x-2')]);
+  await warm.writer.push([item('dd2', 'p', 'y-1')]);
+  await age(sql, 'dd2', 'p', 2, 7200);
+  await svc.runOnce();
+  await configureQueue(sql, 'dd2', { dedupWindowSeconds: 4 * 3600 }, 'merge');
+  t.is((await warm.writer.push([item('dd2', 'p', 'x-1')]))[0]!.status, 'queued');
+  t.is((await plain.writer.push([item('dd2', 'p', 'x-2')]))[0]!.status, 'queued');
+  t.is((await warm.writer.push([item('dd2', 'p', 'y-1')]))[0]!.status, 'duplicate');
+});
+
+test.serial('a duplicate of an original whose segment retention removed answers the all-zero id', async (t) => {
+  const { sql } = t.context;
+  const b = await broker(t, true);
+  await configureQueue(sql, 'nil', { retentionSeconds: 60, dedupWindowSeconds: 3600 }, 'merge');
+  await b.writer.push([item('nil', 'p', 'a')]);
+  await b.writer.push([item('nil', 'p', 'b')]);
+  await age(sql, 'nil', 'p', 1, 120, 'segments');
+  const svc = await retention(t, 100);
+  const r = await svc.runOnce();
+  t.is(r.segmentsRemoved, 1);
+  t.is(r.txnsRowsRemoved, 0, 'log_txns rows are in the window: kept');
+  const [a] = await b.writer.push([item('nil', 'p', 'a')]);
+  t.deepEqual([a!.status, a!.offset, a!.id], ['duplicate', 0, '00000000-0000-0000-0000-000000000000']);
+  const pid = await partitionId(sql, 'nil', 'p');
+  t.is((await partitionState(sql, pid)).logStart, 1);
+});
+
+test.serial('two brokers never run retention at once: one leader, the other takes over when it stops', async (t) => {
+  const { sql } = t.context;
+  const b = await broker(t, false);
+  await configureQueue(sql, 'lead', { retentionSeconds: 60 }, 'merge');
+  const running: string[] = [];
+  let overlap = 0;
+  const mk = (name: string) =>
+    new RetentionService({
+      connectionString: t.context.db.url,
+      intervalMs: 3_600_000,
+      batchRows: 2,
+      metrics: new MetricsRegistry(),
+      onStep: () => {
+        running.push(name);
+      },
+    });
+  const s1 = mk('s1');
+  const s2 = mk('s2');
+  await s1.start();
+  await s2.start();
+  t.teardown(async () => {
+    await s1.stop();
+    await s2.stop();
+  });
+  const lockHolders = async () =>
+    Number((await sql.query(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`, [RETENTION_LOCK_KEY.toString()])).rows[0].n);
+  for (let round = 0; round < 3; round++) {
+    for (let i = 0; i < 6; i++) await b.writer.push([item('lead', `p${i}`, `l-${round}-${i}`)]);
+    for (let i = 0; i < 6; i++) await age(sql, 'lead', `p${i}`, 1_000_000, 120, 'segments');
+    running.length = 0;
+    const [r1, r2] = await Promise.all([s1.runOnce(), s2.runOnce()]);
+    t.true(r1.leader !== r2.leader, 'exactly one leader per pass');
+    const leaderName = r1.leader ? 's1' : 's2';
+    t.true(running.every((n) => n === leaderName), 'only the leader stepped');
+    t.is((r1.leader ? r2 : r1).steps, 0);
+    t.is(r1.segmentsRemoved + r2.segmentsRemoved, 6);
+    overlap += running.filter((n) => n !== leaderName).length;
+    t.is(await lockHolders(), 1);
+  }
+  t.is(overlap, 0);
+  const first = s1.isLeader ? s1 : s2;
+  const other = first === s1 ? s2 : s1;
+  await first.stop();
+  for (let i = 0; i < 6; i++) await b.writer.push([item('lead', `p${i}`, `l-last-${i}`)]);
+  for (let i = 0; i < 6; i++) await age(sql, 'lead', `p${i}`, 1_000_000, 120, 'segments');
+  const r = await other.runOnce();
+  t.true(r.leader, 'the follower takes over once the leader stopped');
+  t.is(r.segmentsRemoved, 6);
+  t.is(await lockHolders(), 1);
+});
