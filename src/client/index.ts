@@ -2,3 +2,4 @@
 export { Queen, QueueRef, PartitionRef, DEFAULT_PARTITION, type QueenOptions } from './queen.js';
 export { QueenHttpError, QueenNetworkError } from './errors.js';
 export type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, PushStatus, QueueInfo, QueueOptions, QueueOptionsPatch } from './types.js';
+export { TimerRef, parseDuration, type TimerScheduled, type PendingTimerInfo } from './timers.js';

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { TimerRef } from './timers.js';
 import { Transport, type RetryPolicy } from './transport.js';
 import type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, QueueInfo, QueueOptionsPatch, WirePushResult } from './types.js';
 
@@ -52,6 +53,11 @@ export class Queen {
 
   queue(name: string): QueueRef {
     return new QueueRef(this.transport, name);
+  }
+
+  /** A timer on a queue: `client.timer('q').key('k').delay('30m').payload(x).schedule()` (docs/timers.md). */
+  timer(queue: string): TimerRef {
+    return new TimerRef(this.transport, queue);
   }
 }
 

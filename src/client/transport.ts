@@ -45,7 +45,7 @@ export class Transport {
     this.base = new URL(opts.url.endsWith('/') ? opts.url : `${opts.url}/`);
   }
 
-  async request<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+  async request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
     const url = new URL(path, this.base);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';

@@ -13,6 +13,8 @@ export interface TimerSweeperOptions {
   batch: number;
   metrics: MetricsRegistry;
   logger?: Logger;
+  /** false: no background loop, only sweepOnce() fires (tests). Default true. */
+  loop?: boolean;
   /**
    * Test hook: runs inside the fire transaction after the claim and the
    * append, before COMMIT (a test process is killed here).
@@ -56,7 +58,7 @@ export class TimerSweeper extends Component {
 
   protected async onStart(): Promise<void> {
     this.halted = false;
-    this.schedule(0);
+    if (this.opts.loop !== false) this.schedule(0);
   }
 
   protected async onStop(): Promise<void> {

@@ -15,8 +15,9 @@ export class ServiceProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private stderr = '';
 
-  constructor(env: Record<string, string>) {
-    this.child = spawn(process.execPath, [MAIN], {
+  /** `script` (default: the service) runs with `args`; tests use it for small single-purpose processes. */
+  constructor(env: Record<string, string>, script = MAIN, args: string[] = []) {
+    this.child = spawn(process.execPath, [script, ...args], {
       env: { PATH: process.env.PATH ?? '', QUEEN_LOG_LEVEL: 'info', QUEEN_HTTP_PORT: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
