@@ -3,6 +3,7 @@ import { Queen, QueenHttpError, QueenNetworkError } from '../client/index.js';
 import { apply } from './commands/apply.js';
 import { get } from './commands/get.js';
 import { push } from './commands/push.js';
+import { timers } from './commands/timers.js';
 import { DEFAULT_SERVER, readCliEnv } from './env.js';
 import { CliError, EXIT, UsageError } from './errors.js';
 import type { OutputFormat } from './format.js';
@@ -14,6 +15,11 @@ commands:
   apply -f FILE [--dry-run]                         configure queues from YAML/JSON manifests (mode: replace)
   get queue NAME [-o table|json|yaml]               show a queue's effective options
   push QUEUE [--partition P] [--txn ID] DATA        push one message; DATA is JSON
+  timers list QUEUE [--limit N]                     pending timers in due order
+  timers schedule QUEUE KEY (--delay 30m | --at TIME) [--partition P] [--txn ID] DATA
+                                                    schedule or reschedule a timer; DATA is JSON
+  timers peek QUEUE KEY                             show a pending timer
+  timers cancel QUEUE KEY                           cancel; "absent" = no longer pending (maybe delivered)
 
 options:
   --server URL     broker URL (env QUEEN_URL, default ${DEFAULT_SERVER})
@@ -30,6 +36,7 @@ const ALLOWED: Record<string, string[]> = {
   apply: ['filename', 'dry-run'],
   get: ['output'],
   push: ['partition', 'txn', 'output'],
+  timers: ['partition', 'txn', 'delay', 'at', 'limit', 'output'],
 };
 
 /** Runs one queenctl invocation and returns its exit code; never throws. */
@@ -49,6 +56,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
           output: { type: 'string', short: 'o' },
           partition: { type: 'string' },
           txn: { type: 'string' },
+          delay: { type: 'string' },
+          at: { type: 'string' },
+          limit: { type: 'string' },
           help: { type: 'boolean', short: 'h' },
         },
       });
@@ -90,6 +100,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         break;
       case 'push':
         await push(client, io, args, { partition: values.partition, txn: values.txn }, format);
+        break;
+      case 'timers':
+        await timers(client, io, args, { partition: values.partition, txn: values.txn, delay: values.delay, at: values.at, limit: values.limit }, format);
         break;
     }
     return EXIT.ok;

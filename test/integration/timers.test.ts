@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import anyTest, { type ExecutionContext, type TestFn } from 'ava';
 import type pg from 'pg';
+import { run } from '../../src/cli/run.js';
 import { QueenHttpError } from '../../src/client/index.js';
 import { unpackSegment } from '../../src/engine/frames.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
@@ -188,4 +189,28 @@ test.serial('10 000 timers due in the same second all fire, each once', async (t
   t.is(log.size, 10_000);
   for (const row of staged.rows) t.is(log.get(row.message_id)?.n, 1);
   t.log(`10 000 timers fired in ${elapsed} ms (batch 1000)`);
+});
+
+test.serial('queenctl timers: schedule, list, peek, cancel', async (t) => {
+  const { stack } = t.context;
+  const ctl = async (...args: string[]) => {
+    let out = '';
+    let err = '';
+    const code = await run(['--server', stack.api.url, 'timers', ...args], { out: (x) => (out += x), err: (x) => (err += x), env: {}, read: async () => '' });
+    return { code, out, err };
+  };
+  const s = await ctl('schedule', 'ctlq', 'k1', '--delay', '30m', '--partition', 'p', '{"a":1}', '-o', 'json');
+  t.is(s.code, 0, s.err);
+  const scheduled = JSON.parse(s.out) as { status: string; messageId: string };
+  t.is(scheduled.status, 'scheduled');
+  const list = await ctl('list', 'ctlq');
+  t.is(list.code, 0);
+  t.regex(list.out, new RegExp(`^KEY +PARTITION +DELIVER AT +MESSAGE ID +ATTEMPTS\nk1 +p +\\S+ +${scheduled.messageId} +0\n$`));
+  t.regex((await ctl('peek', 'ctlq', 'k1')).out, new RegExp(`^pending key=k1 partition=p .*messageId=${scheduled.messageId}`));
+  t.is((await ctl('cancel', 'ctlq', 'k1')).out, 'cancelled\n');
+  t.regex((await ctl('cancel', 'ctlq', 'k1')).out, /^absent \(no longer pending; it may have been delivered\)/);
+  t.regex((await ctl('peek', 'ctlq', 'k1')).out, /^absent/);
+  const bad = await ctl('schedule', 'ctlq', 'k2', '{}');
+  t.is(bad.code, 2);
+  t.regex(bad.err, /exactly one of --delay or --at/);
 });
