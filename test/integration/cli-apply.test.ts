@@ -65,7 +65,7 @@ test('apply -f round trip: a multi-document file is applied and get -o json show
   const file = await manifest(t, 'rt.yaml', ['kind: Queue', 'name: rt-orders', 'config:', '  dedupWindowSeconds: 0', '---', 'kind: Queue', 'name: rt-payments', 'config:', '  dedupWindowSeconds: 900', ''].join('\n'));
   const applied = await queenctl(t, ['apply', '-f', file]);
   t.is(applied.code, 0, applied.stderr);
-  t.deepEqual(applied.stdout.trim().split('\n'), ['queue/rt-orders created (dedupWindowSeconds=0)', 'queue/rt-payments created (dedupWindowSeconds=900)']);
+  t.deepEqual(applied.stdout.trim().split('\n'), ['queue/rt-orders created (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0)', 'queue/rt-payments created (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0)']);
 
   const json = await queenctl(t, ['get', 'queue', 'rt-orders', '-o', 'json']);
   t.is(json.code, 0, json.stderr);
@@ -82,7 +82,7 @@ test('apply -f round trip: a multi-document file is applied and get -o json show
 
   // Applying the same file again changes nothing and says so per queue.
   const again = await queenctl(t, ['apply', '-f', file]);
-  t.deepEqual(again.stdout.trim().split('\n'), ['queue/rt-orders configured (dedupWindowSeconds=0)', 'queue/rt-payments configured (dedupWindowSeconds=900)']);
+  t.deepEqual(again.stdout.trim().split('\n'), ['queue/rt-orders configured (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0)', 'queue/rt-payments configured (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0)']);
 });
 
 test('apply sends replace: an option the manifest omits returns to its default', async (t) => {
@@ -105,6 +105,8 @@ test('--dry-run shows the diff against the live config and applies nothing', asy
     '    + dedupWindowSeconds: 0',
     '+ queue/dr-new (would be created)',
     '    + dedupWindowSeconds: 3600',
+    '    + retentionSeconds: 0',
+    '    + completedRetentionSeconds: 0',
     '  queue/dr-same (unchanged)',
     'dry run: nothing was applied',
     '',
@@ -118,7 +120,7 @@ test('an unknown key fails the whole file with file and line; nothing is applied
   const r = await queenctl(t, ['apply', '-f', file]);
   t.is(r.code, 1);
   t.regex(r.stderr, /nothing was applied/);
-  t.true(r.stderr.includes(`${file}:8:3: unknown key "config.dedupWindow" (known options: dedupWindowSeconds)`), r.stderr);
+  t.true(r.stderr.includes(`${file}:8:3: unknown key "config.dedupWindow" (known options: dedupWindowSeconds, retentionSeconds, completedRetentionSeconds)`), r.stderr);
   t.is(await stored(t, 'uk-first'), undefined, 'the valid document before it was not applied either');
 
   const top = await manifest(t, 'unknown-top.yaml', 'kind: Queue\nname: uk-top\nlabels: {team: x}\n');

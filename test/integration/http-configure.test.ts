@@ -3,6 +3,9 @@ import { QueenHttpError, type QueueOptionsPatch } from '../../src/client/index.j
 import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
+/** The full effective options: the retention options (docs/retention.md) keep their default 0 here. */
+const all = (o: { dedupWindowSeconds: number }) => ({ ...o, retentionSeconds: 0, completedRetentionSeconds: 0 });
+
 /** The /configure table (docs/configure.md) over HTTP, through the client. */
 
 type Ctx = HttpStack;
@@ -24,7 +27,7 @@ async function stored(t: { context: Ctx }, queue: string): Promise<number | unde
 
 test('create starts from the defaults', async (t) => {
   const r = await t.context.client.queue('cfg-create').configure({});
-  t.deepEqual(r, { queue: 'cfg-create', created: true, options: { dedupWindowSeconds: 3600 } });
+  t.deepEqual(r, { queue: 'cfg-create', created: true, options: all({ dedupWindowSeconds: 3600 }) });
   t.is(await stored(t, 'cfg-create'), 3600);
   const again = await t.context.client.queue('cfg-create').configure({});
   t.false(again.created);
@@ -32,9 +35,9 @@ test('create starts from the defaults', async (t) => {
 
 test('the edge: a queue created with dedup off stays off after a configure that omits the window', async (t) => {
   const q = t.context.client.queue('cfg-off');
-  t.deepEqual((await q.configure({ dedupWindowSeconds: 0 })).options, { dedupWindowSeconds: 0 });
-  t.deepEqual((await q.configure({})).options, { dedupWindowSeconds: 0 });
-  t.deepEqual((await q.configure({}, { mode: 'merge' })).options, { dedupWindowSeconds: 0 });
+  t.deepEqual((await q.configure({ dedupWindowSeconds: 0 })).options, all({ dedupWindowSeconds: 0 }));
+  t.deepEqual((await q.configure({})).options, all({ dedupWindowSeconds: 0 }));
+  t.deepEqual((await q.configure({}, { mode: 'merge' })).options, all({ dedupWindowSeconds: 0 }));
   t.is(await stored(t, 'cfg-off'), 0);
   // And it really is off: the same transactionId is written twice.
   const p = q.partition('p');
@@ -47,16 +50,16 @@ test('a value sets; null restores the default', async (t) => {
   const q = t.context.client.queue('cfg-null');
   await q.configure({ dedupWindowSeconds: 60 });
   t.is(await stored(t, 'cfg-null'), 60);
-  t.deepEqual((await q.configure({ dedupWindowSeconds: null })).options, { dedupWindowSeconds: 3600 });
+  t.deepEqual((await q.configure({ dedupWindowSeconds: null })).options, all({ dedupWindowSeconds: 3600 }));
   t.is(await stored(t, 'cfg-null'), 3600);
 });
 
 test('replace re-derives omitted keys from the defaults; with a value it sets it', async (t) => {
   const q = t.context.client.queue('cfg-replace');
   await q.configure({ dedupWindowSeconds: 0 });
-  t.deepEqual((await q.configure({}, { mode: 'replace' })).options, { dedupWindowSeconds: 3600 });
-  t.deepEqual((await q.configure({ dedupWindowSeconds: 7 }, { mode: 'replace' })).options, { dedupWindowSeconds: 7 });
-  t.deepEqual((await q.configure({ dedupWindowSeconds: null }, { mode: 'replace' })).options, { dedupWindowSeconds: 3600 });
+  t.deepEqual((await q.configure({}, { mode: 'replace' })).options, all({ dedupWindowSeconds: 3600 }));
+  t.deepEqual((await q.configure({ dedupWindowSeconds: 7 }, { mode: 'replace' })).options, all({ dedupWindowSeconds: 7 }));
+  t.deepEqual((await q.configure({ dedupWindowSeconds: null }, { mode: 'replace' })).options, all({ dedupWindowSeconds: 3600 }));
 });
 
 test('a queue made by a push has the default window and can then be configured', async (t) => {
@@ -69,7 +72,7 @@ test('a queue made by a push has the default window and can then be configured',
   t.true(Date.parse(info.updatedAt) >= Date.parse(info.createdAt));
   const r = await q.configure({ dedupWindowSeconds: 120 });
   t.false(r.created);
-  t.deepEqual((await q.get()).options, { dedupWindowSeconds: 120 });
+  t.deepEqual((await q.get()).options, all({ dedupWindowSeconds: 120 }));
 });
 
 test('a window change takes effect on the push path', async (t) => {
@@ -113,7 +116,7 @@ test('concurrent configures serialise: all succeed and the final value is one of
   for (const [i, r] of results.entries()) t.is(r.options.dedupWindowSeconds, values[i], 'each answer shows its own write');
   const final = await stored(t, 'cfg-race');
   t.true(values.includes(final!));
-  t.deepEqual((await q.get()).options, { dedupWindowSeconds: final });
+  t.deepEqual((await q.get()).options, all({ dedupWindowSeconds: final! }));
 });
 
 test('concurrent merges of null and values never produce anything but a written value or the default', async (t) => {

@@ -166,6 +166,8 @@ test.serial('the log_txns purge keeps what is younger than GREATEST(window, comp
   await svc.runOnce();
   st = await partitionState(sql, pid);
   t.is(st.txnsStart, 2);
+  await t.throwsAsync(configureQueue(sql, 'floor', { retentionSeconds: -1 }, 'merge'), { message: /options.retentionSeconds must be an integer from 0/ });
+  await t.throwsAsync(configureQueue(sql, 'floor', { completedRetentionSeconds: 1.5 }, 'merge'), { message: /options.completedRetentionSeconds must be an integer/ });
   await configureQueue(sql, 'floor', { completedRetentionSeconds: null }, 'merge');
   await svc.runOnce();
   st = await partitionState(sql, pid);
