@@ -209,27 +209,14 @@ BEGIN
 END
 $$;
 
--- Retention options and state of one queue: its options, what retention
--- removed so far, how far behind the txns purge is (seconds the oldest kept
--- log_txns row is past its horizon, 0 when none is) and the age of the oldest
--- retained segment.
-CREATE FUNCTION queen.queue_retention_get_v1(p_queue text)
-RETURNS TABLE (
-    retention_seconds           integer,
-    completed_retention_seconds integer,
-    segments_removed            bigint,
-    messages_removed            bigint,
-    bytes_removed               bigint,
-    txns_rows_removed           bigint,
-    last_removal_at             timestamptz,
-    purge_lag_seconds           double precision,
-    oldest_retained_age_seconds double precision)
+-- How far behind retention is on one queue: the seconds its oldest kept
+-- log_txns row is past its horizon (0 when retention keeps up), and the age
+-- of its oldest retained segment. One index lookup per partition and table.
+CREATE FUNCTION queen.retention_lag_v1(p_queue_id bigint)
+RETURNS TABLE (purge_lag_seconds double precision, oldest_retained_age_seconds double precision)
 LANGUAGE sql STABLE
 AS $$
-    SELECT q.retention_seconds, q.completed_retention_seconds,
-           coalesce(rs.segments_removed, 0), coalesce(rs.messages_removed, 0), coalesce(rs.bytes_removed, 0),
-           coalesce(rs.txns_rows_removed, 0), rs.last_removal_at,
-           coalesce((
+    SELECT coalesce((
                SELECT max(GREATEST(0, extract(epoch FROM now() - ft.created_at)
                                      - GREATEST(q.dedup_window_seconds, q.completed_retention_seconds, queen.retention_txns_floor_seconds_v1())))
                FROM queen.log_partitions lp
@@ -247,7 +234,41 @@ AS $$
                    ORDER BY s.base_offset LIMIT 1) fs
                WHERE lp.queue_id = q.id), 0)::double precision
     FROM queen.queues q
+    WHERE q.id = p_queue_id
+$$;
+
+-- Every queue's lag (the leader's per-queue gauges, after each pass).
+CREATE FUNCTION queen.retention_overview_v1()
+RETURNS TABLE (queue_name text, purge_lag_seconds double precision, oldest_retained_age_seconds double precision)
+LANGUAGE sql STABLE
+AS $$
+    SELECT q.name, l.purge_lag_seconds, l.oldest_retained_age_seconds
+    FROM queen.queues q
+    CROSS JOIN LATERAL queen.retention_lag_v1(q.id) l
+    ORDER BY q.name
+$$;
+
+-- Retention options and state of one queue (GET /api/v1/resources/queues/:queue).
+CREATE FUNCTION queen.queue_retention_get_v1(p_queue text)
+RETURNS TABLE (
+    retention_seconds           integer,
+    completed_retention_seconds integer,
+    segments_removed            bigint,
+    messages_removed            bigint,
+    bytes_removed               bigint,
+    txns_rows_removed           bigint,
+    last_removal_at             timestamptz,
+    purge_lag_seconds           double precision,
+    oldest_retained_age_seconds double precision)
+LANGUAGE sql STABLE
+AS $$
+    SELECT q.retention_seconds, q.completed_retention_seconds,
+           coalesce(rs.segments_removed, 0), coalesce(rs.messages_removed, 0), coalesce(rs.bytes_removed, 0),
+           coalesce(rs.txns_rows_removed, 0), rs.last_removal_at,
+           l.purge_lag_seconds, l.oldest_retained_age_seconds
+    FROM queen.queues q
     LEFT JOIN queen.retention_stats rs ON rs.queue_id = q.id
+    CROSS JOIN LATERAL queen.retention_lag_v1(q.id) l
     WHERE q.name = p_queue
 $$;
 

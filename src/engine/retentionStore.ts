@@ -104,3 +104,13 @@ export async function configureRetention(
   const r = await client.query(CONFIGURE_SQL, [queue, JSON.stringify(options), reset]);
   return { retentionSeconds: r.rows[0].retention_seconds, completedRetentionSeconds: r.rows[0].completed_retention_seconds };
 }
+
+/** Every queue's purge lag and oldest retained age (seconds), for the leader's gauges. */
+export async function retentionOverview(db: pg.ClientBase | pg.Pool): Promise<{ queue: string; purgeLagSeconds: number; oldestRetainedAgeSeconds: number }[]> {
+  try {
+    const r = await db.query({ name: 'queen_retention_overview_v1', text: 'SELECT queue_name, purge_lag_seconds, oldest_retained_age_seconds FROM queen.retention_overview_v1()' });
+    return r.rows.map((row) => ({ queue: row.queue_name, purgeLagSeconds: Number(row.purge_lag_seconds), oldestRetainedAgeSeconds: Number(row.oldest_retained_age_seconds) }));
+  } catch (err) {
+    throw toDatabaseError(err, 'reading the retention overview');
+  }
+}

@@ -1,7 +1,7 @@
 import pg from 'pg';
-import { retentionCandidates, retentionStep, type RetentionStepResult } from '../engine/retentionStore.js';
+import { retentionCandidates, retentionOverview, retentionStep, type RetentionStepResult } from '../engine/retentionStore.js';
 import { silentLogger, type Logger } from '../telemetry/logger.js';
-import type { Counter, Gauge, MetricsRegistry } from '../telemetry/metrics.js';
+import type { Counter, Gauge, Histogram, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
 
 /** Session advisory lock key of the retention leader ("queen-rt" as a 64-bit integer). */
@@ -62,8 +62,9 @@ export class RetentionService extends Component {
   private readonly purgedTxns: Counter;
   private readonly passes: Counter;
   private readonly failures: Counter;
-  private readonly maxStepMs: Gauge;
-  private readonly lastPassMs: Gauge;
+  private readonly stepSeconds: Histogram;
+  private readonly lastPassSeconds: Gauge;
+  private lag = new Map<string, { purgeLagSeconds: number; oldestRetainedAgeSeconds: number }>();
 
   constructor(private readonly opts: RetentionServiceOptions) {
     super('RetentionService');
@@ -76,8 +77,17 @@ export class RetentionService extends Component {
     this.passes = m.counter('queen_retention_passes_total', 'Retention passes run as leader');
     this.failures = m.counter('queen_retention_failures_total', 'Retention passes that failed (retried at the next interval)');
     m.gauge('queen_retention_leader', '1 while this broker holds the retention leader lock').collect(() => (this.leaderState ? 1 : 0));
-    this.maxStepMs = m.gauge('queen_retention_max_step_ms', 'Longest retention step (one transaction, one partition row lock) of the last pass, ms');
-    this.lastPassMs = m.gauge('queen_retention_last_pass_ms', 'Duration of the last retention pass, ms');
+    this.stepSeconds = m.histogram('queen_retention_step_seconds', 'Retention steps (one transaction holding one partition row lock), seconds', {
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    });
+    this.lastPassSeconds = m.gauge('queen_retention_last_pass_seconds', 'Duration of the last retention pass');
+    // Per queue, from the leader's last pass (a follower exports none).
+    m.gauge('queen_retention_purge_lag_seconds', 'Seconds the oldest kept log_txns row is past its purge horizon', ['queue']).collectLabeled(() =>
+      [...this.lag].map(([queue, l]) => [{ queue }, l.purgeLagSeconds]),
+    );
+    m.gauge('queen_retention_oldest_retained_age_seconds', 'Age of the oldest retained segment', ['queue']).collectLabeled(() =>
+      [...this.lag].map(([queue, l]) => [{ queue }, l.oldestRetainedAgeSeconds]),
+    );
   }
 
   get isLeader(): boolean {
@@ -129,7 +139,10 @@ export class RetentionService extends Component {
         this.leaderState = r.rows[0].ok === true;
         if (this.leaderState) this.log.info('retention leader');
       }
-      if (!this.leaderState) return sum;
+      if (!this.leaderState) {
+        this.lag = new Map();
+        return sum;
+      }
       sum.leader = true;
       let after = 0;
       for (;;) {
@@ -150,9 +163,9 @@ export class RetentionService extends Component {
         if (page.lastId === null) break;
         after = page.lastId;
       }
+      if (!this.halted) this.lag = new Map((await retentionOverview(client)).map((o) => [o.queue, o]));
       this.passes.inc();
-      this.maxStepMs.set(sum.maxStepMs);
-      this.lastPassMs.set(Date.now() - started);
+      this.lastPassSeconds.set((Date.now() - started) / 1000);
       return sum;
     } catch (err) {
       // A lost session has lost the lock too: start over as a follower.
@@ -163,6 +176,7 @@ export class RetentionService extends Component {
 
   private account(sum: PassSummary, r: RetentionStepResult, ms: number): void {
     sum.steps++;
+    this.stepSeconds.observe(ms / 1000);
     sum.maxStepMs = Math.max(sum.maxStepMs, ms);
     sum.segmentsRemoved += r.segmentsRemoved;
     sum.messagesRemoved += r.messagesRemoved;

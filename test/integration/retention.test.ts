@@ -42,10 +42,11 @@ async function broker(t: { context: Ctx }, cache: boolean) {
 
 /** A retention service for one test: stopped when the test ends, so the next test's service can lead. */
 async function retention(t: ExecutionContext<Ctx>, batchRows: number, onStep?: ConstructorParameters<typeof RetentionService>[0]['onStep']) {
-  const svc = new RetentionService({ connectionString: t.context.db.url, intervalMs: 3_600_000, batchRows, metrics: new MetricsRegistry(), onStep });
+  const metrics = new MetricsRegistry();
+  const svc = new RetentionService({ connectionString: t.context.db.url, intervalMs: 3_600_000, batchRows, metrics, onStep });
   await svc.start();
   t.teardown(() => svc.stop());
-  return svc;
+  return Object.assign(svc, { metrics });
 }
 
 const item = (queue: string, partition: string, txn: string): PushItem => ({ queue, partition, transactionId: txn, payload: Buffer.from(JSON.stringify(txn)) });
@@ -140,6 +141,12 @@ test.serial('retention removes exactly the segments and log_txns rows past their
   t.true(q.retention!.bytesRemoved > 3 * 125 * 16, 'bytes counted');
   t.is(q.retention!.purgeLagSeconds, 0);
   t.true(q.retention!.oldestRetainedAgeSeconds < 3600);
+  const text = await svc.metrics.render();
+  t.regex(text, /^queen_retention_removed_messages_total\{queue="ret"\} 375$/m);
+  t.regex(text, /^queen_retention_purged_txns_rows_total\{queue="ret"\} 75$/m);
+  t.regex(text, /^queen_retention_purge_lag_seconds\{queue="ret"\} 0$/m);
+  t.regex(text, /^queen_retention_oldest_retained_age_seconds\{queue="ret"\} \d/m);
+  t.regex(text, /^queen_retention_leader 1$/m);
   t.log(`retention steps: ${steps.length}, longest ${Math.max(...steps).toFixed(1)} ms (batch 4)`);
 });
 
