@@ -18,8 +18,9 @@ import { dedupCost } from './suites/dedupCost.js';
 import { kafkaE2e } from './suites/kafkaE2e.js';
 import { memoryPressure } from './suites/memoryPressure.js';
 import { pushVsStored } from './suites/pushVsStored.js';
+import { retentionCost } from './suites/retentionCost.js';
 
-const SUITES: Suite[] = [pushVsStored, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure];
+const SUITES: Suite[] = [pushVsStored, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure, retentionCost];
 
 function usage(msg?: string): never {
   if (msg) process.stderr.write(`bench: ${msg}\n`);

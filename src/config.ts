@@ -29,7 +29,7 @@ export const DEFAULTS = {
   ingressFromBeginning: true,
   retentionEnabled: true,
   retentionIntervalMs: 10_000,
-  retentionBatchRows: 500,
+  retentionBatchRows: 100,
   timersEnabled: true,
   timerPollMs: 100,
   timerBatch: 1000,
