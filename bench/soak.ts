@@ -1,0 +1,51 @@
+/**
+ * Soaks: long runs that are not part of `make bench` or `make test`.
+ *   node dist/bench/soak.js retention [--minutes 30] [--retention 300] [--window 600]
+ * (`make soak-retention` runs it with PostgreSQL up.) Results and curves go
+ * to bench/results/ like the benchmarks'.
+ */
+import { parseArgs } from 'node:util';
+import { dropAllBenchDatabases } from './lib/db.js';
+import { machineInfo } from './lib/machine.js';
+import { StderrProgress } from './lib/progress.js';
+import { renderTable, rowsOf, writeSuite, type RunMeta } from './lib/report.js';
+import { retentionSoak } from './suites/retentionSoak.js';
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: process.argv.slice(2),
+    allowPositionals: true,
+    options: { minutes: { type: 'string' }, retention: { type: 'string' }, window: { type: 'string' } },
+  });
+  if (positionals[0] !== 'retention' || positionals.length !== 1) {
+    process.stderr.write('usage: node dist/bench/soak.js retention [--minutes N] [--retention SECONDS] [--window SECONDS]\n');
+    return 2;
+  }
+  const adminUrl = process.env.DATABASE_URL;
+  if (!adminUrl) throw new Error('DATABASE_URL is not set (make soak-retention sets it)');
+  const num = (v: string | undefined, d: number) => (v === undefined ? d : Number(v));
+  const sp = { minutes: num(values.minutes, 30), retentionSeconds: num(values.retention, 300), windowSeconds: num(values.window, 600) };
+  for (const [k, v] of Object.entries(sp)) if (!(v > 0)) throw new Error(`--${k} must be a positive number`);
+  const started = new Date();
+  const quick = sp.minutes < 30;
+  const meta: RunMeta = { mode: quick ? 'quick' : 'full', date: started.toISOString().slice(0, 10), startedAt: started.toISOString(), machine: await machineInfo(adminUrl, undefined) };
+  const progress = new StderrProgress();
+  progress.setSuite(1, 1, 'soak-retention');
+  const t0 = Date.now();
+  const result = await retentionSoak({ quick, progress, adminUrl, brokers: undefined }, sp);
+  const written = await writeSuite(meta, result, (Date.now() - t0) / 1000);
+  process.stdout.write(`\n${renderTable(rowsOf(result))}\nresults: ${written.join(', ')}\n`);
+  return 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+    setTimeout(() => process.exit(code), 200).unref();
+  },
+  async (err) => {
+    process.stderr.write(`soak: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    await dropAllBenchDatabases();
+    process.exit(1);
+  },
+);

@@ -1,0 +1,129 @@
+import { DEFAULTS } from '../../src/config.js';
+import { configureQueue } from '../../src/engine/queueConfig.js';
+import { RetentionService } from '../../src/retention/retentionService.js';
+import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import { createBenchDatabase } from '../lib/db.js';
+import { provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
+import { fmt, sleep } from '../lib/stats.js';
+import { makeItems, MessageFactory, relationBytes, type PartitionCursor } from '../lib/synth.js';
+import { target, type SuiteContext, type SuiteResult } from '../lib/types.js';
+
+export interface SoakParams {
+  minutes: number;
+  retentionSeconds: number;
+  windowSeconds: number;
+}
+
+/** The log_txns horizon floor (queen.retention_txns_floor_seconds_v1). */
+const TXNS_FLOOR_SECONDS = 900;
+
+/**
+ * `make soak-retention`: pushes at half of the measured maximum rate for
+ * `minutes` with the RetentionService at its default cadence, sampling the
+ * on-disk size (heap + TOAST + indexes) of log_segments and log_txns every
+ * 10 s. After the first retention period (the larger of retentionSeconds and
+ * the log_txns horizon, plus one interval) both tables must stay flat: the
+ * target is size at the end / size when the flat region starts <= 1.1.
+ * The size curve is written to bench/results/.
+ */
+export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<SuiteResult> {
+  const p = { workers: 2, partitionsPerWorker: 32, msgsPerSegment: 50, payloadBytes: 200, sampleEverySeconds: 10, ...sp };
+  const db = await createBenchDatabase(ctx.adminUrl, 'retention_soak');
+  let rig: EngineRig | undefined;
+  let svc: RetentionService | undefined;
+  try {
+    const admin = db.pool(2, 'queen-bench-soak');
+    const pool = db.pool(p.workers, 'queen-bench-engine');
+    rig = await startEngineRig(pool, { cacheMb: 512 });
+    const cursors: PartitionCursor[] = await provisionQueue(admin, rig.engine, 'soak', p.windowSeconds, p.workers * p.partitionsPerWorker);
+    await configureQueue(admin, 'soak', { retentionSeconds: p.retentionSeconds }, 'merge');
+    const factory = new MessageFactory('soak', p.payloadBytes);
+    const writer = rig.writer;
+    const bundle = p.partitionsPerWorker * p.msgsPerSegment;
+
+    const push = async (seconds: number, ratePerS: number | undefined): Promise<number> => {
+      const t0 = performance.now();
+      const until = t0 + seconds * 1000;
+      let msgs = 0;
+      await Promise.all(
+        Array.from({ length: p.workers }, async (_, w) => {
+          const mine = cursors.slice(w * p.partitionsPerWorker, (w + 1) * p.partitionsPerWorker);
+          let sent = 0;
+          while (performance.now() < until) {
+            const res = await writer.push(makeItems('soak', mine, p.msgsPerSegment, factory));
+            if (res.some((r) => r.status !== 'queued')) throw new Error('soak: a push was not queued');
+            sent += bundle;
+            msgs += bundle;
+            if (ratePerS) {
+              // Paced: each worker carries its share of the rate.
+              const due = t0 + (sent / (ratePerS / p.workers)) * 1000;
+              const wait = due - performance.now();
+              if (wait > 0) await sleep(Math.min(wait, until - performance.now()));
+            }
+          }
+        }),
+      );
+      return msgs / ((performance.now() - t0) / 1000);
+    };
+
+    ctx.progress.step(1, 2, 'measuring the maximum push rate (15 s, flat out)');
+    const maxRate = await push(15, undefined);
+    const rate = maxRate / 2;
+    ctx.progress.step(2, 2, `soak: ${p.minutes} min at ${fmt(rate)} msg/s (half of ${fmt(maxRate)}), retention ${p.retentionSeconds} s, window ${p.windowSeconds} s`);
+    svc = new RetentionService({ connectionString: db.url, intervalMs: DEFAULTS.retentionIntervalMs, batchRows: DEFAULTS.retentionBatchRows, metrics: new MetricsRegistry() });
+    await svc.start();
+
+    const t0 = Date.now();
+    const samples: { s: number; segmentsMB: number; txnsMB: number }[] = [];
+    let done = false;
+    const sampler = (async () => {
+      while (!done) {
+        const s = (Date.now() - t0) / 1000;
+        const segmentsMB = (await relationBytes(admin, ['queen.log_segments'])) / 1e6;
+        const txnsMB = (await relationBytes(admin, ['queen.log_txns'])) / 1e6;
+        samples.push({ s, segmentsMB, txnsMB });
+        if (samples.length % 6 === 0) ctx.progress.note(`${(s / 60).toFixed(1)} min: log_segments ${segmentsMB.toFixed(1)} MB, log_txns ${txnsMB.toFixed(1)} MB`);
+        const next = t0 + samples.length * p.sampleEverySeconds * 1000;
+        await sleep(Math.max(0, next - Date.now()));
+      }
+    })();
+    const achieved = await push(p.minutes * 60, rate);
+    done = true;
+    await sampler;
+
+    // The flat region starts once both tables have passed their first retention period.
+    const flatFrom = Math.max(p.retentionSeconds, Math.max(p.windowSeconds, TXNS_FLOOR_SECONDS)) + DEFAULTS.retentionIntervalMs / 1000;
+    const flat = samples.filter((x) => x.s >= flatFrom);
+    const growth = (key: 'segmentsMB' | 'txnsMB'): number => (flat.length >= 2 ? flat.at(-1)![key] / flat[0]![key] : NaN);
+    const segGrowth = growth('segmentsMB');
+    const txnGrowth = growth('txnsMB');
+    return {
+      name: 'soak-retention',
+      params: { ...p, maxRate, rate, intervalMs: DEFAULTS.retentionIntervalMs, batchRows: DEFAULTS.retentionBatchRows, flatFromSeconds: flatFrom },
+      results: { achievedMsgPerS: achieved, segmentsGrowthInFlatRegion: segGrowth, txnsGrowthInFlatRegion: txnGrowth, flatSamples: flat.length },
+      samples: { sizes: samples },
+      curves: [
+        {
+          name: 'table-sizes',
+          title: `Table sizes under ${fmt(rate)} msg/s with retention ${p.retentionSeconds} s (flat from ${Math.round(flatFrom / 60)} min)`,
+          xLabel: 'minutes',
+          yLabel: 'MB (heap + TOAST + indexes)',
+          series: [
+            { name: 'log_segments', points: samples.map((x) => [x.s / 60, x.segmentsMB]) },
+            { name: 'log_txns', points: samples.map((x) => [x.s / 60, x.txnsMB]) },
+          ],
+        },
+      ],
+      targets: [
+        target('log_segments size: end / start of the flat region', segGrowth, '<=', 1.1, { ratio: true }),
+        target('log_txns size: end / start of the flat region', txnGrowth, '<=', 1.1, { ratio: true }),
+      ],
+      info: [{ name: 'achieved push rate', value: `${fmt(achieved)} msg/s`, baseline: `${fmt(maxRate)} msg/s max` }],
+      notes: flat.length < 2 ? [`the run (${p.minutes} min) ended before the flat region (${Math.round(flatFrom)} s): the size targets are not measurable in this run`] : [],
+    };
+  } finally {
+    await svc?.stop();
+    await rig?.stop();
+    await db.drop();
+  }
+}
