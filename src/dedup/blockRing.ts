@@ -1,5 +1,5 @@
-import { BLOCK_BYTES, BLOCK_HASHES, BLOCK_OVERHEAD_BYTES, HASH_BYTES, HOT_INITIAL_HASHES } from './constants.js';
-import { scanContains, sortedContains, sortRecordsInPlace, viewOf } from './hashRecords.js';
+import { BLOCK_BYTES, BLOCK_HASHES, BLOCK_OFFSET_BYTES, BLOCK_OVERHEAD_BYTES, HASH_BYTES, HOT_INITIAL_HASHES, UNKNOWN_OFFSET_DELTA } from './constants.js';
+import { compareAt, scanContains, sortedContains, sortedIndexOf, sortRecordsInPlace, viewOf } from './hashRecords.js';
 
 /** An immutable, sorted block of exactly BLOCK_HASHES hashes (one 64 KiB Buffer). */
 export interface SealedBlock {
@@ -7,6 +7,11 @@ export interface SealedBlock {
   readonly hashes: Buffer;
   /** DataView over `hashes` (built once at the seal, for fast word reads). */
   readonly view: DataView;
+  /**
+   * offsets[j] + minOffset is the log offset of record j (UNKNOWN_OFFSET_DELTA:
+   * not representable). Permuted with the records at the seal.
+   */
+  readonly offsets: Uint32Array;
   /** Lowest and highest log offset of the hashes it holds. */
   readonly minOffset: number;
   readonly maxOffset: number;
@@ -43,12 +48,16 @@ export interface SealedBlock {
  *   known until the later one drops.
  * - Largest allocation: one block (BLOCK_BYTES). The hot buffer's capacities
  *   are powers of two <= BLOCK_HASHES and sealed blocks are exactly
- *   BLOCK_BYTES; nothing else holds hashes.
+ *   BLOCK_BYTES; nothing else holds hashes. Each unit also holds one offset
+ *   delta per hash (a Uint32Array a quarter of its size), permuted with the
+ *   hashes at the seal, so a hit can name where it was committed.
  */
 export class BlockRing {
   private readonly blocks: SealedBlock[] = [];
   private hot: Buffer | null = null;
   private hotView: DataView | null = null;
+  /** Parallel to `hot`: each record's offset as a delta from hotMinOffset. */
+  private hotOffsets: Uint32Array | null = null;
   private hotCount = 0;
   private hotMinOffset = 0;
   private hotMaxOffset = 0;
@@ -78,6 +87,12 @@ export class BlockRing {
       const take = Math.min(count - i, room);
       src.copy(hot, this.hotCount * HASH_BYTES, srcAt + i * HASH_BYTES, srcAt + (i + take) * HASH_BYTES);
       if (this.hotCount === 0) this.hotMinOffset = firstOffset + i;
+      const offs = this.hotOffsets!;
+      const delta0 = firstOffset + i - this.hotMinOffset;
+      for (let k = 0; k < take; k++) {
+        const d = delta0 + k;
+        offs[this.hotCount + k] = d < UNKNOWN_OFFSET_DELTA ? d : UNKNOWN_OFFSET_DELTA;
+      }
       this.hotCount += take;
       this.hotMaxOffset = firstOffset + i + take - 1;
       if (createdMs > this.hotMaxCreatedMs) this.hotMaxCreatedMs = createdMs;
@@ -101,18 +116,25 @@ export class BlockRing {
     // pool (a pool slice would keep a whole 8 KiB pool alive and be
     // misaccounted). Every byte below hotCount is copied in before it is read.
     const grown = Buffer.allocUnsafeSlow(next * HASH_BYTES);
-    if (this.hot !== null && this.hotCount > 0) this.hot.copy(grown, 0, 0, this.hotCount * HASH_BYTES);
+    const grownOffsets = new Uint32Array(next);
+    if (this.hot !== null && this.hotCount > 0) {
+      this.hot.copy(grown, 0, 0, this.hotCount * HASH_BYTES);
+      grownOffsets.set(this.hotOffsets!.subarray(0, this.hotCount));
+    }
     this.hot = grown;
     this.hotView = viewOf(grown);
+    this.hotOffsets = grownOffsets;
   }
 
   /** The hot buffer is exactly one block: sort it in place and hand the same Buffer to the ring. */
   private seal(): void {
     const hot = this.hot!;
-    sortRecordsInPlace(hot, BLOCK_HASHES);
-    this.blocks.push({ hashes: hot, view: this.hotView!, minOffset: this.hotMinOffset, maxOffset: this.hotMaxOffset, maxCreatedMs: this.hotMaxCreatedMs });
+    const offsets = this.hotOffsets!;
+    sortRecordsInPlace(hot, BLOCK_HASHES, offsets);
+    this.blocks.push({ hashes: hot, view: this.hotView!, offsets, minOffset: this.hotMinOffset, maxOffset: this.hotMaxOffset, maxCreatedMs: this.hotMaxCreatedMs });
     this.hot = null;
     this.hotView = null;
+    this.hotOffsets = null;
     this.hotCount = 0;
     this.hotMaxCreatedMs = -Infinity;
   }
@@ -150,6 +172,53 @@ export class BlockRing {
   }
 
   /**
+   * Every offset at which the units meeting [lo, hi] hold the hash (pushed to
+   * `out`, unordered; an occurrence outside [lo, hi] inside such a unit is
+   * pushed too: extra true occurrences are harmless). Returns false when an
+   * occurrence's offset is not representable (UNKNOWN_OFFSET_DELTA): the
+   * caller then cannot name every occurrence and must not hint.
+   *
+   * Completeness is hasInRange's argument: the unit holding an offset in
+   * [lo, hi] meets the range, and within a sorted block equal records are
+   * adjacent, so walking out from one match finds them all.
+   */
+  collectInRange(q0: number, q1: number, q2: number, q3: number, lo: number, hi: number, out: number[]): boolean {
+    const blocks = this.blocks;
+    let a = 0;
+    let b = blocks.length;
+    while (a < b) {
+      const m = (a + b) >>> 1;
+      if (blocks[m]!.maxOffset < lo) a = m + 1;
+      else b = m;
+    }
+    let known = true;
+    for (let i = a; i < blocks.length; i++) {
+      const blk = blocks[i]!;
+      if (blk.minOffset > hi) return known;
+      const at = sortedIndexOf(blk.view, BLOCK_HASHES, q0, q1, q2, q3);
+      if (at < 0) continue;
+      let first = at;
+      while (first > 0 && compareAt(blk.view, (first - 1) * HASH_BYTES, q0, q1, q2, q3) === 0) first--;
+      for (let j = first; j < BLOCK_HASHES && (j === at || compareAt(blk.view, j * HASH_BYTES, q0, q1, q2, q3) === 0); j++) {
+        const d = blk.offsets[j]!;
+        if (d === UNKNOWN_OFFSET_DELTA) known = false;
+        else out.push(blk.minOffset + d);
+      }
+    }
+    const hv = this.hotView;
+    if (hv !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo) {
+      const offs = this.hotOffsets!;
+      for (let j = 0; j < this.hotCount; j++) {
+        if (compareAt(hv, j * HASH_BYTES, q0, q1, q2, q3) !== 0) continue;
+        const d = offs[j]!;
+        if (d === UNKNOWN_OFFSET_DELTA) known = false;
+        else out.push(this.hotMinOffset + d);
+      }
+    }
+    return known;
+  }
+
+  /**
    * Drops whole front blocks whose every hash was committed before cutoffMs
    * (and then the hot buffer, under the same rule, once no block is left).
    * Returns the highest offset dropped, or undefined when nothing dropped.
@@ -170,6 +239,7 @@ export class BlockRing {
       dropped = this.hotMaxOffset;
       this.hot = null;
       this.hotView = null;
+      this.hotOffsets = null;
       this.hotCount = 0;
       this.hotMaxCreatedMs = -Infinity;
     }
@@ -185,9 +255,9 @@ export class BlockRing {
   get hashCount(): number {
     return this.blocks.length * BLOCK_HASHES + this.hotCount;
   }
-  /** Accounted bytes: every byte of every Buffer held, plus a coarse per-block overhead. */
+  /** Accounted bytes: every byte of every Buffer and offset array held, plus a coarse per-block overhead. */
   get bytes(): number {
-    return this.blocks.length * (BLOCK_BYTES + BLOCK_OVERHEAD_BYTES) + (this.hot === null ? 0 : this.hot.length);
+    return this.blocks.length * (BLOCK_BYTES + BLOCK_OFFSET_BYTES + BLOCK_OVERHEAD_BYTES) + (this.hot === null ? 0 : this.hot.length + this.hotOffsets!.byteLength);
   }
 
   /** Read-only views for tests and assertions. */

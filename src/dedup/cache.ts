@@ -1,9 +1,22 @@
 import { HASH_BYTES, RECENT_USE_MS } from './constants.js';
 import { AdmissionPolicy } from './admission.js';
-import { PartitionEntry, type TxnRow } from './entry.js';
+import { PartitionEntry, type LocalHit, type TxnRow } from './entry.js';
 import { ResidentSet } from './residentSet.js';
 
-export type { TxnRow } from './entry.js';
+export type { LocalHit, TxnRow } from './entry.js';
+
+/**
+ * What the cache can say for one segment: the vouched watermark (-1 = cannot
+ * vouch) and, when it vouches, every local hit with every offset it holds for
+ * it. The hits are hints: SQL verifies each offset positionally; they never
+ * decide a verdict.
+ */
+export interface HintedVouch {
+  verified: number;
+  hits: LocalHit[];
+}
+
+const NO_HITS: LocalHit[] = [];
 
 export interface DedupCacheOptions {
   /** QUEEN_DEDUP_CACHE_MB x 2^20. */
@@ -36,6 +49,8 @@ export interface DedupCacheStats {
   bloomMaybe: number;
   /** Bloom "maybe" that the exact store did not confirm. */
   bloomFalsePositives: number;
+  /** Vouches that carried hints (local hits named with their offsets). */
+  hinted: number;
   /** verifiedFor answers != -1 / == -1. */
   vouched: number;
   notVouched: number;
@@ -93,6 +108,7 @@ export class DedupCache {
     localMisses: 0,
     bloomMaybe: 0,
     bloomFalsePositives: 0,
+    hinted: 0,
     vouched: 0,
     notVouched: 0,
     gaps: 0,
@@ -230,20 +246,59 @@ export class DedupCache {
    * original offsets). Marks pid used now and runs its expiry first.
    */
   verifiedFor(pid: number, hashes: Buffer, count: number): number {
-    if (hashes.length < count * HASH_BYTES) throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
-    const e = this.resident.get(pid);
-    if (e === undefined) {
+    const e = this.usable(pid, hashes, count);
+    if (e === undefined || e.anyLocalHit(hashes, count, this.stats)) {
       this.stats.notVouched++;
       return -1;
     }
+    return this.countVouch(e);
+  }
+
+  /**
+   * The watermark plus hints: like verifiedFor, but a local hit no longer
+   * forces -1. Instead every hit is named with every offset the entry holds
+   * for it, and the entry still vouches V. Why that is sound (the argument in
+   * docs/deduplication.md, "Hints"): the entry knows every in-window hash in
+   * (H, V] and keeps each occurrence as its own record, so the hits name every
+   * in-window occurrence in (H, V]; SQL verifies each named offset
+   * positionally (row, 16 bytes, the window's created_at rule), probes
+   * (V, last] as it always does, and nothing at or below H is in the window.
+   * MIN over the verified offsets and the tail is therefore the full probe's
+   * MIN. If an offset cannot be named, the answer is -1 with no hints.
+   */
+  vouchWithHints(pid: number, hashes: Buffer, count: number): HintedVouch {
+    const e = this.usable(pid, hashes, count);
+    if (e === undefined) {
+      this.stats.notVouched++;
+      return { verified: -1, hits: NO_HITS };
+    }
+    let hits = NO_HITS;
+    if (e.front.generations > 0) {
+      const found: LocalHit[] = [];
+      if (!e.collectHits(hashes, count, this.stats, found)) {
+        this.stats.notVouched++;
+        return { verified: -1, hits: NO_HITS };
+      }
+      if (found.length > 0) hits = found;
+    }
+    const verified = this.countVouch(e);
+    if (hits.length > 0 && verified >= 0) this.stats.hinted++;
+    return { verified, hits: verified >= 0 ? hits : NO_HITS };
+  }
+
+  /** The resident entry of pid if it may vouch now (expiry run, use recorded), else undefined. */
+  private usable(pid: number, hashes: Buffer, count: number): PartitionEntry | undefined {
+    if (hashes.length < count * HASH_BYTES) throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
+    const e = this.resident.get(pid);
+    if (e === undefined) return undefined;
     const now = this.now();
     this.resident.touch(pid, e, now);
     e.expire(now);
     this.resident.refresh(e);
-    if (!e.canVouch || e.anyLocalHit(hashes, count, this.stats)) {
-      this.stats.notVouched++;
-      return -1;
-    }
+    return e.canVouch ? e : undefined;
+  }
+
+  private countVouch(e: PartitionEntry): number {
     // An empty partition's V is -1, numerically "cannot vouch": count it so.
     if (e.verifiedUpto === -1) this.stats.notVouched++;
     else this.stats.vouched++;

@@ -12,6 +12,15 @@ export { HASH_BYTES };
 export const BLOCK_HASHES = 4096;
 /** Bytes per sealed block: 64 KiB, the largest single allocation the cache makes. */
 export const BLOCK_BYTES = BLOCK_HASHES * HASH_BYTES;
+/**
+ * Per hash, the block also keeps the offset it was committed at, as a 32-bit
+ * delta from the block's lowest offset (permuted with the hash at the seal):
+ * what lets a local hit name where the original lives (docs/deduplication.md,
+ * "Hints"). 16 KiB per block, 4 B per hash.
+ */
+export const BLOCK_OFFSET_BYTES = BLOCK_HASHES * 4;
+/** A delta that does not fit 32 bits (a block spanning 2^32 offsets) is stored as this: "offset unknown", the hit cannot be hinted. */
+export const UNKNOWN_OFFSET_DELTA = 0xffffffff;
 /** First capacity of a fresh hot buffer (hashes); it doubles up to BLOCK_HASHES. */
 export const HOT_INITIAL_HASHES = 16;
 

@@ -16,6 +16,15 @@ export interface TxnRow {
 export type EntryState = 'vouching' | 'gap' | 'rebuild';
 export type RebuildReason = 'window' | 'overlap' | 'unknown';
 
+/**
+ * A local hit named precisely: frame `index` of the segment has its hash at
+ * each of `offsets` (ascending, distinct) among what the entry holds.
+ */
+export interface LocalHit {
+  index: number;
+  offsets: number[];
+}
+
 /** Counters a lookup feeds (the cache's stats object satisfies this). */
 export interface LookupStats {
   localHits: number;
@@ -264,6 +273,65 @@ export class PartitionEntry {
       stats.localMisses++;
     }
     return false;
+  }
+
+  /**
+   * Every local hit of the segment, each with every offset the entry holds
+   * for it, appended to `hits` in frame order. Returns false when some hit's
+   * offset is not representable (the caller must then not hint at all).
+   *
+   * Completeness over (H, V] is anyLocalHit's argument applied to every
+   * "maybe" generation instead of stopping at the first confirmation: an
+   * in-window occurrence at offset o sits in the live generation whose range
+   * holds o (which answers "maybe") and in the retained ring unit holding o
+   * (which meets that range), so collecting over every "maybe" generation's
+   * range names every in-window occurrence in (H, V]. Offsets found through
+   * two overlapping generations are merged. Anything extra it names is still
+   * a true occurrence (the ring never holds a hash at an offset it was not
+   * committed at), which SQL checks positionally anyway.
+   */
+  collectHits(hashes: Buffer, count: number, stats: LookupStats, hits: LocalHit[]): boolean {
+    const ring = this.ring;
+    const front = this.front;
+    const top = front.generations - 1;
+    const view = viewOf(hashes);
+    let known = true;
+    for (let i = 0; i < count; i++) {
+      const w = readWords(view, i * HASH_BYTES);
+      const w0 = w[0]!;
+      const w1 = w[1]!;
+      const w2 = w[2]!;
+      const w3 = w[3]!;
+      let g = front.nextMaybe(w0, w1, w2, top);
+      if (g < 0) {
+        stats.localMisses++;
+        continue;
+      }
+      stats.bloomMaybe++;
+      let offsets: number[] | undefined;
+      let searched = 0;
+      while (g >= 0) {
+        const before = offsets?.length ?? 0;
+        offsets ??= [];
+        if (!ring.collectInRange(w0, w1, w2, w3, front.minOffsetOf(g), front.maxOffsetOf(g), offsets)) known = false;
+        if (offsets.length > before) searched++;
+        g = front.nextMaybe(w0, w1, w2, g - 1);
+      }
+      if (offsets === undefined || offsets.length === 0) {
+        stats.bloomFalsePositives++;
+        stats.localMisses++;
+        continue;
+      }
+      stats.localHits++;
+      if (searched > 1 || offsets.length > 1) {
+        offsets.sort((a, b) => a - b);
+        let k = 0;
+        for (let j = 0; j < offsets.length; j++) if (j === 0 || offsets[j] !== offsets[k - 1]) offsets[k++] = offsets[j]!;
+        offsets.length = k;
+      }
+      hits.push({ index: i, offsets });
+    }
+    return known;
   }
 
   /** Exact membership without the bloom front (bench baseline, tests). */

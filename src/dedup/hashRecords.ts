@@ -56,6 +56,37 @@ export function sortedContains(view: DataView, count: number, q0: number, q1: nu
   return false;
 }
 
+/**
+ * Index of one record equal to the query in the first `count` records of a
+ * sorted run, or -1. Equal records are adjacent (sorted), so the caller finds
+ * every occurrence by walking outwards from it.
+ */
+export function sortedIndexOf(view: DataView, count: number, q0: number, q1: number, q2: number, q3: number): number {
+  let lo = 0;
+  let hi = count - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const c = compareAt(view, mid * HASH_BYTES, q0, q1, q2, q3);
+    if (c === 0) return mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+/** Sign of (record at byte `o`) - (query), bytewise. */
+export function compareAt(view: DataView, o: number, q0: number, q1: number, q2: number, q3: number): number {
+  let w = view.getUint32(o);
+  if (w !== q0) return w < q0 ? -1 : 1;
+  w = view.getUint32(o + 4);
+  if (w !== q1) return w < q1 ? -1 : 1;
+  w = view.getUint32(o + 8);
+  if (w !== q2) return w < q2 ? -1 : 1;
+  w = view.getUint32(o + 12);
+  if (w !== q3) return w < q3 ? -1 : 1;
+  return 0;
+}
+
 /** Exact membership in the first `count` records of an arrival-order run. */
 export function scanContains(view: DataView, count: number, q0: number, q1: number, q2: number, q3: number): boolean {
   const end = count * HASH_BYTES;
@@ -77,9 +108,12 @@ const sortKeys = new Float64Array(BLOCK_HASHES);
 const sortPerm = new Uint16Array(BLOCK_HASHES);
 const sortDone = new Uint8Array(BLOCK_HASHES);
 const sortTmp = Buffer.alloc(HASH_BYTES);
+const sortOffsets = new Uint32Array(BLOCK_HASHES);
 
 /**
- * Sorts the first `count` (<= BLOCK_HASHES) records of `buf` in place.
+ * Sorts the first `count` (<= BLOCK_HASHES) records of `buf` in place, and
+ * applies the same permutation to `offsets` when given (record i's offset
+ * travels with it, so after the seal offsets[j] still belongs to record j).
  *
  * The records never leave `buf`: we sort a permutation (keyed by the first
  * word, with the record index packed below it so keys are distinct and exact
@@ -88,7 +122,7 @@ const sortTmp = Buffer.alloc(HASH_BYTES);
  * following its cycles with one 16-byte temporary. Only the block-sized
  * scratch above is used, so a seal is a no-copy hand-off of the same Buffer.
  */
-export function sortRecordsInPlace(buf: Buffer, count: number): void {
+export function sortRecordsInPlace(buf: Buffer, count: number, offsets?: Uint32Array): void {
   if (count > BLOCK_HASHES) throw new RangeError(`sortRecordsInPlace: ${count} records exceed one block`);
   if (count < 2) return;
   const keys = sortKeys.subarray(0, count);
@@ -114,6 +148,12 @@ export function sortRecordsInPlace(buf: Buffer, count: number): void {
       }
     }
     runStart = j;
+  }
+
+  // The offsets follow the records: one pass through a block-sized scratch.
+  if (offsets !== undefined) {
+    sortOffsets.set(offsets.subarray(0, count));
+    for (let j = 0; j < count; j++) offsets[j] = sortOffsets[sortPerm[j]!]!;
   }
 
   // new[j] = old[perm[j]], applied cycle by cycle.

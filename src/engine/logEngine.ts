@@ -3,6 +3,7 @@ import { HASH_BYTES } from '../util/txnHash.js';
 import { Component } from '../util/lifecycle.js';
 import { MetricsRegistry, type Counter } from '../telemetry/metrics.js';
 import { toDatabaseError } from './sqlstate.js';
+import { Log2Histogram } from '../util/log2Histogram.js';
 
 /** int8 as JS number: offsets and ids stay far below 2^53. */
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
@@ -23,15 +24,26 @@ export interface SegmentInput {
   verified: number;
   /** The window (seconds) under which `verified` was vouched; a larger current window voids it in SQL. */
   verifiedWindowSeconds: number;
+  /** Frames in the blob (appended if the segment is clean); may be 0 when every item is hinted. */
   count: number;
-  /** count x 16 bytes, frame order. */
+  /** Hinted items after the frames: hashes only, expected to be duplicates at the offsets `runs` name. */
+  expected: number;
+  /** (count + expected) x 16 bytes: the frames' hashes in frame order, then the hinted items'. */
   hashes: Buffer;
-  /** The packed frame blob (engine/frames.ts). */
+  /** The packed frame blob of the `count` frames (engine/frames.ts). */
   blob: Buffer;
+  /** Named occurrences of the hinted items: item..item+len-1 at offset..offset+len-1 (items >= count). */
+  runs: readonly HintRun[];
+}
+
+export interface HintRun {
+  item: number;
+  offset: number;
+  len: number;
 }
 
 export interface DuplicateHit {
-  /** Frame index within the segment. */
+  /** Item index within the segment (frames first, then hinted items). */
   index: number;
   /** The original (minimum) offset that holds the same hash. */
   offset: number;
@@ -40,12 +52,18 @@ export interface DuplicateHit {
 }
 
 export interface SegmentOutcome {
-  /** First offset of the appended segment, or null when it had duplicates (nothing written). */
+  /** First offset of the appended frames, or null when nothing was written. */
   assignedBase: number | null;
   windowSeconds: number;
-  /** Whether SQL ran the duplicate probe for this segment. */
+  /** Whether SQL ran the (tail or full-window) duplicate probe for this segment. */
   probed: boolean;
+  /** Stored hashes that probe read (0 when it did not run). */
+  probeHashes: number;
+  /** Named offsets SQL checked positionally. */
+  hintOffsets: number;
   duplicates: DuplicateHit[];
+  /** Hinted items that are not duplicates (a stale hint); non-empty only when nothing was written. */
+  refuted: number[];
 }
 
 export interface LogEngineOptions {
@@ -57,7 +75,9 @@ export interface LogEngineOptions {
   statementTimeoutMs?: number;
 }
 
-const PUSH_SQL = 'SELECT seg_index, assigned_base, window_seconds, probed, dup_idx, dup_offsets, dup_ids FROM queen.log_push_v1($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::bytea, $6::integer[], $7::bytea)';
+const PUSH_SQL =
+  'SELECT seg_index, assigned_base, window_seconds, probed, probe_hashes, hint_offsets, dup_idx, dup_offsets, dup_ids, refuted_idx ' +
+  'FROM queen.log_push_v2($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
 const PROVISION_SQL = 'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
 
 /**
@@ -73,6 +93,11 @@ export class LogEngine extends Component {
   private readonly pushes: Counter;
   private readonly probesRun: Counter;
   private readonly probesSkipped: Counter;
+  private readonly probesHinted: Counter;
+  private readonly probeHashes: Counter;
+  private readonly hintOffsets: Counter;
+  /** Sizes of the checks SQL ran: stored hashes read per probe, offsets checked per hinted segment. */
+  readonly probeSizes = { probe: new Log2Histogram(), hinted: new Log2Histogram() };
 
   constructor(opts: LogEngineOptions) {
     super('LogEngine');
@@ -95,6 +120,9 @@ export class LogEngine extends Component {
     this.pushes = metrics.counter('queen_segments_total', 'Segments pushed to SQL by outcome', 'outcome');
     this.probesRun = metrics.counter('queen_probe_run_total', 'Segments for which SQL ran the duplicate probe');
     this.probesSkipped = metrics.counter('queen_probe_skipped_total', 'Segments for which a vouched watermark or window 0 skipped the probe');
+    this.probesHinted = metrics.counter('queen_probe_hinted_total', 'Segments whose cache hits SQL checked positionally (hints)');
+    this.probeHashes = metrics.counter('queen_probe_hashes_total', 'Stored hashes read by duplicate probes');
+    this.hintOffsets = metrics.counter('queen_probe_hint_offsets_total', 'Named offsets checked positionally');
   }
 
   protected async onStart(): Promise<void> {
@@ -139,22 +167,37 @@ export class LogEngine extends Component {
     if (segments.length === 0) return [];
     const hashes = Buffer.concat(segments.map((s) => s.hashes));
     const blobs = Buffer.concat(segments.map((s) => s.blob));
+    const runCounts: number[] = [];
+    const runItems: number[] = [];
+    const runOffsets: number[] = [];
+    const runLens: number[] = [];
     for (const s of segments) {
-      if (s.hashes.length !== s.count * HASH_BYTES) throw new Error('segment hashes do not match its frame count');
+      if (s.hashes.length !== (s.count + s.expected) * HASH_BYTES) throw new Error('segment hashes do not match its item count');
+      runCounts.push(s.runs.length);
+      for (const r of s.runs) {
+        runItems.push(r.item);
+        runOffsets.push(r.offset);
+        runLens.push(r.len);
+      }
     }
     let res: pg.QueryResult;
     try {
       res = await this.pool.query({
-        name: 'queen_log_push_v1',
+        name: 'queen_log_push_v2',
         text: PUSH_SQL,
         values: [
           segments.map((s) => s.partitionId),
           segments.map((s) => s.verified),
           segments.map((s) => s.verifiedWindowSeconds),
           segments.map((s) => s.count),
+          segments.map((s) => s.expected),
           hashes,
           segments.map((s) => s.blob.length),
           blobs,
+          runCounts,
+          runItems,
+          runOffsets,
+          runLens,
         ],
       });
     } catch (err) {
@@ -169,14 +212,27 @@ export class LogEngine extends Component {
         const ids = r.dup_ids as string[];
         for (let i = 0; i < idx.length; i++) duplicates.push({ index: idx[i]!, offset: offs[i]!, id: ids[i]! });
       }
-      out[r.seg_index as number] = {
+      const o: SegmentOutcome = {
         assignedBase: r.assigned_base as number | null,
         windowSeconds: r.window_seconds as number,
         probed: r.probed as boolean,
+        probeHashes: r.probe_hashes as number,
+        hintOffsets: r.hint_offsets as number,
         duplicates,
+        refuted: (r.refuted_idx as number[] | null) ?? [],
       };
-      (r.probed ? this.probesRun : this.probesSkipped).inc();
-      this.pushes.inc(1, r.assigned_base === null ? 'duplicate' : 'appended');
+      out[r.seg_index as number] = o;
+      (o.probed ? this.probesRun : this.probesSkipped).inc();
+      if (o.probed) {
+        this.probeHashes.inc(o.probeHashes);
+        this.probeSizes.probe.observe(o.probeHashes);
+      }
+      if (o.hintOffsets > 0) {
+        this.probesHinted.inc();
+        this.hintOffsets.inc(o.hintOffsets);
+        this.probeSizes.hinted.observe(o.hintOffsets);
+      }
+      this.pushes.inc(1, o.assignedBase === null ? (o.refuted.length > 0 ? 'refuted' : 'duplicate') : 'appended');
     }
     return out;
   }

@@ -3,7 +3,7 @@ import { HASH_BYTES, hashBytes, writeHash } from '../util/txnHash.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
 import { packSegment, type Frame } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTransactionId, LIMITS } from './limits.js';
-import type { LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
+import type { HintRun, LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
 import { inSpan, SpanKind } from '../telemetry/tracing.js';
 
@@ -50,13 +50,29 @@ export interface Vouch {
   verified: number;
   /** The window the claim was made under (SQL voids it if the window has grown since). */
   windowSeconds: number;
+  /**
+   * With a vouch (verified >= 0): each segment item the source holds at or
+   * below `verified`, with EVERY offset it holds it at in its vouched range.
+   * SQL checks each offset positionally; an item left out is one the source
+   * vouches absent at or below `verified`.
+   */
+  hits?: readonly Hint[];
+}
+
+/** Item `index` of a pending segment has its hash at each of `offsets`. */
+export interface Hint {
+  index: number;
+  offsets: readonly number[];
 }
 
 export interface WatermarkSource {
   /** One vouch per segment, same order. */
   beforePush(segments: readonly PendingSegment[]): Promise<Vouch[]>;
-  /** SQL answered: report each outcome with the watermark that was sent. */
-  afterPush(segments: readonly PendingSegment[], outcomes: readonly SegmentOutcome[]): void;
+  /**
+   * SQL answered. `appended[i]` is the part of segments[i] that was appended
+   * (its frames; hinted items never are) when outcomes[i].assignedBase is set.
+   */
+  afterPush(appended: readonly PendingSegment[], outcomes: readonly SegmentOutcome[]): void;
   /** The push failed; whether it committed is unknown. */
   pushFailed(segments: readonly PendingSegment[]): void;
 }
@@ -91,6 +107,17 @@ interface Group {
   byTxn: Map<string, Leader>;
   /** Layer 2: hash -> leader, within this partition (BigInt keys compare by value). */
   byHash: Map<bigint, Leader>;
+  /** Offsets SQL refuted for a leader in an earlier round (stale hints): never named again for it. */
+  refuted: Map<Leader, Set<number>>;
+}
+
+/** One group's segment as sent: frames (appended if clean), then hinted items. */
+interface Planned {
+  frames: Leader[];
+  hinted: Leader[];
+  /** For each hinted leader (same order), the offsets named for it. */
+  named: number[][];
+  input: SegmentInput;
 }
 
 const encodeTxnId = (b: Buffer): string => uuidToString(b);
@@ -177,7 +204,7 @@ export class LogWriter {
       const info = infos.get(PartitionDirectory.key(a.queue, a.partition))!;
       let g = groups.get(info.partitionId);
       if (!g) {
-        g = { partitionId: info.partitionId, windowSeconds: info.windowSeconds, leaders: [], byTxn: new Map(), byHash: new Map() };
+        g = { partitionId: info.partitionId, windowSeconds: info.windowSeconds, leaders: [], byTxn: new Map(), byHash: new Map(), refuted: new Map() };
         groups.set(info.partitionId, g);
       }
       const dedup = g.windowSeconds > 0;
@@ -232,22 +259,30 @@ export class LogWriter {
       return { partitionId: g.partitionId, windowSeconds: g.windowSeconds, count: g.leaders.length, hashes };
     });
     const vouches = this.watermarks ? await this.watermarks.beforePush(pendingSegs) : pendingSegs.map(() => NO_VOUCH);
-    const segments: SegmentInput[] = groups.map((g, i) => ({
-      partitionId: g.partitionId,
-      verified: vouches[i]!.verified,
-      verifiedWindowSeconds: vouches[i]!.windowSeconds,
-      count: g.leaders.length,
-      hashes: pendingSegs[i]!.hashes,
-      blob: packSegment(g.leaders.map(toFrame)),
-    }));
+    const plans = groups.map((g, i) => plan(g, pendingSegs[i]!, vouches[i]!));
+    const segments = plans.map((p) => p.input);
     let outcomes: SegmentOutcome[];
     try {
       outcomes = await inSpan(
         'queen.log_push',
-        { kind: SpanKind.CLIENT, attributes: { 'db.system': 'postgresql', 'db.operation': 'queen.log_push_v1', 'queen.segments': segments.length, 'queen.frames': segments.reduce((n, s) => n + s.count, 0), 'queen.vouched': vouches.filter((v) => v.verified >= 0).length } },
+        {
+          kind: SpanKind.CLIENT,
+          attributes: {
+            'db.system': 'postgresql',
+            'db.operation': 'queen.log_push_v2',
+            'queen.segments': segments.length,
+            'queen.frames': segments.reduce((n, s) => n + s.count, 0),
+            'queen.hinted_items': segments.reduce((n, s) => n + s.expected, 0),
+            'queen.vouched': vouches.filter((v) => v.verified >= 0).length,
+          },
+        },
         async (span) => {
           const out = await this.engine.pushSegments(segments);
-          span.setAttributes({ 'queen.probed': out.filter((o) => o.probed).length, 'queen.duplicate_segments': out.filter((o) => o.assignedBase === null).length });
+          span.setAttributes({
+            'queen.probed': out.filter((o) => o.probed).length,
+            'queen.hinted': out.filter((o) => o.hintOffsets > 0).length,
+            'queen.duplicate_segments': out.filter((o) => o.assignedBase === null).length,
+          });
           return out;
         },
       );
@@ -255,47 +290,108 @@ export class LogWriter {
       this.watermarks?.pushFailed(pendingSegs);
       throw err;
     }
-    this.watermarks?.afterPush(pendingSegs, outcomes);
+    this.watermarks?.afterPush(
+      plans.map((p, i) => ({ ...pendingSegs[i]!, count: p.input.count, hashes: p.input.hashes.subarray(0, p.input.count * HASH_BYTES) })),
+      outcomes,
+    );
 
     const again: Group[] = [];
     groups.forEach((g, i) => {
       const o = outcomes[i]!;
+      const p = plans[i]!;
       this.directory.noteWindow(g.partitionId, o.windowSeconds);
+      const itemAt = (k: number): Leader => (k < p.frames.length ? p.frames[k]! : p.hinted[k - p.frames.length]!);
+      const settled = new Set<Leader>();
+      for (const d of o.duplicates) {
+        const l = itemAt(d.index);
+        settled.add(l);
+        results[l.index] = { status: 'duplicate', id: d.id, transactionId: l.transactionId, queue: l.queue, partition: l.partition, offset: d.offset };
+      }
       if (o.assignedBase !== null) {
-        g.leaders.forEach((l, j) => {
-          results[l.index] = {
-            status: 'queued',
-            id: uuidToString(l.id),
-            transactionId: l.transactionId,
-            queue: l.queue,
-            partition: l.partition,
-            offset: o.assignedBase! + j,
-          };
+        p.frames.forEach((l, j) => {
+          results[l.index] = { status: 'queued', id: uuidToString(l.id), transactionId: l.transactionId, queue: l.queue, partition: l.partition, offset: o.assignedBase! + j };
         });
         return;
       }
-      const dupAt = new Map(o.duplicates.map((d) => [d.index, d]));
-      const remaining: Leader[] = [];
-      g.leaders.forEach((l, j) => {
-        const d = dupAt.get(j);
-        if (d) {
-          results[l.index] = {
-            status: 'duplicate',
-            id: d.id,
-            transactionId: l.transactionId,
-            queue: l.queue,
-            partition: l.partition,
-            offset: d.offset,
-          };
-        } else {
-          remaining.push(l);
-        }
-      });
+      // Nothing was written. A refuted hint is a fact about those offsets
+      // (not this hash in the window there) that only ages further, so they
+      // are never named again; anything else the cache names next round is.
+      for (const k of o.refuted) {
+        const l = itemAt(k);
+        let set = g.refuted.get(l);
+        if (set === undefined) g.refuted.set(l, (set = new Set()));
+        for (const off of p.named[k - p.frames.length] ?? []) set.add(off);
+      }
+      const remaining = g.leaders.filter((l) => !settled.has(l));
       if (remaining.length > 0) again.push({ ...g, windowSeconds: o.windowSeconds, leaders: remaining });
     });
     return again;
   }
 }
+
+/**
+ * Splits a group's leaders by the vouch's hints: leaders with named offsets
+ * (minus those SQL already refuted for them) become hinted items, the rest
+ * frames, each list in leader order. A frame's hash is vouched absent at or
+ * below `verified`; a hinted item is expected to be a duplicate and carries
+ * its offsets as runs (consecutive items at consecutive offsets, as a replay
+ * of a stored segment produces, compress into one run).
+ */
+function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
+  const hits = vouch.verified >= 0 ? vouch.hits : undefined;
+  const named = new Map<number, number[]>();
+  if (hits !== undefined) {
+    for (const h of hits) {
+      const refuted = g.refuted.get(g.leaders[h.index]!);
+      const offs = refuted === undefined ? h.offsets : h.offsets.filter((o) => !refuted.has(o));
+      if (offs.length > 0) named.set(h.index, [...offs]);
+    }
+  }
+  const base: Omit<SegmentInput, 'count' | 'expected' | 'hashes' | 'blob' | 'runs'> = {
+    partitionId: g.partitionId,
+    verified: vouch.verified,
+    verifiedWindowSeconds: vouch.windowSeconds,
+  };
+  if (named.size === 0) {
+    return {
+      frames: g.leaders,
+      hinted: [],
+      named: [],
+      input: { ...base, count: g.leaders.length, expected: 0, hashes: seg.hashes, blob: packSegment(g.leaders.map(toFrame)), runs: [] },
+    };
+  }
+  const frames: Leader[] = [];
+  const hinted: Leader[] = [];
+  const offsetsOf: number[][] = [];
+  g.leaders.forEach((l, i) => {
+    const offs = named.get(i);
+    if (offs === undefined) frames.push(l);
+    else {
+      hinted.push(l);
+      offsetsOf.push(offs);
+    }
+  });
+  const hashes = Buffer.allocUnsafe(g.leaders.length * HASH_BYTES);
+  frames.forEach((l, j) => writeHash(l.hash, hashes, j * HASH_BYTES));
+  hinted.forEach((l, j) => writeHash(l.hash, hashes, (frames.length + j) * HASH_BYTES));
+  const runs: HintRun[] = [];
+  offsetsOf.forEach((offs, j) => {
+    const item = frames.length + j;
+    for (const off of offs) {
+      const last = runs[runs.length - 1];
+      if (last !== undefined && last.item + last.len === item && last.offset + last.len === off) last.len++;
+      else runs.push({ item, offset: off, len: 1 });
+    }
+  });
+  return {
+    frames,
+    hinted,
+    named: offsetsOf,
+    input: { ...base, count: frames.length, expected: hinted.length, hashes, blob: frames.length > 0 ? packSegment(frames.map(toFrame)) : EMPTY_BLOB, runs },
+  };
+}
+
+const EMPTY_BLOB = Buffer.alloc(0);
 
 function toFrame(l: Leader): Frame {
   return { id: l.id, transactionId: l.txnBytes, traceContext: l.trace, payload: l.payload };

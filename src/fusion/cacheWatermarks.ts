@@ -31,6 +31,7 @@ export class CacheWatermarks implements WatermarkSource {
       metrics.gauge('queen_dedup_resident_bytes', 'Bytes accounted to resident cache entries').collect(() => cache.residentBytes());
       metrics.counterFrom('queen_dedup_hydrations_total', 'Full-window cache hydrations', () => cache.stats.hydrations);
       metrics.counterFrom('queen_dedup_vouched_total', 'Segments sent with a vouched watermark', () => cache.stats.vouched);
+      metrics.counterFrom('queen_dedup_hinted_total', 'Vouched segments that named their local hits for positional checks', () => cache.stats.hinted);
     }
   }
 
@@ -45,9 +46,9 @@ export class CacheWatermarks implements WatermarkSource {
       for (const s of segments) {
         const decision = this.cache.prepare(s.partitionId, s.windowSeconds);
         if (decision === 'hydrate') await this.hydrate(s.partitionId);
-        const verified = this.cache.verifiedFor(s.partitionId, s.hashes, s.count);
+        const { verified, hits } = this.cache.vouchWithHints(s.partitionId, s.hashes, s.count);
         // The claim is only as wide as the window the entry was built for.
-        out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId) });
+        out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits });
       }
       return out;
     } catch (err) {
@@ -61,6 +62,7 @@ export class CacheWatermarks implements WatermarkSource {
   }
 
   afterPush(segments: readonly PendingSegment[], outcomes: readonly SegmentOutcome[]): void {
+    // segments[i] is what was appended of the i-th segment (its frames, not its hinted items).
     const now = Date.now();
     segments.forEach((s, i) => {
       const o = outcomes[i]!;

@@ -216,7 +216,7 @@ test('p_verified: a correct watermark skips the probe, a partial one narrows it,
   const pid = (await engine.provision([{ queue: 'vouch', partition: 'p' }]))[0]!.partitionId;
   const seg = (txns: string[], verified: number, verifiedWindowSeconds = 3600) => {
     const hashes = Buffer.concat(txns.map((x) => hashTransactionId(x)));
-    return { partitionId: pid, verified, verifiedWindowSeconds, count: txns.length, hashes, blob: Buffer.from([1, 0, 0, 0, 0]) };
+    return { partitionId: pid, verified, verifiedWindowSeconds, count: txns.length, hashes, blob: Buffer.from([1, 0, 0, 0, 0]), expected: 0, runs: [] };
   };
   // Watermark at last_offset: the probe does not run at all.
   const runBefore = metrics.counter('queen_probe_run_total', '').get();

@@ -206,7 +206,7 @@ test('a hit in any generation / block routes to -1; misses vouch; stats count bl
   t.log(`absent probes: ${s.bloomFalsePositives} bloom false positives over ${info.generations} generations (${((s.bloomFalsePositives / 200_000) * 100).toFixed(3)}%)`);
 });
 
-test('resident bytes per hash at a full 300-block window stay <= 18.5', (t) => {
+test('resident bytes per hash at a full 300-block window stay <= 22.5 (16 B hash + 4 B offset + bloom)', (t) => {
   const { cache, clock } = freshCache(new FakeClock(), 1024 * MB);
   const n = 300 * BLOCK_HASHES;
   // A 300 s window at a steady 4096 hashes/s.
@@ -214,7 +214,7 @@ test('resident bytes per hash at a full 300-block window stay <= 18.5', (t) => {
   cache.install(1, 300, n - 1, 0, rows, clock.ms);
   const perHash = cache.residentBytes() / cache.residentHashes();
   t.log(`${cache.residentHashes()} hashes, ${(cache.residentBytes() / MB).toFixed(2)} MiB, ${perHash.toFixed(3)} B/hash, ${cache.entryInfo(1)!.generations} bloom generations`);
-  t.true(perHash <= 18.5);
+  t.true(perHash <= 22.5);
 });
 
 test('a bloom false positive in a newer generation does not hide a real hit in an older one', (t) => {

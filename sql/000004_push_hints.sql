@@ -1,0 +1,339 @@
+-- 000004: the bundle push with positional hints (version 2).
+--
+-- log_push_v1 stays (never edited); the broker now calls log_push_v2. What
+-- changed, and why it keeps the seed's four claims, is argued in
+-- docs/deduplication.md ("Hints: a local hit names its original"):
+--   * A local hit in the broker cache used to route its segment to the
+--     full-window probe (p_verified = -1): O(window) per retry. Now the broker
+--     still vouches p_verified and names, for each hit, every offset its cache
+--     holds for that hash inside the vouched range. SQL checks each named
+--     offset positionally under the row lock: find the one log_txns row
+--     holding it through the (partition_id, end_offset) key and compare the 16
+--     bytes at (offset - base_offset), applying the window's created_at rule
+--     to that row. Cost: proportional to the hits, not to the window.
+--   * The broker pre-splits: a segment carries its presumed-new frames (the
+--     blob, appended if clean) followed by its hinted items (hashes only).
+--     The segment is appended only if no presumed-new frame is a duplicate and
+--     every hinted item is verified as one; otherwise nothing is written (a
+--     duplicate writes nothing, claim 2) and the broker re-submits what is
+--     left, in order, as v1's re-submission rule does.
+--   * MIN (claim 3) is taken over the verified named offsets and the probe of
+--     the unvouched tail (max(p_verified, txns_start - 1), last_offset], which
+--     runs exactly as in v1 (claim 4).
+
+-- Verifies hinted occurrences positionally. A run (item i, offset o, length
+-- L) names items i .. i+L-1 of p_hashes at offsets o .. o+L-1 (a replay of a
+-- stored segment arrives as one run, a scattered retry as runs of length 1).
+-- Returns (idx, off) for every named occurrence that is really there: its
+-- log_txns row exists, ends at or above the purge watermark (the rows the
+-- full probe would read), is inside the window (created_at >= p_cutoff) and
+-- holds the item's 16 bytes at that offset. Each run reads only the rows
+-- overlapping its span: the first row ending at or above o, up to the row
+-- holding o+L-1. A span compared whole saves the per-item compare; a span
+-- that differs (a cache that is wrong somewhere) falls back to per item.
+CREATE FUNCTION queen.log_verify_runs_v1(
+    p_partition_id bigint,
+    p_cutoff       timestamptz,
+    p_txns_start   bigint,
+    p_hashes       bytea,
+    p_items        integer[],
+    p_offsets      bigint[],
+    p_lens         integer[])
+RETURNS TABLE (idx integer, off bigint)
+LANGUAGE sql STABLE
+AS $$
+    WITH pieces AS (
+        SELECT r.item, r.off AS run_off, t.base_offset, t.hashes,
+               GREATEST(r.off, t.base_offset) AS lo,
+               LEAST(r.off + r.len - 1, t.end_offset) AS hi
+        FROM unnest(p_items, p_offsets, p_lens) AS r (item, off, len)
+        CROSS JOIN LATERAL (
+            SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
+            FROM queen.log_txns t
+            WHERE t.partition_id = p_partition_id
+              AND t.end_offset >= r.off
+              AND t.end_offset <= CASE WHEN r.len = 1 THEN 9223372036854775807
+                                       ELSE coalesce((SELECT min(x.end_offset) FROM queen.log_txns x
+                                                      WHERE x.partition_id = p_partition_id
+                                                        AND x.end_offset >= r.off + r.len - 1),
+                                                     r.off + r.len - 1) END
+            ORDER BY t.end_offset
+            LIMIT r.len
+        ) t
+        WHERE t.base_offset <= r.off + r.len - 1
+          AND t.end_offset >= p_txns_start
+          AND t.created_at >= p_cutoff
+    ), judged AS (
+        SELECT p.*,
+               substring(p.hashes FROM ((p.lo - p.base_offset) * 16 + 1)::integer FOR ((p.hi - p.lo + 1) * 16)::integer)
+                 = substring(p_hashes FROM ((p.item + p.lo - p.run_off) * 16 + 1)::integer FOR ((p.hi - p.lo + 1) * 16)::integer) AS whole
+        FROM pieces p
+    )
+    SELECT (j.item + (g.o - j.run_off))::integer, g.o
+    FROM judged j
+    CROSS JOIN LATERAL generate_series(j.lo, j.hi) AS g (o)
+    WHERE j.whole
+       OR substring(j.hashes FROM ((g.o - j.base_offset) * 16 + 1)::integer FOR 16)
+          = substring(p_hashes FROM ((j.item + g.o - j.run_off) * 16 + 1)::integer FOR 16)
+$$;
+
+-- Pushes one bundle. Segment i goes to partition p_partition_ids[i]
+-- (distinct within a bundle); the broker vouches p_verified[i] (-1: cannot
+-- vouch) under a window of p_windows[i] seconds. Its hashes (p_counts[i] +
+-- p_expected[i] of them, 16 bytes each) and its blob (the p_counts[i]
+-- presumed-new frames only) arrive concatenated in p_hashes / p_blobs. The
+-- first p_counts[i] hashes are the frames' (item k = frame k); the next
+-- p_expected[i] are the hinted items, which have no frame in the blob.
+-- p_run_counts[i] runs of (p_run_items, p_run_offsets, p_run_lens) name the
+-- hinted occurrences, item indexes within the segment.
+--
+-- One row per segment, in input order:
+--   assigned_base  first offset of the appended frames, or NULL (nothing written);
+--   probed         whether the tail probe ran; probe_hashes = stored hashes it read;
+--   hint_offsets   named offsets checked positionally;
+--   dup_idx/dup_offsets/dup_ids  every duplicate item, its original (MIN)
+--                  offset and id (all-zero UUID when retention removed it);
+--   refuted_idx    hinted items that are NOT duplicates (a stale hint): the
+--                  segment was not written, the broker re-submits them as frames.
+-- Appended iff no frame item is a duplicate and every hinted item is one.
+--
+-- Locking and writes are v1's: one statement locks every partition row of
+-- the bundle in ascending id (the global lock order) before any check; the
+-- appends are three set-based statements under those locks.
+CREATE FUNCTION queen.log_push_v2(
+    p_partition_ids bigint[],
+    p_verified      bigint[],
+    p_windows       integer[],
+    p_counts        integer[],
+    p_expected      integer[],
+    p_hashes        bytea,
+    p_blob_lens     integer[],
+    p_blobs         bytea,
+    p_run_counts    integer[],
+    p_run_items     integer[],
+    p_run_offsets   bigint[],
+    p_run_lens      integer[])
+RETURNS TABLE (
+    seg_index      integer,
+    assigned_base  bigint,
+    window_seconds integer,
+    probed         boolean,
+    probe_hashes   bigint,
+    hint_offsets   integer,
+    dup_idx        integer[],
+    dup_offsets    bigint[],
+    dup_ids        uuid[],
+    refuted_idx    integer[])
+LANGUAGE plpgsql
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_n          integer := coalesce(cardinality(p_partition_ids), 0);
+    v_runs_total integer := coalesce(cardinality(p_run_items), 0);
+    v_i          integer;
+    v_k          integer;
+    v_ids        bigint[];
+    v_lasts      bigint[];
+    v_starts     bigint[];
+    v_wins       integer[];
+    v_last       bigint;
+    v_window     integer;
+    v_verified   bigint;
+    v_from       bigint;
+    v_now        timestamptz;
+    v_cutoff     timestamptz;
+    v_count      integer;
+    v_expected   integer;
+    v_items      integer;
+    v_hashes     bytea;
+    v_run_from   integer;
+    v_run_cnt    integer;
+    v_new_dups   integer;
+    v_hint_dups  integer;
+    v_hash_pos   integer := 1;
+    v_blob_pos   integer := 1;
+    v_run_pos    integer := 1;
+    v_hash_at    integer[] := array_fill(0, ARRAY[v_n]);
+    v_blob_at    integer[] := array_fill(0, ARRAY[v_n]);
+    v_base       bigint[] := array_fill(NULL::bigint, ARRAY[v_n]);
+BEGIN
+    IF coalesce(cardinality(p_verified), 0) <> v_n
+       OR coalesce(cardinality(p_windows), 0) <> v_n
+       OR coalesce(cardinality(p_counts), 0) <> v_n
+       OR coalesce(cardinality(p_expected), 0) <> v_n
+       OR coalesce(cardinality(p_blob_lens), 0) <> v_n
+       OR coalesce(cardinality(p_run_counts), 0) <> v_n
+       OR coalesce(cardinality(p_run_offsets), 0) <> v_runs_total
+       OR coalesce(cardinality(p_run_lens), 0) <> v_runs_total THEN
+        RAISE EXCEPTION 'log_push_v2: argument arrays differ in length' USING ERRCODE = '22023';
+    END IF;
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+
+    -- The bundle pre-lock: every partition row, ascending id, before any
+    -- check (the one global lock order), reading the state the loop needs.
+    SELECT array_agg(s.id ORDER BY s.id), array_agg(s.last_offset ORDER BY s.id),
+           array_agg(s.txns_start ORDER BY s.id), array_agg(s.win ORDER BY s.id)
+    INTO v_ids, v_lasts, v_starts, v_wins
+    FROM (
+        SELECT lp.id, lp.last_offset, lp.txns_start, qu.dedup_window_seconds AS win
+        FROM queen.log_partitions lp
+        JOIN queen.queues qu ON qu.id = lp.queue_id
+        WHERE lp.id = ANY (p_partition_ids)
+        ORDER BY lp.id
+        FOR UPDATE OF lp
+    ) s;
+    IF coalesce(cardinality(v_ids), 0) <> v_n THEN
+        IF (SELECT count(DISTINCT x) FROM unnest(p_partition_ids) AS x) <> v_n THEN
+            RAISE EXCEPTION 'log_push_v2: a bundle names a partition twice' USING ERRCODE = '22023';
+        END IF;
+        RAISE EXCEPTION 'log_push_v2: unknown partition id in bundle' USING ERRCODE = 'P0002';
+    END IF;
+
+    v_now := clock_timestamp();
+
+    FOR v_i IN 1 .. v_n LOOP
+        v_k := array_position(v_ids, p_partition_ids[v_i]);
+        v_last := v_lasts[v_k];
+        v_window := v_wins[v_k];
+        v_count := p_counts[v_i];
+        v_expected := p_expected[v_i];
+        v_run_cnt := p_run_counts[v_i];
+        IF v_count IS NULL OR v_expected IS NULL OR v_count < 0 OR v_expected < 0 OR v_count + v_expected < 1
+           OR v_hash_pos + (v_count + v_expected) * 16 - 1 > length(p_hashes)
+           OR (v_count = 0 AND p_blob_lens[v_i] <> 0) THEN
+            RAISE EXCEPTION 'log_push_v2: segment % has a malformed frame count', v_i - 1 USING ERRCODE = '22023';
+        END IF;
+        IF v_run_cnt IS NULL OR v_run_cnt < 0 OR v_run_pos + v_run_cnt - 1 > v_runs_total
+           OR (v_run_cnt > 0 AND EXISTS (
+                SELECT 1 FROM unnest(p_run_items[v_run_pos : v_run_pos + v_run_cnt - 1],
+                                     p_run_lens[v_run_pos : v_run_pos + v_run_cnt - 1]) AS r (item, len)
+                WHERE r.item IS NULL OR r.len IS NULL OR r.len < 1
+                   OR r.item < v_count OR r.item + r.len > v_count + v_expected)) THEN
+            RAISE EXCEPTION 'log_push_v2: segment % has malformed hint runs', v_i - 1 USING ERRCODE = '22023';
+        END IF;
+        v_items := v_count + v_expected;
+        v_hash_at[v_i] := v_hash_pos;
+        v_blob_at[v_i] := v_blob_pos;
+        v_run_from := v_run_pos;
+        v_hash_pos := v_hash_pos + v_items * 16;
+        v_blob_pos := v_blob_pos + p_blob_lens[v_i];
+        v_run_pos := v_run_pos + v_run_cnt;
+
+        v_verified := coalesce(p_verified[v_i], -1);
+        -- As in v1: a watermark above the allocator vouches for offsets that
+        -- do not exist, and one vouched under a smaller window than the queue
+        -- now has does not cover the older hashes: neither can be trusted.
+        IF v_verified > v_last OR v_window > coalesce(p_windows[v_i], 0) THEN
+            v_verified := -1;
+        END IF;
+        v_from := GREATEST(v_verified, v_starts[v_k] - 1);
+        v_cutoff := v_now - make_interval(secs => v_window);
+
+        seg_index := v_i - 1;
+        window_seconds := v_window;
+        probed := v_window > 0 AND v_last > v_from;
+        probe_hashes := 0;
+        hint_offsets := 0;
+        dup_idx := NULL;
+        dup_offsets := NULL;
+        dup_ids := NULL;
+        refuted_idx := NULL;
+        assigned_base := NULL;
+
+        IF v_window > 0 AND (probed OR v_run_cnt > 0) THEN
+            v_hashes := substring(p_hashes FROM v_hash_at[v_i] FOR v_items * 16);
+            IF v_run_cnt > 0 THEN
+                hint_offsets := (SELECT sum(x)::integer FROM unnest(p_run_lens[v_run_from : v_run_from + v_run_cnt - 1]) AS x);
+            END IF;
+            IF probed THEN
+                probe_hashes := (SELECT coalesce(sum(t.end_offset - t.base_offset + 1), 0)
+                                 FROM queen.log_txns t
+                                 WHERE t.partition_id = p_partition_ids[v_i]
+                                   AND t.end_offset > v_from AND t.created_at >= v_cutoff);
+            END IF;
+            -- MIN over the verified named offsets and the tail probe: the
+            -- names cover (hydrated_from, p_verified], the probe covers
+            -- (v_from, last], and below hydrated_from nothing is in-window.
+            SELECT array_agg(d.idx ORDER BY d.idx), array_agg(d.off ORDER BY d.idx)
+            INTO dup_idx, dup_offsets
+            FROM (
+                SELECT x.idx, MIN(x.off) AS off
+                FROM (
+                    SELECT v.idx, v.off
+                    FROM queen.log_verify_runs_v1(p_partition_ids[v_i], v_cutoff, v_starts[v_k], v_hashes,
+                                                 p_run_items[v_run_from : v_run_from + v_run_cnt - 1],
+                                                 p_run_offsets[v_run_from : v_run_from + v_run_cnt - 1],
+                                                 p_run_lens[v_run_from : v_run_from + v_run_cnt - 1]) v
+                    WHERE v_run_cnt > 0
+                    UNION ALL
+                    SELECT ih.idx, t.base_offset + th.idx
+                    FROM queen.log_txns t
+                    CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+                    JOIN queen.log_unnest_hashes(v_hashes) ih ON ih.h = th.h
+                    WHERE probed
+                      AND t.partition_id = p_partition_ids[v_i]
+                      AND t.end_offset > v_from
+                      AND t.created_at >= v_cutoff
+                ) x
+                GROUP BY x.idx
+            ) d;
+        END IF;
+
+        SELECT count(*) FILTER (WHERE i < v_count), count(*) FILTER (WHERE i >= v_count)
+        INTO v_new_dups, v_hint_dups
+        FROM unnest(dup_idx) AS i;
+        IF v_hint_dups < v_expected THEN
+            SELECT array_agg(g ORDER BY g) INTO refuted_idx
+            FROM generate_series(v_count, v_items - 1) AS g
+            LEFT JOIN unnest(dup_idx) AS d (i) ON d.i = g
+            WHERE d.i IS NULL;
+        END IF;
+
+        IF dup_idx IS NOT NULL THEN
+            -- Resolve each original offset to the message id stored in the
+            -- original segment's id directory (docs/frame-format.md).
+            SELECT array_agg(
+                       CASE WHEN s.end_offset >= o.off
+                            THEN encode(substring(s.blob FROM 6 + (o.off - s.base_offset)::integer * 16 FOR 16), 'hex')::uuid
+                            ELSE '00000000-0000-0000-0000-000000000000'::uuid
+                       END
+                       ORDER BY o.ord)
+            INTO dup_ids
+            FROM unnest(dup_offsets) WITH ORDINALITY AS o (off, ord)
+            LEFT JOIN LATERAL (
+                SELECT ls.base_offset, ls.end_offset, ls.blob
+                FROM queen.log_segments ls
+                WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset <= o.off
+                ORDER BY ls.base_offset DESC
+                LIMIT 1
+            ) s ON true;
+        END IF;
+
+        IF v_new_dups = 0 AND refuted_idx IS NULL AND v_count > 0 THEN
+            v_base[v_i] := v_last + 1;
+            assigned_base := v_last + 1;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+
+    -- The appends, set-based, still under the row locks. A segment that is
+    -- not appended has a NULL base and writes nothing. Only the frames'
+    -- hashes (the first p_counts[i]) go to log_txns.
+    UPDATE queen.log_partitions lp
+    SET last_offset = u.base + u.cnt - 1, last_write_at = v_now
+    FROM unnest(p_partition_ids, v_base, p_counts) AS u (id, base, cnt)
+    WHERE lp.id = u.id AND u.base IS NOT NULL;
+
+    INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
+    SELECT u.id, u.base, u.base + u.cnt - 1, v_now, substring(p_blobs FROM u.at FOR u.len)
+    FROM unnest(p_partition_ids, v_base, p_counts, v_blob_at, p_blob_lens) AS u (id, base, cnt, at, len)
+    WHERE u.base IS NOT NULL;
+
+    INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
+    SELECT u.id, u.base, u.base + u.cnt - 1, v_now, substring(p_hashes FROM u.at FOR u.cnt * 16)
+    FROM unnest(p_partition_ids, v_base, p_counts, v_hash_at) AS u (id, base, cnt, at)
+    WHERE u.base IS NOT NULL;
+END
+$$;
