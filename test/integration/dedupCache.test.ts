@@ -45,17 +45,23 @@ test.serial('steady state: after warm-up a single broker sends p_verified == las
   await b.writer.push([item('steady', 'p', 'warm-0')]); // first contact hydrates the (empty) window
   const run0 = b.probesRun();
   const skipped0 = b.probesSkipped();
+  const original = new Map<string, string | null>();
   for (let i = 1; i <= 50; i++) {
     const res = await b.writer.push(Array.from({ length: 20 }, (_, j) => item('steady', 'p', `m-${i}-${j}`)));
     t.true(res.every((r) => r.status === 'queued'));
+    for (const r of res) original.set(r.transactionId!, r.id);
   }
   t.is(b.probesRun(), run0, 'no probe ran after warm-up');
   t.is(b.probesSkipped() - skipped0, 50, 'every push skipped it');
-  // A retry is a local hit: routed to SQL with -1, which answers the original id.
+  // A retry is a local hit: the cache names the offset it holds it at, SQL
+  // checks that one offset (no window probe) and answers the original id.
+  const hinted0 = b.metrics.counter('queen_probe_hinted_total', '').get();
   const [dup] = await b.writer.push([item('steady', 'p', 'm-7-3')]);
   t.is(dup!.status, 'duplicate');
   t.is(dup!.offset, 1 + 6 * 20 + 3);
-  t.is(b.probesRun(), run0 + 1);
+  t.is(b.probesRun(), run0, 'the retry ran no probe');
+  t.is(b.metrics.counter('queen_probe_hinted_total', '').get(), hinted0 + 1, 'it was checked positionally');
+  t.is(dup!.id, original.get('m-7-3') ?? 'missing');
 });
 
 test.serial('random histories: verdicts with the cache equal verdicts with -1 (interleaving broker, window changes)', async (t) => {
@@ -173,4 +179,132 @@ test.serial('memory pressure: a tiny cap over many partitions settles into a res
   t.true(b.cache!.suppressedCount() > 0, 'overflow is suppressed, not thrashed');
   t.true(rounds[3]! <= rounds[0]!, 'rehydrations do not grow round over round (no thrash)');
   t.true(rounds[3]! < PARTS / 4, `later rounds rehydrate few partitions (${rounds[3]})`);
+});
+
+/** The partition ids of a queue (by partition name). */
+async function pidsOf(t: { context: Ctx }, queue: string): Promise<Map<string, number>> {
+  const r = await t.context.sql.query('SELECT lp.name, lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1', [queue]);
+  return new Map(r.rows.map((x) => [x.name as string, Number(x.id)]));
+}
+
+test.serial('hints: verdicts of a hinting broker equal -1 verdicts on random histories across blocks, windows, purges and a second broker', async (t) => {
+  const hinting = await broker(t, 64);
+  const plain = await broker(t, false);
+  const other = await broker(t, false);
+  let round = 0;
+  const hintedBefore = hinting.metrics.counter('queen_probe_hinted_total', '').get();
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(
+        fc.oneof(
+          // Retries drawn from a small alphabet, plus runs of fresh ids that fill blocks (4096 hashes each).
+          { weight: 6, arbitrary: fc.record({ kind: fc.constant('push' as const), txns: fc.array(fc.integer({ min: 0, max: 60 }), { minLength: 1, maxLength: 12 }), fresh: fc.constantFrom(0, 0, 50, 5000), part: fc.integer({ min: 0, max: 1 }) }) },
+          { weight: 2, arbitrary: fc.record({ kind: fc.constant('other' as const), txns: fc.array(fc.integer({ min: 0, max: 60 }), { minLength: 1, maxLength: 4 }), fresh: fc.constant(0), part: fc.integer({ min: 0, max: 1 }) }) },
+          { weight: 1, arbitrary: fc.record({ kind: fc.constant('window' as const), seconds: fc.constantFrom(0, 60, 3600) }) },
+          { weight: 2, arbitrary: fc.record({ kind: fc.constant('age' as const) }) },
+          { weight: 1, arbitrary: fc.record({ kind: fc.constant('purge' as const), fraction: fc.double({ min: 0, max: 1, noNaN: true }) }) },
+        ),
+        { minLength: 5, maxLength: 25 },
+      ),
+      async (ops) => {
+        round++;
+        const qa = `hqa${round}`;
+        const qb = `hqb${round}`;
+        let freshN = 0;
+        for (const op of ops) {
+          if (op.kind === 'push' || op.kind === 'other') {
+            const w = op.kind === 'push' ? [hinting.writer, plain.writer] : [other.writer, other.writer];
+            const txns = [...Array.from({ length: op.fresh }, () => `f${freshN++}`), ...op.txns.map((x) => `t${x}`)];
+            const a = await w[0]!.push(txns.map((x) => item(qa, `p${op.part}`, x)));
+            const b = await w[1]!.push(txns.map((x) => item(qb, `p${op.part}`, x)));
+            if (JSON.stringify(verdicts(a)) !== JSON.stringify(verdicts(b))) {
+              throw new Error(`verdicts differ at ${JSON.stringify({ ...op, txns: op.txns })}: ${verdicts(a).slice(-12)} vs ${verdicts(b).slice(-12)}`);
+            }
+          } else if (op.kind === 'window') {
+            await t.context.sql.query('UPDATE queen.queues SET dedup_window_seconds = $2 WHERE name = ANY ($1)', [[qa, qb], op.seconds]);
+          } else if (op.kind === 'age') {
+            await t.context.sql.query(
+              `UPDATE queen.log_txns SET created_at = created_at - interval '50 seconds'
+               WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = ANY ($1))`,
+              [[qa, qb]],
+            );
+          } else {
+            // A purge as retention does it: raise txns_start, then delete whole rows below it.
+            for (const q of [qa, qb]) {
+              for (const pid of (await pidsOf(t, q)).values()) {
+                await t.context.sql.query(
+                  `UPDATE queen.log_partitions SET txns_start = GREATEST(txns_start, floor($2::float8 * (last_offset + 1))::bigint) WHERE id = $1`,
+                  [pid, op.fraction],
+                );
+                await t.context.sql.query('DELETE FROM queen.log_txns t USING queen.log_partitions lp WHERE lp.id = $1 AND t.partition_id = lp.id AND t.end_offset < lp.txns_start', [pid]);
+              }
+            }
+          }
+        }
+      },
+    ),
+    { numRuns: 25 },
+  );
+  const hinted = hinting.metrics.counter('queen_probe_hinted_total', '').get() - hintedBefore;
+  t.log(`hinting broker: ${hinted} hinted segments, ${hinting.probesRun()} probes run, ${hinting.probesSkipped()} skipped; refuted segments ${hinting.metrics.counter('queen_segments_total', '').get('refuted')}`);
+  t.true(hinted > 0, 'hints were used along the way');
+});
+
+test.serial('hints: a hash stored at several offsets across blocks answers the MIN (original) offset and id, without a probe', async (t) => {
+  const b = await broker(t, 64);
+  // Dedup off while the same transactionId is stored twice, a block apart.
+  await b.writer.push([item('minq', 'p', 'warm')]);
+  await t.context.sql.query(`UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = 'minq'`);
+  const plainWriter = (await broker(t, false)).writer;
+  const [first] = await plainWriter.push([item('minq', 'p', 'twice')]);
+  await plainWriter.push(Array.from({ length: 5000 }, (_, i) => item('minq', 'p', `fill-${i}`)));
+  const [second] = await plainWriter.push([item('minq', 'p', 'twice')]);
+  t.is(second!.status, 'queued', 'dedup off: stored again');
+  await t.context.sql.query(`UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'minq'`);
+  // The hinting broker learns the window change from SQL's answer, then rehydrates.
+  await b.writer.push([item('minq', 'p', 'learn-window')]);
+  await b.writer.push([item('minq', 'p', 'rehydrate')]);
+  const pid = (await pidsOf(t, 'minq')).get('p')!;
+  t.is(b.cache!.entryInfo(pid)?.state, 'vouching');
+  t.true(b.cache!.entryInfo(pid)!.blocks >= 1, 'the occurrences sit in different units of the ring');
+  const run0 = b.probesRun();
+  const [dup] = await b.writer.push([item('minq', 'p', 'twice')]);
+  t.is(dup!.status, 'duplicate');
+  t.is(dup!.offset, first!.offset);
+  t.is(dup!.id, first!.id);
+  t.is(b.probesRun(), run0, 'both offsets were checked positionally; no probe ran');
+});
+
+test.serial('hints: a stale hint (the original aged out in SQL) is refuted and the item is stored as new, once', async (t) => {
+  const b = await broker(t, 64);
+  const [orig] = await b.writer.push([item('staleq', 'p', 'old')]);
+  await b.writer.push([item('staleq', 'p', 'other')]);
+  // The database ages the original beyond the window; the broker's entry still holds it.
+  await t.context.sql.query(`UPDATE queen.queues SET dedup_window_seconds = 60 WHERE name = 'staleq'`);
+  await b.writer.push([item('staleq', 'p', 'learn-window')]);
+  await b.writer.push([item('staleq', 'p', 'rehydrate')]);
+  await t.context.sql.query(`UPDATE queen.log_txns SET created_at = created_at - interval '10 minutes' WHERE partition_id = $1 AND base_offset = $2`, [(await pidsOf(t, 'staleq')).get('p')!, orig!.offset]);
+  const refuted0 = b.metrics.counter('queen_segments_total', '').get('refuted');
+  const res = await b.writer.push([item('staleq', 'p', 'fresh-1'), item('staleq', 'p', 'old'), item('staleq', 'p', 'fresh-2')]);
+  t.deepEqual(res.map((r) => r.status), ['queued', 'queued', 'queued'], 'outside the window the retry is new');
+  t.deepEqual(res.map((r) => r.offset), [4, 5, 6], 'in request order');
+  t.is(b.metrics.counter('queen_segments_total', '').get('refuted'), refuted0 + 1, 'SQL refuted the hint once; the re-submission did not name it again');
+  const [again] = await b.writer.push([item('staleq', 'p', 'old')]);
+  t.is(again!.status, 'duplicate');
+  t.is(again!.offset, 5, 'the new copy is now the original');
+});
+
+test.serial('hints: a replay of stored segments is all duplicates, checked as runs, no probe', async (t) => {
+  const b = await broker(t, 64);
+  const items = Array.from({ length: 3000 }, (_, i) => item('replayq', `p${i % 3}`, `r-${i}`));
+  const first: PushResult[] = [];
+  for (let i = 0; i < items.length; i += 500) first.push(...(await b.writer.push(items.slice(i, i + 500))));
+  const run0 = b.probesRun();
+  const offsets0 = b.metrics.counter('queen_probe_hint_offsets_total', '').get();
+  const replay = await b.writer.push(items);
+  t.true(replay.every((r, i) => r.status === 'duplicate' && r.id === first[i]!.id && r.offset === first[i]!.offset));
+  t.is(b.probesRun(), run0, 'no probe ran');
+  t.is(b.metrics.counter('queen_probe_hint_offsets_total', '').get() - offsets0, 3000, 'each item checked at its one offset');
+  const stored = await t.context.sql.query(`SELECT sum(end_offset - base_offset + 1)::int AS n FROM queen.log_txns WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'replayq')`);
+  t.is(stored.rows[0].n, 3000, 'nothing written');
 });
