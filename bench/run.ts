@@ -17,10 +17,11 @@ import { dedupCacheSuite } from './suites/dedupCacheTargets.js';
 import { dedupCost } from './suites/dedupCost.js';
 import { kafkaE2e } from './suites/kafkaE2e.js';
 import { memoryPressure } from './suites/memoryPressure.js';
+import { pushDuplicates } from './suites/pushDuplicates.js';
 import { pushVsStored } from './suites/pushVsStored.js';
 import { retentionCost } from './suites/retentionCost.js';
 
-const SUITES: Suite[] = [pushVsStored, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure, retentionCost];
+const SUITES: Suite[] = [pushVsStored, pushDuplicates, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure, retentionCost];
 
 function usage(msg?: string): never {
   if (msg) process.stderr.write(`bench: ${msg}\n`);

@@ -92,7 +92,8 @@ $$;
 --   probed         whether the tail probe ran; probe_hashes = stored hashes it read;
 --   hint_offsets   named offsets checked positionally;
 --   dup_idx/dup_offsets/dup_ids  every duplicate item, its original (MIN)
---                  offset and id (all-zero UUID when retention removed it);
+--                  offset and id (16 bytes each in dup_ids; all-zero when
+--                  retention removed the original segment);
 --   refuted_idx    hinted items that are NOT duplicates (a stale hint): the
 --                  segment was not written, the broker re-submits them as frames.
 -- Appended iff no frame item is a duplicate and every hinted item is one.
@@ -122,7 +123,7 @@ RETURNS TABLE (
     hint_offsets   integer,
     dup_idx        integer[],
     dup_offsets    bigint[],
-    dup_ids        uuid[],
+    dup_ids        bytea,
     refuted_idx    integer[])
 LANGUAGE plpgsql
 AS $$
@@ -293,22 +294,34 @@ BEGIN
 
         IF dup_idx IS NOT NULL THEN
             -- Resolve each original offset to the message id stored in the
-            -- original segment's id directory (docs/frame-format.md).
-            SELECT array_agg(
-                       CASE WHEN s.end_offset >= o.off
-                            THEN encode(substring(s.blob FROM 6 + (o.off - s.base_offset)::integer * 16 FOR 16), 'hex')::uuid
-                            ELSE '00000000-0000-0000-0000-000000000000'::uuid
-                       END
-                       ORDER BY o.ord)
+            -- original segment's id directory (docs/frame-format.md). The ids
+            -- travel as one bytea of 16 bytes each (dup_ids order), not as
+            -- uuid text. Offsets sharing a segment (a replay) read one slice
+            -- of its directory; an offset whose segment retention removed
+            -- answers the all-zero id.
+            WITH o AS (
+                SELECT x.off, x.ord, CASE WHEN s.end_offset >= x.off THEN s.base_offset END AS base_offset
+                FROM unnest(dup_offsets) WITH ORDINALITY AS x (off, ord)
+                LEFT JOIN LATERAL (
+                    SELECT ls.base_offset, ls.end_offset
+                    FROM queen.log_segments ls
+                    WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset <= x.off
+                    ORDER BY ls.base_offset DESC
+                    LIMIT 1
+                ) s ON true
+            ), spans AS (
+                SELECT o.base_offset, min(o.off) AS lo, max(o.off) AS hi
+                FROM o WHERE o.base_offset IS NOT NULL
+                GROUP BY o.base_offset
+            ), dirs AS (
+                SELECT sp.base_offset, sp.lo,
+                       substring(ls.blob FROM (6 + (sp.lo - sp.base_offset) * 16)::integer FOR ((sp.hi - sp.lo + 1) * 16)::integer) AS dir
+                FROM spans sp
+                JOIN queen.log_segments ls ON ls.partition_id = p_partition_ids[v_i] AND ls.base_offset = sp.base_offset
+            )
+            SELECT string_agg(coalesce(substring(d.dir FROM ((o.off - d.lo) * 16 + 1)::integer FOR 16), '\x00000000000000000000000000000000'::bytea), ''::bytea ORDER BY o.ord)
             INTO dup_ids
-            FROM unnest(dup_offsets) WITH ORDINALITY AS o (off, ord)
-            LEFT JOIN LATERAL (
-                SELECT ls.base_offset, ls.end_offset, ls.blob
-                FROM queen.log_segments ls
-                WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset <= o.off
-                ORDER BY ls.base_offset DESC
-                LIMIT 1
-            ) s ON true;
+            FROM o LEFT JOIN dirs d ON d.base_offset = o.base_offset;
         END IF;
 
         IF v_new_dups = 0 AND refuted_idx IS NULL AND v_count > 0 THEN

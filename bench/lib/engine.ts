@@ -22,13 +22,13 @@ export interface EngineRig {
   stop(): Promise<void>;
 }
 
-export async function startEngineRig(pool: pg.Pool, opts: { cacheMb: number | false; metrics?: MetricsRegistry }): Promise<EngineRig> {
+export async function startEngineRig(pool: pg.Pool, opts: { cacheMb: number | false; metrics?: MetricsRegistry; hints?: boolean }): Promise<EngineRig> {
   const metrics = opts.metrics ?? new MetricsRegistry();
   const engine = new LogEngine({ pool, metrics });
   await engine.start();
   const hydrationErrors: unknown[] = [];
   const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024 });
-  const watermarks = cache ? new CacheWatermarks(cache, pool, metrics, (err) => hydrationErrors.push(err)) : undefined;
+  const watermarks = cache ? new CacheWatermarks(cache, pool, metrics, (err) => hydrationErrors.push(err), opts.hints ?? true) : undefined;
   const writer = new LogWriter(engine, { maxPayloadBytes: 1024 * 1024, watermarks });
   return {
     engine,

@@ -4,6 +4,7 @@ import { Component } from '../util/lifecycle.js';
 import { MetricsRegistry, type Counter } from '../telemetry/metrics.js';
 import { toDatabaseError } from './sqlstate.js';
 import { Log2Histogram } from '../util/log2Histogram.js';
+import { uuidToString } from '../util/uuidv7.js';
 
 /** int8 as JS number: offsets and ids stay far below 2^53. */
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
@@ -209,8 +210,8 @@ export class LogEngine extends Component {
       if (r.dup_idx) {
         const idx = r.dup_idx as number[];
         const offs = r.dup_offsets as number[];
-        const ids = r.dup_ids as string[];
-        for (let i = 0; i < idx.length; i++) duplicates.push({ index: idx[i]!, offset: offs[i]!, id: ids[i]! });
+        const ids = r.dup_ids as Buffer;
+        for (let i = 0; i < idx.length; i++) duplicates.push({ index: idx[i]!, offset: offs[i]!, id: uuidToString(ids, i * 16) });
       }
       const o: SegmentOutcome = {
         assignedBase: r.assigned_base as number | null,

@@ -24,6 +24,12 @@ export class CacheWatermarks implements WatermarkSource {
     private readonly pool: pg.Pool,
     metrics?: MetricsRegistry,
     private readonly onError: (err: unknown, partitionId: number) => void = () => undefined,
+    /**
+     * false: a local hit answers -1 (the seed's rule: the full-window probe)
+     * instead of naming its offsets. Only benchmarks turn it off, to measure
+     * what hints save; both are exact.
+     */
+    private readonly hints = true,
   ) {
     this.hydrationFailures = metrics?.counter('queen_dedup_hydration_failures_total', 'Cache hydrations that failed (the partition probes with -1 meanwhile)');
     if (metrics) {
@@ -46,7 +52,7 @@ export class CacheWatermarks implements WatermarkSource {
       for (const s of segments) {
         const decision = this.cache.prepare(s.partitionId, s.windowSeconds);
         if (decision === 'hydrate') await this.hydrate(s.partitionId);
-        const { verified, hits } = this.cache.vouchWithHints(s.partitionId, s.hashes, s.count);
+        const { verified, hits } = this.hints ? this.cache.vouchWithHints(s.partitionId, s.hashes, s.count) : { verified: this.cache.verifiedFor(s.partitionId, s.hashes, s.count), hits: undefined };
         // The claim is only as wide as the window the entry was built for.
         out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits });
       }

@@ -1,0 +1,243 @@
+import type { PushItem, PushResult } from '../../src/engine/writer.js';
+import { checkpoint, createBenchDatabase, type BenchDatabase } from '../lib/db.js';
+import { settle } from '../lib/gc.js';
+import { counterValue, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
+import { fmt, fmtRatio, median } from '../lib/stats.js';
+import { bulkLoad, MessageFactory, nextOffsets, spread, type PartitionCursor } from '../lib/synth.js';
+import { target, type Info, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
+
+const QUEUE = 'dups';
+
+/** What a workload's items are: new messages, 10 % re-sent earlier ids of the same partition, or a replay of stored ones. */
+type Workload = 'clean' | 'dup10' | 'replay';
+const WORKLOADS: Workload[] = ['clean', 'dup10', 'replay'];
+type Store = 'empty' | 'large';
+const STORES: Store[] = ['empty', 'large'];
+type Arm = `${Workload}@${Store}`;
+
+/** One store: its database, rig, partitions, and a replay cursor per partition. */
+interface StoreRig {
+  db: BenchDatabase;
+  rig: EngineRig;
+  cursors: PartitionCursor[];
+  /** Next sequence to replay per partition (replays walk the stored history in order). */
+  replayAt: number[];
+  groups: number[][];
+}
+
+/** Deterministic PRNG (mulberry32): the same workloads every run. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Suite: push throughput when duplicates really arrive (issue #12), side by
+ * side in one run. Two stores (databases): one empty at the start, one
+ * bulk-loaded with `stored` messages inside the window. Each repetition runs
+ * every (workload, store) arm in rotated order on the same kind of bundles:
+ *   clean   new messages only;
+ *   dup10   10 % of items re-send an earlier transactionId of the same
+ *           partition, drawn uniformly from its whole history (retries);
+ *   replay  100 % re-sent: the partition's stored history in order (a
+ *           consumer group reset to earliest).
+ * Every verdict is checked (new -> queued, re-sent -> duplicate with the
+ * original offset), so a fast wrong answer fails the suite. After the
+ * repetitions, the dup10 workload runs once more per store with hints off
+ * (the seed's rule: a local hit sends -1, the full-window probe) to show what
+ * the hint path saves.
+ */
+export const pushDuplicates: Suite = {
+  name: 'push-dups',
+  async run(ctx: SuiteContext): Promise<SuiteResult> {
+    const p = ctx.quick
+      ? { stored: 250_000, workers: 2, partitionsPerWorker: 32, msgsPerSegment: 100, bundlesPerRep: 2, reps: 4, warmupBundles: 2, payloadBytes: 290, segFrames: 1000, windowSeconds: 3600, cacheMb: 512 }
+      : { stored: 5_000_000, workers: 2, partitionsPerWorker: 32, msgsPerSegment: 200, bundlesPerRep: 3, reps: 7, warmupBundles: 2, payloadBytes: 290, segFrames: 1000, windowSeconds: 3600, cacheMb: 512 };
+    const dbs: BenchDatabase[] = [];
+    const rigs: EngineRig[] = [];
+    const notes: string[] = [];
+    const random = rng(12);
+    const factory = new MessageFactory('dup', p.payloadBytes);
+    try {
+      const stores = {} as Record<Store, StoreRig>;
+      for (const s of STORES) {
+        const db = await createBenchDatabase(ctx.adminUrl, `push_dups_${s}`);
+        dbs.push(db);
+        const admin = db.pool(4, 'queen-bench-load');
+        const setup = await startEngineRig(db.pool(1, 'queen-bench-setup'), { cacheMb: false });
+        const cursors = await provisionQueue(admin, setup.engine, QUEUE, p.windowSeconds, p.workers * p.partitionsPerWorker);
+        await setup.stop();
+        if (s === 'large') {
+          ctx.progress.step(1, 3, `loading ${fmt(p.stored)} stored messages`);
+          const offs = await nextOffsets(admin, cursors.map((c) => c.id));
+          await bulkLoad(admin, {
+            partitions: cursors.map((cursor) => ({ cursor, nextOffset: offs.get(cursor.id)! })),
+            counts: spread(p.stored, cursors.length),
+            factory,
+            segFrames: p.segFrames,
+            createdMs: Date.now(),
+            engine: true,
+            onProgress: (d, t) => ctx.progress.note(`COPY ${fmt(d)}/${fmt(t)}`),
+          });
+          await admin.query('ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions');
+          if (!(await checkpoint(admin))) notes.push('CHECKPOINT not permitted: load write-back may overlap measurements');
+        }
+        const rig = await startEngineRig(db.pool(p.workers, 'queen-bench-engine'), { cacheMb: p.cacheMb });
+        rigs.push(rig);
+        const groups = Array.from({ length: p.workers }, (_, w) => Array.from({ length: p.partitionsPerWorker }, (_, i) => w * p.partitionsPerWorker + i));
+        stores[s] = { db, rig, cursors, replayAt: cursors.map(() => 0), groups };
+      }
+
+      /** One bundle per worker: items of the worker's partitions, with the expected verdict per item. */
+      const bundle = (st: StoreRig, w: Workload, worker: number): { items: PushItem[]; expect: (number | null)[] } => {
+        const items: PushItem[] = [];
+        const expect: (number | null)[] = [];
+        for (const i of st.groups[worker]!) {
+          const c = st.cursors[i]!;
+          for (let k = 0; k < p.msgsPerSegment; k++) {
+            let seq: number;
+            let isNew = false;
+            if (w === 'replay' && c.seq > 0) seq = st.replayAt[i]!++ % c.seq;
+            else if (w === 'dup10' && c.seq > 0 && random() < 0.1) seq = Math.floor(random() * c.seq);
+            else {
+              seq = c.seq++;
+              isNew = true;
+            }
+            items.push({ queue: QUEUE, partition: c.name, transactionId: factory.txnId(c.id, seq), payload: factory.payload(c.id, seq) });
+            expect.push(isNew ? null : seq);
+          }
+        }
+        return { items, expect };
+      };
+      // Stored offsets: the bulk load and every push append in sequence order per partition, so offset == seq.
+      const check = (res: PushResult[], expect: (number | null)[], arm: string): void => {
+        res.forEach((r, j) => {
+          const e = expect[j]!;
+          const ok = e === null ? r.status === 'queued' : r.status === 'duplicate' && r.offset === e;
+          if (!ok) throw new Error(`${arm}: item ${j} answered ${r.status}@${r.offset}, expected ${e === null ? 'queued' : `duplicate@${e}`}`);
+        });
+      };
+      const runArm = async (st: StoreRig, w: Workload, rig: EngineRig, arm: string): Promise<number> => {
+        const lists = st.groups.map((_, worker) => Array.from({ length: p.bundlesPerRep }, () => bundle(st, w, worker)));
+        const n = lists.flat().reduce((a, b) => a + b.items.length, 0);
+        await settle();
+        const t0 = performance.now();
+        await Promise.all(
+          lists.map(async (list) => {
+            for (const b of list) check(await rig.writer.push(b.items), b.expect, arm);
+          }),
+        );
+        return n / ((performance.now() - t0) / 1000);
+      };
+
+      ctx.progress.step(2, 3, 'warm-up (hydration) and repetitions');
+      for (const s of STORES) for (let i = 0; i < p.warmupBundles; i++) await runArm(stores[s], 'clean', stores[s].rig, `warmup@${s}`);
+      const counters0 = STORES.map((s) => snapshot(stores[s].rig));
+      for (const s of STORES) {
+        stores[s].rig.engine.probeSizes.probe.reset();
+        stores[s].rig.engine.probeSizes.hinted.reset();
+      }
+      const arms: Arm[] = STORES.flatMap((s) => WORKLOADS.map((w) => `${w}@${s}` as Arm));
+      const rates = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
+      const ratio = { dup10: { empty: [] as number[], large: [] as number[] }, replay: { empty: [] as number[], large: [] as number[] } };
+      for (let r = 0; r < p.reps; r++) {
+        const order = arms.map((_, i) => arms[(i + r) % arms.length]!);
+        ctx.progress.note(`rep ${r + 1}/${p.reps}`);
+        const got = {} as Record<Arm, number>;
+        for (const arm of order) {
+          const [w, s] = arm.split('@') as [Workload, Store];
+          got[arm] = await runArm(stores[s], w, stores[s].rig, arm);
+          rates[arm].push(got[arm]);
+        }
+        for (const s of STORES) {
+          ratio.dup10[s].push(got[`dup10@${s}`] / got[`clean@${s}`]);
+          ratio.replay[s].push(got[`replay@${s}`] / got[`clean@${s}`]);
+        }
+      }
+      const counters = STORES.map((s, i) => diff(snapshot(stores[s].rig), counters0[i]!));
+      const sizes = STORES.map((s) => ({
+        probeMedian: stores[s].rig.engine.probeSizes.probe.quantile(0.5),
+        probeP99: stores[s].rig.engine.probeSizes.probe.quantile(0.99),
+        hintedMedian: stores[s].rig.engine.probeSizes.hinted.quantile(0.5),
+        hintedP99: stores[s].rig.engine.probeSizes.hinted.quantile(0.99),
+      }));
+
+      // What hints save: the same 10 % workload once per store through a cache that answers -1 on a local hit.
+      ctx.progress.step(3, 3, 'dup10 with hints off (the full-window probe), once per store');
+      const noHints = {} as Record<Store, number>;
+      const withHints = {} as Record<Store, number>;
+      for (const s of STORES) {
+        const st = stores[s];
+        const rig = await startEngineRig(st.db.pool(p.workers, 'queen-bench-nohints'), { cacheMb: p.cacheMb, hints: false });
+        rigs.push(rig);
+        await runArm(st, 'clean', rig, `nohints-warmup@${s}`);
+        noHints[s] = await runArm(st, 'dup10', rig, `nohints@${s}`);
+        withHints[s] = await runArm(st, 'dup10', st.rig, `hints@${s}`);
+      }
+
+      const med = Object.fromEntries(arms.map((a) => [a, median(rates[a])])) as Record<Arm, number>;
+      const large = fmt(p.stored);
+      const targets = [
+        ...STORES.map((s) => target(`10% re-sent / duplicate-free, ${s === 'large' ? `${large} stored` : 'empty store'}`, median(ratio.dup10[s]), '>=', 0.9, { ratio: true, value: `${fmt(med[`dup10@${s}`])} msg/s`, baseline: `${fmt(med[`clean@${s}`])} msg/s` })),
+        ...STORES.map((s) => target(`replay (100% dup) / duplicate-free, ${s === 'large' ? `${large} stored` : 'empty store'}`, median(ratio.replay[s]), '>=', 0.7, { ratio: true, value: `${fmt(med[`replay@${s}`])} msg/s`, baseline: `${fmt(med[`clean@${s}`])} msg/s` })),
+        ...WORKLOADS.map((w) => {
+          const perRep = rates[`${w}@large`].map((x, i) => x / rates[`${w}@empty`][i]!);
+          return target(`${w}: rate at ${large} stored / at 0 (same reps)`, median(perRep), '>=', 0.9, { ratio: true, value: `${fmt(med[`${w}@large`])} msg/s`, baseline: `${fmt(med[`${w}@empty`])} msg/s` });
+        }),
+      ];
+      const info: Info[] = [
+        ...STORES.map((s) => ({ name: `10% re-sent, hints / hints off (one pass each, ${s})`, value: `${fmt(withHints[s])} msg/s`, baseline: `${fmt(noHints[s])} msg/s`, ratio: withHints[s] / noHints[s] })),
+        ...STORES.map((s, i) => {
+          const c = counters[i]!;
+          return { name: `checks in timed reps (${s}): hinted segments / probes run / skipped`, value: `${c.hinted} / ${c.run} / ${c.skipped}; refuted ${c.refuted}` };
+        }),
+        ...STORES.map((s, i) => ({ name: `hashes touched (${s}): per probe median/p99; offsets per hinted segment median/p99`, value: `${fmt(sizes[i]!.probeMedian)}/${fmt(sizes[i]!.probeP99)}; ${fmt(sizes[i]!.hintedMedian)}/${fmt(sizes[i]!.hintedP99)} (log2 bucket bounds)` })),
+      ];
+      return {
+        name: 'push-dups',
+        params: { ...p, queue: QUEUE, bundle: `${p.partitionsPerWorker} partitions x ${p.msgsPerSegment} msgs per worker and bundle`, connections: p.workers },
+        results: { medians: med, ratios: { dup10: { empty: median(ratio.dup10.empty), large: median(ratio.dup10.large) }, replay: { empty: median(ratio.replay.empty), large: median(ratio.replay.large) } }, noHints, withHints, counters, sizes },
+        samples: { rates, ratio },
+        curves: [
+          {
+            name: 'rates',
+            title: 'Push msg/s by workload (empty store vs stored)',
+            xLabel: 'workload (0 clean, 1 10% re-sent, 2 replay)',
+            yLabel: 'msg/s (median)',
+            series: STORES.map((s) => ({ name: s === 'large' ? `${large} stored` : 'empty store', points: WORKLOADS.map((w, i) => [i, med[`${w}@${s}`]] as [number, number]) })),
+          },
+        ],
+        targets,
+        info,
+        notes: [...notes, `ratios per repetition: dup10 ${STORES.map((s) => `${s} ${ratio.dup10[s].map(fmtRatio).join(' ')}`).join('; ')}`],
+      };
+    } finally {
+      for (const r of rigs) await r.stop();
+      for (const d of dbs) await d.drop();
+    }
+  },
+};
+
+interface Counts {
+  hinted: number;
+  run: number;
+  skipped: number;
+  refuted: number;
+}
+function snapshot(rig: EngineRig): Counts {
+  return {
+    hinted: counterValue(rig.metrics, 'queen_probe_hinted_total'),
+    run: counterValue(rig.metrics, 'queen_probe_run_total'),
+    skipped: counterValue(rig.metrics, 'queen_probe_skipped_total'),
+    refuted: counterValue(rig.metrics, 'queen_segments_total', 'refuted'),
+  };
+}
+function diff(a: Counts, b: Counts): Counts {
+  return { hinted: a.hinted - b.hinted, run: a.run - b.run, skipped: a.skipped - b.skipped, refuted: a.refuted - b.refuted };
+}
