@@ -208,9 +208,11 @@ export class BlockRing {
     const hv = this.hotView;
     if (hv !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo) {
       const offs = this.hotOffsets!;
-      for (let j = 0; j < this.hotCount; j++) {
-        if (compareAt(hv, j * HASH_BYTES, q0, q1, q2, q3) !== 0) continue;
-        const d = offs[j]!;
+      const end = this.hotCount * HASH_BYTES;
+      // Arrival order: a linear scan, first word first (as scanContains).
+      for (let o = 0; o < end; o += HASH_BYTES) {
+        if (hv.getUint32(o) !== q0 || hv.getUint32(o + 4) !== q1 || hv.getUint32(o + 8) !== q2 || hv.getUint32(o + 12) !== q3) continue;
+        const d = offs[o / HASH_BYTES]!;
         if (d === UNKNOWN_OFFSET_DELTA) known = false;
         else out.push(this.hotMinOffset + d);
       }

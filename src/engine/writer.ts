@@ -371,9 +371,14 @@ function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
       offsetsOf.push(offs);
     }
   });
+  // The same hashes, reordered: frames first, then hinted items.
   const hashes = Buffer.allocUnsafe(g.leaders.length * HASH_BYTES);
-  frames.forEach((l, j) => writeHash(l.hash, hashes, j * HASH_BYTES));
-  hinted.forEach((l, j) => writeHash(l.hash, hashes, (frames.length + j) * HASH_BYTES));
+  let f = 0;
+  let h = frames.length;
+  g.leaders.forEach((_, i) => {
+    const to = (named.has(i) ? h++ : f++) * HASH_BYTES;
+    seg.hashes.copy(hashes, to, i * HASH_BYTES, i * HASH_BYTES + HASH_BYTES);
+  });
   const runs: HintRun[] = [];
   offsetsOf.forEach((offs, j) => {
     const item = frames.length + j;
