@@ -40,8 +40,13 @@ CREATE FUNCTION queen.log_verify_runs_v1(
     p_offsets      bigint[],
     p_lens         integer[])
 RETURNS TABLE (idx integer, off bigint)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
+#variable_conflict use_column
+BEGIN
+    -- plpgsql, not sql: its statement plan is cached for the session, where a
+    -- non-inlined SQL function would be planned again on every call.
+    RETURN QUERY
     WITH pieces AS (
         SELECT r.item, r.off AS run_off, t.base_offset, t.hashes,
                GREATEST(r.off, t.base_offset) AS lo,
@@ -74,7 +79,8 @@ AS $$
     CROSS JOIN LATERAL generate_series(j.lo, j.hi) AS g (o)
     WHERE j.whole
        OR substring(j.hashes FROM ((g.o - j.base_offset) * 16 + 1)::integer FOR 16)
-          = substring(p_hashes FROM ((j.item + g.o - j.run_off) * 16 + 1)::integer FOR 16)
+          = substring(p_hashes FROM ((j.item + g.o - j.run_off) * 16 + 1)::integer FOR 16);
+END
 $$;
 
 -- Pushes one bundle. Segment i goes to partition p_partition_ids[i]
@@ -282,9 +288,13 @@ BEGIN
             ) d;
         END IF;
 
-        SELECT count(*) FILTER (WHERE i < v_count), count(*) FILTER (WHERE i >= v_count)
-        INTO v_new_dups, v_hint_dups
-        FROM unnest(dup_idx) AS i;
+        v_new_dups := 0;
+        v_hint_dups := 0;
+        IF dup_idx IS NOT NULL THEN
+            SELECT count(*) FILTER (WHERE i < v_count), count(*) FILTER (WHERE i >= v_count)
+            INTO v_new_dups, v_hint_dups
+            FROM unnest(dup_idx) AS i;
+        END IF;
         IF v_hint_dups < v_expected THEN
             SELECT array_agg(g ORDER BY g) INTO refuted_idx
             FROM generate_series(v_count, v_items - 1) AS g
