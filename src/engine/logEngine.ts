@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { HASH_BYTES } from '../util/txnHash.js';
 import { Component } from '../util/lifecycle.js';
-import { MetricsRegistry, type Counter } from '../telemetry/metrics.js';
+import { MetricsRegistry, type Counter, type Histogram } from '../telemetry/metrics.js';
 import { toDatabaseError } from './sqlstate.js';
 import { Log2Histogram } from '../util/log2Histogram.js';
 import { uuidToString } from '../util/uuidv7.js';
@@ -76,6 +76,9 @@ export interface LogEngineOptions {
   statementTimeoutMs?: number;
 }
 
+/** Sizes of probes and hint checks: powers of 4 from 1 to 4 Mi. */
+const SIZE_BUCKETS = Array.from({ length: 12 }, (_, i) => 4 ** i);
+
 const PUSH_SQL =
   'SELECT seg_index, assigned_base, window_seconds, probed, probe_hashes, hint_offsets, dup_idx, dup_offsets, dup_ids, refuted_idx ' +
   'FROM queen.log_push_v2($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
@@ -95,8 +98,8 @@ export class LogEngine extends Component {
   private readonly probesRun: Counter;
   private readonly probesSkipped: Counter;
   private readonly probesHinted: Counter;
-  private readonly probeHashes: Counter;
-  private readonly hintOffsets: Counter;
+  private readonly probeHashes: Histogram;
+  private readonly hintOffsets: Histogram;
   /** Sizes of the checks SQL ran: stored hashes read per probe, offsets checked per hinted segment. */
   readonly probeSizes = { probe: new Log2Histogram(), hinted: new Log2Histogram() };
 
@@ -122,8 +125,8 @@ export class LogEngine extends Component {
     this.probesRun = metrics.counter('queen_probe_run_total', 'Segments for which SQL ran the duplicate probe');
     this.probesSkipped = metrics.counter('queen_probe_skipped_total', 'Segments for which a vouched watermark or window 0 skipped the probe');
     this.probesHinted = metrics.counter('queen_probe_hinted_total', 'Segments whose cache hits SQL checked positionally (hints)');
-    this.probeHashes = metrics.counter('queen_probe_hashes_total', 'Stored hashes read by duplicate probes');
-    this.hintOffsets = metrics.counter('queen_probe_hint_offsets_total', 'Named offsets checked positionally');
+    this.probeHashes = metrics.histogram('queen_probe_hashes', 'Stored hashes one duplicate probe read (per probed segment)', { buckets: SIZE_BUCKETS });
+    this.hintOffsets = metrics.histogram('queen_probe_hint_offsets', 'Named offsets SQL checked positionally (per hinted segment)', { buckets: SIZE_BUCKETS });
   }
 
   protected async onStart(): Promise<void> {
@@ -225,12 +228,12 @@ export class LogEngine extends Component {
       out[r.seg_index as number] = o;
       (o.probed ? this.probesRun : this.probesSkipped).inc();
       if (o.probed) {
-        this.probeHashes.inc(o.probeHashes);
+        this.probeHashes.observe(o.probeHashes);
         this.probeSizes.probe.observe(o.probeHashes);
       }
       if (o.hintOffsets > 0) {
         this.probesHinted.inc();
-        this.hintOffsets.inc(o.hintOffsets);
+        this.hintOffsets.observe(o.hintOffsets);
         this.probeSizes.hinted.observe(o.hintOffsets);
       }
       this.pushes.inc(1, o.assignedBase === null ? (o.refuted.length > 0 ? 'refuted' : 'duplicate') : 'appended');

@@ -133,6 +133,7 @@ export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.
 
 export class Histogram {
   private readonly counts = new Map<string, number>();
+  private readonly sums = new Map<string, number>();
   private readonly prom: client.Histogram<string>;
   constructor(
     readonly name: string,
@@ -149,6 +150,7 @@ export class Histogram {
     this.prom.observe(l, value);
     const k = keyOf(this.labelKeys, l);
     this.counts.set(k, (this.counts.get(k) ?? 0) + 1);
+    this.sums.set(k, (this.sums.get(k) ?? 0) + value);
   }
   /** Starts a timer; the returned function observes the elapsed seconds (labels may be added at the end). */
   startTimer(labels?: Labels): (end?: Labels) => number {
@@ -162,6 +164,10 @@ export class Histogram {
   /** Observations recorded so far (tests). */
   count(labels?: Labels): number {
     return this.counts.get(keyOf(this.labelKeys, labels ?? {})) ?? 0;
+  }
+  /** Sum of the observations so far (tests). */
+  sum(labels?: Labels): number {
+    return this.sums.get(keyOf(this.labelKeys, labels ?? {})) ?? 0;
   }
 }
 

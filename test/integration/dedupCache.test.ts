@@ -300,11 +300,11 @@ test.serial('hints: a replay of stored segments is all duplicates, checked as ru
   const first: PushResult[] = [];
   for (let i = 0; i < items.length; i += 500) first.push(...(await b.writer.push(items.slice(i, i + 500))));
   const run0 = b.probesRun();
-  const offsets0 = b.metrics.counter('queen_probe_hint_offsets_total', '').get();
+  const offsets0 = b.metrics.histogram('queen_probe_hint_offsets', '').sum();
   const replay = await b.writer.push(items);
   t.true(replay.every((r, i) => r.status === 'duplicate' && r.id === first[i]!.id && r.offset === first[i]!.offset));
   t.is(b.probesRun(), run0, 'no probe ran');
-  t.is(b.metrics.counter('queen_probe_hint_offsets_total', '').get() - offsets0, 3000, 'each item checked at its one offset');
+  t.is(b.metrics.histogram('queen_probe_hint_offsets', '').sum() - offsets0, 3000, 'each item checked at its one offset');
   const stored = await t.context.sql.query(`SELECT sum(end_offset - base_offset + 1)::int AS n FROM queen.log_txns WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'replayq')`);
   t.is(stored.rows[0].n, 3000, 'nothing written');
 });
