@@ -314,3 +314,37 @@ test('migration runner: concurrent runners on an empty database apply once; a se
     await empty.drop();
   }
 });
+
+test('the tail probe is exact both ways: a byte search for few items (misaligned matches fall back) and the unroll for many', async (t) => {
+  const { engine, writer, sql } = t.context;
+  await writer.push([item('align', 'p', 'seed')]);
+  const pid = (await engine.provision([{ queue: 'align', partition: 'p' }]))[0]!.partitionId;
+  const T = hashTransactionId('target');
+  const A = Buffer.concat([Buffer.alloc(8, 0xaa), T.subarray(0, 8)]);
+  const B = Buffer.concat([T.subarray(8, 16), Buffer.alloc(8, 0xbb)]);
+  // Row at offsets 1..3: A, B, T. T's bytes first appear misaligned (across A|B), then aligned at index 2.
+  // Row at offsets 4..5: A, B only: a misaligned match and no real occurrence.
+  const ids = [Buffer.alloc(16, 1), Buffer.alloc(16, 2), Buffer.alloc(16, 3), Buffer.alloc(16, 4), Buffer.alloc(16, 5)];
+  const blob = (from: number, n: number) => Buffer.concat([Buffer.from([1]), Buffer.from([0, 0, 0, n]), ...ids.slice(from, from + n)]);
+  await sql.query('INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes) VALUES ($1, 1, 3, now(), $2), ($1, 4, 5, now(), $3)', [
+    pid,
+    Buffer.concat([A, B, T]),
+    Buffer.concat([A, B]),
+  ]);
+  await sql.query('INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob) VALUES ($1, 1, 3, now(), $2), ($1, 4, 5, now(), $3)', [pid, blob(0, 3), blob(3, 2)]);
+  await sql.query('UPDATE queen.log_partitions SET last_offset = 5 WHERE id = $1', [pid]);
+  const seg = (hashes: Buffer[]) => ({ partitionId: pid, verified: -1, verifiedWindowSeconds: 3600, count: hashes.length, expected: 0, hashes: Buffer.concat(hashes), blob: Buffer.from([1, 0, 0, 0, 0]), runs: [] });
+  const few = [T, hashTransactionId('other-1')];
+  const many = [...Array.from({ length: 40 }, (_, i) => hashTransactionId(`filler-${i}`)), T];
+  for (const [name, hashes, at] of [['few (byte search)', few, 0], ['many (unroll)', many, 40]] as const) {
+    const [o] = await engine.pushSegments([seg([...hashes])]);
+    t.true(o!.probed, name);
+    t.is(o!.assignedBase, null, `${name}: the aligned occurrence is a duplicate`);
+    t.deepEqual(o!.duplicates.map((d) => [d.index, d.offset, d.id]), [[at, 3, uuidToString(ids[2]!)]], `${name}: MIN over aligned occurrences only`);
+  }
+  // Without the aligned occurrence (only the A|B row in the window), T is new both ways.
+  await sql.query('UPDATE queen.log_txns SET created_at = now() - interval \'2 hours\' WHERE partition_id = $1 AND base_offset = 1', [pid]);
+  const [o] = await engine.pushSegments([seg([T])]);
+  t.deepEqual(o!.duplicates, [], 'a misaligned byte match is not an occurrence');
+  t.is(o!.assignedBase, 6);
+});
