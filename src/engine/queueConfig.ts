@@ -53,8 +53,9 @@ export function validateOptions(options: unknown): Partial<Record<keyof QueueOpt
   return out;
 }
 
+/** Omitted means merge; anything else but the two names (null included) is a 400, as documented. */
 export function parseMode(mode: unknown): ConfigureMode {
-  if (mode === undefined || mode === null || mode === 'merge') return 'merge';
+  if (mode === undefined || mode === 'merge') return 'merge';
   if (mode === 'replace') return 'replace';
   throw new ValidationError(`mode must be "merge" or "replace", got ${JSON.stringify(mode)}`, 'mode');
 }
