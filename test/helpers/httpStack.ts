@@ -56,6 +56,8 @@ export interface HttpStackOptions {
   authToken?: string;
   /** Retries of `client`. Default: Queen's own. */
   clientRetries?: number;
+  /** Fusion's hold before a bundle that is not full flushes. Default 1 ms. */
+  holdMs?: number;
 }
 
 /** Starts the stack; `label` names the database it makes (unused with `database`). */
@@ -65,7 +67,7 @@ export async function startHttpStack(label: string, opts: HttpStackOptions = {})
   const metrics = new MetricsRegistry();
   const engine = new LogEngine({ connectionString: opts.engineUrl ?? db.url, metrics, poolSize: opts.poolSize });
   const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, metadataTtlMs: 0 });
-  const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: 1, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
+  const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: opts.holdMs ?? 1, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
   const apiOptions: HttpApiOptions = {
     fusion,
     pool: engine.pool,
