@@ -60,6 +60,16 @@ export interface HttpStackOptions {
   holdMs?: number;
 }
 
+/** How many messages (frames) the log holds for a queue, over all its partitions, counted with SQL. */
+export async function storedFrames(sql: pg.Pool, queue: string): Promise<number> {
+  const r = await sql.query(
+    `SELECT coalesce(sum(x.end_offset - x.base_offset + 1), 0)::int AS n FROM queen.log_txns x
+     JOIN queen.log_partitions lp ON lp.id = x.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1`,
+    [queue],
+  );
+  return r.rows[0].n;
+}
+
 /** Starts the stack; `label` names the database it makes (unused with `database`). */
 export async function startHttpStack(label: string, opts: HttpStackOptions = {}): Promise<HttpStack> {
   const db = opts.database?.db ?? (await createTestDatabase(label));

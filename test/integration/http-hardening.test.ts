@@ -4,7 +4,7 @@ import { Queen, QueenHttpError } from '../../src/client/index.js';
 import { run } from '../../src/cli/run.js';
 import type { CliIo } from '../../src/cli/io.js';
 import { mapRecord } from '../../src/ingress/recordMapping.js';
-import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
+import { type HttpStack, startHttpStack, storedFrames } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 /**
@@ -56,13 +56,8 @@ async function partitionNames(t: { context: HttpStack }, queue: string): Promise
   return r.rows.map((x) => x.name as string);
 }
 
-async function frames(t: { context: HttpStack }, queue: string): Promise<number> {
-  const r = await t.context.sql.query(
-    `SELECT coalesce(sum(x.end_offset - x.base_offset + 1), 0)::int AS n FROM queen.log_txns x
-     JOIN queen.log_partitions lp ON lp.id = x.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1`,
-    [queue],
-  );
-  return r.rows[0].n;
+function frames(t: { context: HttpStack }, queue: string): Promise<number> {
+  return storedFrames(t.context.sql, queue);
 }
 
 test('5: lone surrogates in partition names fail alone; concurrent good requests sharing their bundles are untouched', async (t) => {
