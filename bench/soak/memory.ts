@@ -26,7 +26,8 @@ import { lineChartSvg } from '../lib/svg.js';
  * above QUEEN_SOAK_MAX_SLOPE_MIB_MIN (default 1 MiB/min).
  *
  * Settings (env): QUEEN_SOAK_SECONDS (600), QUEEN_SOAK_CONCURRENCY (8),
- * QUEEN_SOAK_DEDUP_CACHE_MB (the service default when unset),
+ * QUEEN_SOAK_DEDUP_CACHE_MB (the service default when unset), QUEEN_SOAK_PARTITIONS
+ * (partition names per queue, 2000; 5 queues),
  * QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1). Results: bench/results/<date>-soak-memory.{json,svg}.
  */
 
@@ -38,6 +39,8 @@ const seconds = Number(process.env.QUEEN_SOAK_SECONDS ?? 600);
 const concurrency = Number(process.env.QUEEN_SOAK_CONCURRENCY ?? 8);
 const cacheMb = process.env.QUEEN_SOAK_DEDUP_CACHE_MB;
 const maxSlope = Number(process.env.QUEEN_SOAK_MAX_SLOPE_MIB_MIN ?? 1);
+/** Partition names per queue the traffic reaches (new ones appear at 20/s until then); 5 queues. */
+const partitionCap = Number(process.env.QUEEN_SOAK_PARTITIONS ?? 2000);
 
 interface Sample {
   t: number;
@@ -145,8 +148,8 @@ async function main(): Promise<void> {
       while (Date.now() < deadline && !dead) {
         const x = r();
         const elapsed = (Date.now() - started) / 1000;
-        // The partition space keeps growing: new names all the time, as a churning producer set sends.
-        const partitions = 100 + Math.floor(elapsed * 20);
+        // The partition space grows (new names all the time, as a churning producer set sends) up to the cap.
+        const partitions = Math.min(partitionCap, 100 + Math.floor(elapsed * 20));
         const queue = `soak-${Math.floor(r() * 5)}`;
         try {
           if (x < 0.7) {
@@ -235,7 +238,7 @@ async function main(): Promise<void> {
   const result = {
     name: 'soak-memory',
     date: new Date().toISOString(),
-    params: { seconds, concurrency, dedupCacheMb: budget, maxSlopeMibPerMin: maxSlope },
+    params: { seconds, concurrency, dedupCacheMb: budget, maxSlopeMibPerMin: maxSlope, partitionsPerQueue: partitionCap, queues: 5 },
     results: {
       requests,
       requestsPerSecond: Math.round(requests / ((Date.now() - started) / 1000)),
