@@ -11,7 +11,7 @@ help:
 	@echo "make test        every test (unit + integration) against real PostgreSQL and Kafka"
 	@echo "make bench       full side-by-side benchmarks (results in bench/results/)"
 	@echo "make bench-quick the same benchmarks at small sizes"
-	@echo "make soak        long soaks (make soak-retention: 30 min, table sizes flat under retention)"
+	@echo "make soak        long soaks (soak-retention: 30 min, table sizes flat under retention; soak-memory: RSS/heap over ~10 min of mixed HTTP)"
 
 $(STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -42,14 +42,20 @@ clean:
 	rm -rf dist
 
 # Soaks: long runs outside `make test` and `make bench`. `make soak` runs them all.
-.PHONY: soak soak-retention
-soak: soak-retention
+.PHONY: soak soak-retention soak-memory
+soak: soak-retention soak-memory
 
 # 30 minutes at half of the measured max push rate with retention on; table
 # sizes must stay flat after the first retention period (curve in bench/results/).
 # SOAK_ARGS="--minutes 3 --retention 30" for a short check.
 soak-retention: build
 	scripts/with-deps.sh --profile run -- node dist/bench/soak.js retention $(SOAK_ARGS)
+
+# Mixed HTTP traffic at a real service process; RSS/heap/dedup-cache curve in bench/results/.
+# QUEEN_SOAK_SECONDS (default 600), QUEEN_SOAK_CONCURRENCY (8), QUEEN_SOAK_PARTITIONS (2000),
+# QUEEN_SOAK_DEDUP_CACHE_MB, QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1). See docs/memory.md.
+soak-memory: build
+	scripts/with-deps.sh --profile run -- node dist/bench/soak/memory.js
 
 # Local Jaeger v2 (traces UI) and helm, built from the Go module proxy into .local/bin.
 GOBIN_DIR := $(CURDIR)/.local/bin

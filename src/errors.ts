@@ -52,6 +52,18 @@ export class DatabaseError extends QueenError {
   }
 }
 
+/**
+ * A bundle push failed before any of it was committed, for a reason that is
+ * not retriable (a defect, or SQL refusing something in it). Its items may be
+ * pushed again apart from each other: the fusion layer does that per request,
+ * so one client's poison can only fail that client's own items.
+ */
+export class BundleNotWrittenError extends QueenError {
+  constructor(cause: unknown) {
+    super(`the bundle was not written: ${cause instanceof Error ? cause.message : String(cause)}`, { retriable: false, cause });
+  }
+}
+
 /** A component was used outside its running state (see util/lifecycle.ts). */
 export class LifecycleError extends QueenError {}
 

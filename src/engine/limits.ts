@@ -16,6 +16,34 @@ export const LIMITS = {
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
+/**
+ * A lone UTF-16 surrogate: a high one not followed by a low one, or a low one
+ * not preceded by a high one. Without the `u` flag the regex walks code units,
+ * which is what makes it see them. Only the fallback: String.prototype.isWellFormed
+ * exists on Node 20 (checked on 20.20.2, V8 11.3) and is used when present.
+ */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const nativeWellFormed = (String.prototype as { isWellFormed?: (this: string) => boolean }).isWellFormed;
+
+/**
+ * Whether `s` is well-formed Unicode, i.e. survives UTF-8 unchanged. A lone
+ * surrogate is encoded as U+FFFD, so two distinct strings would become one
+ * identity (a merged transactionId, a partition row whose name differs from
+ * the one asked for): identities with one are refused, never rewritten.
+ */
+export const isWellFormedUnicode: (s: string) => boolean = nativeWellFormed ? (s) => nativeWellFormed.call(s) : isWellFormedUnicodeFallback;
+
+/** The fallback, exported so a test can hold it to the native check. */
+export function isWellFormedUnicodeFallback(s: string): boolean {
+  return !LONE_SURROGATE.test(s);
+}
+
+function checkWellFormed(value: string, field: string): void {
+  if (!isWellFormedUnicode(value)) {
+    throw new ValidationError(`${field} must be well-formed Unicode (it contains a lone UTF-16 surrogate, which UTF-8 cannot carry)`, field);
+  }
+}
+
 export function checkQueueName(queue: unknown): string {
   if (typeof queue !== 'string' || !LIMITS.queueName.test(queue)) {
     throw new ValidationError('queue must be 1-128 characters of A-Z a-z 0-9 . _ -', 'queue');
@@ -30,7 +58,18 @@ export function checkPartitionName(partition: unknown): string {
     throw new ValidationError(`partition must be at most ${LIMITS.partitionMaxBytes} UTF-8 bytes`, 'partition');
   }
   if (CONTROL.test(partition)) throw new ValidationError('partition must not contain control characters', 'partition');
+  checkWellFormed(partition, 'partition');
   return partition;
+}
+
+/** W3C trace context kept in the frame: a string, at most traceContextMaxBytes, stored byte for byte. */
+export function checkTraceContext(trace: unknown): Buffer | undefined {
+  if (trace === undefined) return undefined;
+  if (typeof trace !== 'string') throw new ValidationError('traceContext must be a string', 'traceContext');
+  checkWellFormed(trace, 'traceContext');
+  const bytes = Buffer.from(trace, 'utf8');
+  if (bytes.length > LIMITS.traceContextMaxBytes) throw new ValidationError(`traceContext is over ${LIMITS.traceContextMaxBytes} bytes`, 'traceContext');
+  return bytes;
 }
 
 export function checkTransactionId(txn: unknown): string | undefined {
@@ -40,5 +79,6 @@ export function checkTransactionId(txn: unknown): string | undefined {
     throw new ValidationError(`transactionId must be at most ${LIMITS.transactionIdMaxBytes} UTF-8 bytes`, 'transactionId');
   }
   if (CONTROL.test(txn)) throw new ValidationError('transactionId must not contain control characters', 'transactionId');
+  checkWellFormed(txn, 'transactionId');
   return txn;
 }

@@ -53,10 +53,18 @@ export function validateOptions(options: unknown): Partial<Record<keyof QueueOpt
   return out;
 }
 
+/** Omitted means merge; anything else but the two names (null included) is a 400, as documented. */
 export function parseMode(mode: unknown): ConfigureMode {
-  if (mode === undefined || mode === null || mode === 'merge') return 'merge';
+  if (mode === undefined || mode === 'merge') return 'merge';
   if (mode === 'replace') return 'replace';
-  throw new ValidationError(`mode must be "merge" or "replace", got ${JSON.stringify(mode)}`, 'mode');
+  throw new ValidationError(`mode must be "merge" or "replace", got ${describe(mode)}`, 'mode');
+}
+
+/** A short, safe rendering of a client's value for an error message (never serialises an arbitrary structure). */
+function describe(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (v === null || typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return Array.isArray(v) ? 'an array' : `a ${typeof v}`;
 }
 
 export async function configureQueue(pool: pg.Pool, queue: string, options: unknown, mode: unknown): Promise<{ created: boolean; options: QueueOptions }> {

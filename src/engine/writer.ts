@@ -1,8 +1,8 @@
-import { PayloadTooLargeError, ValidationError } from '../errors.js';
+import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationError } from '../errors.js';
 import { HASH_BYTES, hashBytes, writeHash } from '../util/txnHash.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
 import { packSegment, type Frame } from './frames.js';
-import { checkPartitionName, checkQueueName, checkTransactionId, LIMITS } from './limits.js';
+import { checkPartitionName, checkQueueName, checkTraceContext, checkTransactionId, LIMITS } from './limits.js';
 import type { HintRun, LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
 import { inSpan, SpanKind } from '../telemetry/tracing.js';
@@ -163,12 +163,7 @@ export class LogWriter {
     if (item.payload.length > this.opts.maxPayloadBytes) {
       throw new PayloadTooLargeError(`payload is ${item.payload.length} bytes, over the limit of ${this.opts.maxPayloadBytes}`, 'payload');
     }
-    let trace: Buffer | undefined;
-    if (item.traceContext !== undefined) {
-      if (typeof item.traceContext !== 'string') throw new ValidationError('traceContext must be a string', 'traceContext');
-      trace = Buffer.from(item.traceContext, 'utf8');
-      if (trace.length > LIMITS.traceContextMaxBytes) throw new ValidationError(`traceContext is over ${LIMITS.traceContextMaxBytes} bytes`, 'traceContext');
-    }
+    const trace = checkTraceContext(item.traceContext);
     const transactionId = given ?? encodeTxnId(uuidv7Bytes());
     return {
       index,
@@ -182,15 +177,31 @@ export class LogWriter {
     };
   }
 
+  /**
+   * Pushes the items as one bundle. Per-item problems, expected or not, fail
+   * only their item. A non-retriable failure of the bundle before anything
+   * committed is thrown as BundleNotWrittenError (the caller may then push
+   * the items apart); anything else is thrown as it is.
+   */
   async push(items: readonly PushItem[]): Promise<PushResult[]> {
+    const state = { committed: false };
+    try {
+      return await this.pushBundle(items, state);
+    } catch (err) {
+      if (!state.committed && !isRetriable(err) && !(err instanceof BundleNotWrittenError)) throw new BundleNotWrittenError(err);
+      throw err;
+    }
+  }
+
+  private async pushBundle(items: readonly PushItem[], state: { committed: boolean }): Promise<PushResult[]> {
     const results: PushResult[] = new Array(items.length);
     const accepted: Accepted[] = [];
     items.forEach((item, index) => {
       try {
         accepted.push(this.accept(item, index));
       } catch (err) {
-        if (!(err instanceof ValidationError)) throw err;
-        results[index] = failed(item, err.message);
+        // Defence in depth: even an unexpected failure (a defect) fails this item, not the bundle.
+        results[index] = failed(item, err instanceof ValidationError ? err.message : 'internal error: this item could not be validated');
       }
     });
     if (accepted.length === 0) return results;
@@ -201,7 +212,13 @@ export class LogWriter {
     const groups = new Map<number, Group>();
     const followers: [Accepted, Leader][] = [];
     for (const a of accepted) {
-      const info = infos.get(PartitionDirectory.key(a.queue, a.partition))!;
+      const info = infos.get(PartitionDirectory.key(a.queue, a.partition));
+      if (!info) {
+        // Cannot happen for a validated item (the key is what provisioning
+        // returned); if it ever does, this item fails alone.
+        results[a.index] = failed(items[a.index]!, 'internal error: the partition could not be resolved');
+        continue;
+      }
       let g = groups.get(info.partitionId);
       if (!g) {
         g = { partitionId: info.partitionId, windowSeconds: info.windowSeconds, leaders: [], byTxn: new Map(), byHash: new Map(), refuted: new Map() };
@@ -233,7 +250,7 @@ export class LogWriter {
 
     let pending = [...groups.values()];
     while (pending.length > 0) {
-      pending = await this.pushRound(pending, results);
+      pending = await this.pushRound(pending, results, state);
     }
 
     for (const [f, leader] of followers) {
@@ -252,7 +269,7 @@ export class LogWriter {
   }
 
   /** One SQL round trip; returns the groups that must be re-submitted. */
-  private async pushRound(groups: Group[], results: PushResult[]): Promise<Group[]> {
+  private async pushRound(groups: Group[], results: PushResult[], state: { committed: boolean }): Promise<Group[]> {
     const pendingSegs: PendingSegment[] = groups.map((g) => {
       const hashes = Buffer.allocUnsafe(g.leaders.length * HASH_BYTES);
       g.leaders.forEach((l, i) => writeHash(l.hash, hashes, i * HASH_BYTES));
@@ -278,6 +295,8 @@ export class LogWriter {
         },
         async (span) => {
           const out = await this.engine.pushSegments(segments);
+          // From here on part of the bundle may be stored: never report it as not written.
+          state.committed = true;
           span.setAttributes({
             'queen.probed': out.filter((o) => o.probed).length,
             'queen.hinted': out.filter((o) => o.hintOffsets > 0).length,

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { LifecycleError } from '../errors.js';
+import { BundleNotWrittenError, LifecycleError } from '../errors.js';
 import type { PushItem, PushResult } from '../engine/writer.js';
 import { LIMITS } from '../engine/limits.js';
 import { Component } from '../util/lifecycle.js';
@@ -82,6 +82,7 @@ export class Fusion extends Component {
   readonly events = new EventEmitter();
   private readonly bundleCounter;
   private readonly itemCounter;
+  private readonly isolatedCounter;
 
   constructor(
     private readonly writer: BundleSink,
@@ -90,6 +91,7 @@ export class Fusion extends Component {
     super('Fusion');
     this.bundleCounter = opts.metrics?.counter('queen_fusion_bundles_total', 'Bundles flushed by the fusion layer');
     this.itemCounter = opts.metrics?.counter('queen_fusion_items_total', 'Items flushed by the fusion layer');
+    this.isolatedCounter = opts.metrics?.counter('queen_fusion_bundles_split_total', 'Bundles that failed unwritten and were pushed again one request at a time');
     opts.metrics?.gauge('queen_fusion_pending_bytes', 'Payload bytes pending or in flight in the fusion layer').collect(() => this.bytesHeld);
   }
 
@@ -225,20 +227,10 @@ export class Fusion extends Component {
       );
       this.bundleCounter?.inc();
       this.itemCounter?.inc(entries.length);
-      entries.forEach((e, i) => {
-        const r = e.request;
-        r.results[e.index] = results[i]!;
-        if (--r.remaining === 0 && !r.settled) {
-          r.settled = true;
-          r.resolve(r.results);
-        }
-      });
+      this.deliver(entries, results);
     } catch (err) {
-      for (const e of entries) {
-        if (e.request.settled) continue;
-        e.request.settled = true;
-        e.request.reject(err);
-      }
+      if (err instanceof BundleNotWrittenError) await this.pushApart(entries, err);
+      else this.rejectAll(entries, err);
     } finally {
       for (const k of keys) this.inFlight.delete(k);
       for (const e of entries) this.bytesHeld -= e.bytes;
@@ -246,6 +238,53 @@ export class Fusion extends Component {
       this.updatePressure();
       if (this.queues.size > 0) this.schedule(this.state === 'stopping');
       this.checkDrained();
+    }
+  }
+
+  private deliver(entries: readonly Pending[], results: readonly PushResult[]): void {
+    entries.forEach((e, i) => {
+      const r = e.request;
+      r.results[e.index] = results[i]!;
+      if (--r.remaining === 0 && !r.settled) {
+        r.settled = true;
+        r.resolve(r.results);
+      }
+    });
+  }
+
+  private rejectAll(entries: readonly Pending[], err: unknown): void {
+    for (const e of entries) {
+      if (e.request.settled) continue;
+      e.request.settled = true;
+      e.request.reject(err);
+    }
+  }
+
+  /**
+   * The bundle failed, not retriably, and nothing of it was written: push
+   * each request's items on their own, so whatever one request carried fails
+   * that request only (nothing one client sends may fail another's items).
+   * One after another, still inside this flush, so the partitions stay
+   * single-flight. A bundle of one request has nothing to separate.
+   */
+  private async pushApart(entries: readonly Pending[], err: BundleNotWrittenError): Promise<void> {
+    const byRequest = new Map<Request, Pending[]>();
+    for (const e of entries) {
+      const list = byRequest.get(e.request);
+      if (list) list.push(e);
+      else byRequest.set(e.request, [e]);
+    }
+    if (byRequest.size === 1) {
+      this.rejectAll(entries, err);
+      return;
+    }
+    this.isolatedCounter?.inc();
+    for (const part of byRequest.values()) {
+      try {
+        this.deliver(part, await this.writer.push(part.map((e) => e.item)));
+      } catch (partErr) {
+        this.rejectAll(part, partErr);
+      }
     }
   }
 

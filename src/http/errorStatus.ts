@@ -43,9 +43,26 @@ const FRAMEWORK_CODES: Record<number, string> = {
   405: 'method_not_allowed',
   408: 'request_timeout',
   413: 'payload_too_large',
+  414: 'uri_too_long',
   415: 'unsupported_media_type',
   431: 'headers_too_large',
 };
+
+/**
+ * Errors Node's HTTP parser raises before fastify sees a request (fastify's
+ * clientErrorHandler): the same documented body, written straight to the
+ * socket, which is then closed as Node would.
+ */
+export function clientErrorResponse(err: { code?: unknown }): string {
+  const [status, reason, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request Timeout', 'the request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'the request line and headers are over the size limit']
+        : [400, 'Bad Request', 'the request is not valid HTTP'];
+  const body = JSON.stringify(answer(status, FRAMEWORK_CODES[status]!, message).body);
+  return `HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`;
+}
 
 export function toHttpError(err: unknown, retryAfterSeconds: number): HttpErrorAnswer {
   const unavailable = (message: string): HttpErrorAnswer => ({

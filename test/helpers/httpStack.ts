@@ -56,6 +56,18 @@ export interface HttpStackOptions {
   authToken?: string;
   /** Retries of `client`. Default: Queen's own. */
   clientRetries?: number;
+  /** Fusion's hold before a bundle that is not full flushes. Default 1 ms. */
+  holdMs?: number;
+}
+
+/** How many messages (frames) the log holds for a queue, over all its partitions, counted with SQL. */
+export async function storedFrames(sql: pg.Pool, queue: string): Promise<number> {
+  const r = await sql.query(
+    `SELECT coalesce(sum(x.end_offset - x.base_offset + 1), 0)::int AS n FROM queen.log_txns x
+     JOIN queen.log_partitions lp ON lp.id = x.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1`,
+    [queue],
+  );
+  return r.rows[0].n;
 }
 
 /** Starts the stack; `label` names the database it makes (unused with `database`). */
@@ -65,7 +77,7 @@ export async function startHttpStack(label: string, opts: HttpStackOptions = {})
   const metrics = new MetricsRegistry();
   const engine = new LogEngine({ connectionString: opts.engineUrl ?? db.url, metrics, poolSize: opts.poolSize });
   const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, metadataTtlMs: 0 });
-  const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: 1, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
+  const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: opts.holdMs ?? 1, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
   const apiOptions: HttpApiOptions = {
     fusion,
     pool: engine.pool,

@@ -2,7 +2,7 @@ import anyTest, { type TestFn } from 'ava';
 import type pg from 'pg';
 import { Queen, QueenHttpError } from '../../src/client/index.js';
 import type { HttpApi } from '../../src/http/server.js';
-import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
+import { type HttpStack, startHttpStack, storedFrames } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 /**
@@ -36,13 +36,8 @@ teardownAndCheckLeaks(test, async (t) => {
   await t.context.stack?.stop();
 });
 
-async function frames(t: { context: Ctx }, queue: string): Promise<number> {
-  const r = await t.context.sql.query(
-    `SELECT coalesce(sum(x.end_offset - x.base_offset + 1), 0)::int AS n FROM queen.log_txns x
-     JOIN queen.log_partitions lp ON lp.id = x.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1`,
-    [queue],
-  );
-  return r.rows[0].n;
+function frames(t: { context: Ctx }, queue: string): Promise<number> {
+  return storedFrames(t.context.sql, queue);
 }
 
 interface Raw {

@@ -1,7 +1,7 @@
 import test from 'ava';
 import type { PushItem, PushResult } from '../../src/engine/writer.js';
 import { Fusion, type BundleSink } from '../../src/fusion/fusion.js';
-import { DatabaseError } from '../../src/errors.js';
+import { BundleNotWrittenError, DatabaseError } from '../../src/errors.js';
 
 /** A sink that records bundles and lets the test release them one by one. */
 class GatedSink implements BundleSink {
@@ -102,4 +102,44 @@ test('a failed bundle rejects its callers with the (retriable) error; stop drain
   await stopping;
   t.is((await pending)[0]!.status, 'queued', 'stop() let queued work finish');
   await t.throwsAsync(f.submit([item('c', 1)]), { message: /not accepting/ });
+});
+
+/** A sink whose bundle fails unwritten whenever it holds a "poison" item, as LogWriter reports a defect or a refused bundle. */
+class PoisonSink implements BundleSink {
+  bundles: PushItem[][] = [];
+  async push(items: readonly PushItem[]): Promise<PushResult[]> {
+    this.bundles.push([...items]);
+    if (items.some((i) => i.partition === 'poison')) throw new BundleNotWrittenError(new TypeError('boom'));
+    return items.map((i) => ({ status: 'queued', id: 'x', transactionId: i.transactionId ?? null, queue: i.queue, partition: i.partition ?? 'Default', offset: 0 }));
+  }
+}
+
+test('a bundle that fails unwritten is pushed again per request: only the request that carried the poison fails', async (t) => {
+  const sink = new PoisonSink();
+  const f = new Fusion(sink, opts);
+  await f.start();
+  // Same turn: one bundle of three requests.
+  const good1 = f.submit([item('a', 1), item('b', 1)]);
+  const bad = f.submit([item('c', 1), item('poison', 1)]);
+  const good2 = f.submit([item('d', 1)]);
+  t.deepEqual((await good1).map((r) => r.status), ['queued', 'queued']);
+  t.deepEqual((await good2).map((r) => r.status), ['queued']);
+  await t.throwsAsync(bad, { instanceOf: BundleNotWrittenError });
+  t.is(sink.bundles[0]!.length, 5, 'the three requests were first fused into one bundle');
+  t.deepEqual(sink.bundles.slice(1).map((b) => b.map((i) => i.partition)), [['a', 'b'], ['c', 'poison'], ['d']], 'then pushed apart, one request at a time');
+  await f.stop();
+});
+
+test('any other bundle failure still fails every request of the bundle (it may have been written)', async (t) => {
+  const sink = new GatedSink();
+  sink.fail = new DatabaseError('connection lost', '08006', { retriable: true });
+  const f = new Fusion(sink, opts);
+  await f.start();
+  const a = f.submit([item('a', 1)]);
+  const b = f.submit([item('b', 1)]);
+  await sink.releaseAll();
+  await t.throwsAsync(a, { instanceOf: DatabaseError });
+  await t.throwsAsync(b, { instanceOf: DatabaseError });
+  t.is(sink.bundles.length, 1, 'not pushed again');
+  await f.stop();
 });
