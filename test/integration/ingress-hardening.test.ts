@@ -167,7 +167,7 @@ test.serial('errors tolerance "none": a bad record halts its partition visibly; 
     t.false(status.ready, 'readiness is false while a partition is halted');
     t.like(status.halted[0], { topic, partition: 0, offset: '1' });
     t.regex(status.reasons.join(' '), /halted at offset 1/);
-    t.regex(stack.metrics.render(), /queen_ingress_halted_partitions 1/);
+    t.regex(await stack.metrics.render(), /queen_ingress_halted_partitions 1/);
     const c = await committed(kafka, group, topic);
     t.true((c.get(0) ?? -1) < 2, 'nothing committed past the bad record');
     const stored = (await storedFrames(sql, topic)).map((f) => f.transactionId);
