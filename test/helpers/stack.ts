@@ -48,7 +48,7 @@ export async function startIngestStack(opts: {
   const ingress = new KafkaIngress(
     pipeline.fusion,
     {
-      brokers: brokers(),
+      brokers: opts.ingress?.brokers ?? brokers(),
       groupId: opts.group,
       topics: [{ topic: opts.topic, queue: opts.queue ?? opts.topic }],
       dlqSuffix: '.dlq',
