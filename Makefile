@@ -38,6 +38,13 @@ bench: build
 bench-quick: build
 	scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --quick
 
+# Chaos (not part of `make test`): 1 M records, 10 % re-sent ids, kill -9 x10, PostgreSQL
+# restarts x2, rebalances x5, broker SIGSTOP 20 s, compressed batches; report in
+# bench/results/chaos/. Smaller: make chaos CHAOS_ARGS="--records 100000".
+.PHONY: chaos
+chaos: build
+	scripts/with-deps.sh --kafka --profile run -- node dist/test/chaos/chaos.js $(CHAOS_ARGS)
+
 clean:
 	rm -rf dist
 
