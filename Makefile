@@ -12,6 +12,7 @@ help:
 	@echo "make bench       full side-by-side benchmarks (results in bench/results/)"
 	@echo "make bench-quick the same benchmarks at small sizes"
 	@echo "make soak        long soaks (make soak-retention: 30 min, table sizes flat under retention)"
+	@echo "make chaos       1 M records under kill -9, PostgreSQL restarts, rebalances, a paused broker; JSON report (not in make test)"
 
 $(STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error

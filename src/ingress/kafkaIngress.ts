@@ -93,6 +93,7 @@ export class KafkaIngress extends Component {
   private readonly deadLetters: DeadLetterProducer;
   private readonly queueOf: Map<string, string>;
   private readonly supervisor: ConsumerSupervisor;
+  private restarting: Promise<void> | undefined;
   private readonly abort = new AbortController();
   private paused = false;
   /** Set by stop(): no new chunk starts; in-flight chunks finish and commit. */
@@ -217,12 +218,17 @@ export class KafkaIngress extends Component {
    * resuming from the committed offsets. Throws when it cannot start; the
    * supervisor then retries with backoff.
    */
-  private async restartConsumer(): Promise<void> {
-    if (this.state !== 'running') return;
-    await this.consumer.disconnect().catch(() => undefined);
-    this.committers.clear();
-    this.consumer = this.newConsumer();
-    await this.runConsumer();
+  private restartConsumer(): Promise<void> {
+    if (this.state !== 'running') return Promise.resolve();
+    const restart = (async () => {
+      await this.consumer.disconnect().catch(() => undefined);
+      this.committers.clear();
+      this.consumer = this.newConsumer();
+      await this.runConsumer();
+    })();
+    // stop() waits for a restart in progress, so it disconnects the consumer that restart left running.
+    this.restarting = restart.catch(() => undefined);
+    return restart;
   }
 
   protected async onStop(): Promise<void> {
@@ -235,6 +241,7 @@ export class KafkaIngress extends Component {
     this.draining = true;
     this.abort.abort();
     this.supervisor.stop();
+    await this.restarting;
     // A crashed consumer has no group to pause (kafkajs throws "Consumer group was not initialized").
     if (this.supervisor.status().member) this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
     if (this.activeBatches > 0) await new Promise<void>((resolve) => (this.batchesIdle = resolve));
