@@ -12,6 +12,7 @@ help:
 	@echo "make bench       full side-by-side benchmarks (results in bench/results/)"
 	@echo "make bench-quick the same benchmarks at small sizes"
 	@echo "make soak        long soaks (soak-retention: 30 min, table sizes flat under retention; soak-memory: RSS/heap over ~10 min of mixed HTTP)"
+	@echo "make chaos       1 M records under kill -9, PostgreSQL restarts, rebalances, a paused broker; JSON report (not in make test)"
 
 $(STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -37,6 +38,13 @@ bench: build
 
 bench-quick: build
 	scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --quick
+
+# Chaos (not part of `make test`): 1 M records, 10 % re-sent ids, kill -9 x10, PostgreSQL
+# restarts x2, rebalances x5, broker SIGSTOP 20 s, compressed batches; report in
+# bench/results/chaos/. Smaller: make chaos CHAOS_ARGS="--records 100000".
+.PHONY: chaos
+chaos: build
+	scripts/with-deps.sh --kafka --profile run -- node dist/test/chaos/chaos.js $(CHAOS_ARGS)
 
 clean:
 	rm -rf dist

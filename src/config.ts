@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { ConfigError } from './errors.js';
 
 /**
@@ -33,11 +34,32 @@ export const DEFAULTS = {
   timersEnabled: true,
   timerPollMs: 100,
   timerBatch: 1000,
+  kafkaClientId: 'queen-ingress',
+  ingressErrorsTolerance: 'all',
+  ingressStuckAfterMs: 120_000,
+  ingressRestartBackoffMaxMs: 30_000,
 } as const;
+
+/** TLS towards the brokers (KAFKA_SSL*): files are read at start-up; PEM. */
+export interface KafkaTls {
+  ca?: string;
+  cert?: string;
+  key?: string;
+  rejectUnauthorized: boolean;
+}
+
+/** SASL towards the brokers (KAFKA_SASL_*). The password is never logged. */
+export type KafkaSasl = { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string } & (
+  | { mechanism: 'plain' }
+  | { mechanism: 'scram-sha-256' }
+  | { mechanism: 'scram-sha-512' }
+);
 
 export interface TopicMapping {
   topic: string;
   queue: string;
+  /** This topic's dead-letter topic (else `<topic><QUEEN_DLQ_SUFFIX>`). */
+  dlq?: string;
 }
 
 export interface Config {
@@ -73,6 +95,12 @@ export interface Config {
   timersEnabled: boolean;
   timerPollMs: number;
   timerBatch: number;
+  kafkaClientId: string;
+  kafkaTls: KafkaTls | undefined;
+  kafkaSasl: KafkaSasl | undefined;
+  ingressErrorsTolerance: 'all' | 'none';
+  ingressStuckAfterMs: number;
+  ingressRestartBackoffMaxMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -123,7 +151,7 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
 
 const TOPIC_NAME = /^[A-Za-z0-9._-]{1,249}$/;
 
-/** `topic` or `topic:queue`, comma separated. */
+/** `topic`, `topic:queue` or `topic:queue:dlq`, comma separated. */
 export function parseTopics(raw: string | undefined, name = 'QUEEN_INGRESS_TOPICS'): TopicMapping[] {
   if (raw === undefined || raw.trim() === '') return [];
   const out: TopicMapping[] = [];
@@ -131,13 +159,14 @@ export function parseTopics(raw: string | undefined, name = 'QUEEN_INGRESS_TOPIC
   for (const part of raw.split(',')) {
     const entry = part.trim();
     if (!entry) continue;
-    const [topic, queue, extra] = entry.split(':');
-    if (extra !== undefined || !topic || !TOPIC_NAME.test(topic) || (queue !== undefined && !queue)) {
-      throw new ConfigError(`${name} entries must be "topic" or "topic:queue" with topic matching ${TOPIC_NAME}, got "${entry}"`);
+    const [topic, queue, dlq, extra] = entry.split(':');
+    if (extra !== undefined || !topic || !TOPIC_NAME.test(topic) || (queue !== undefined && !queue) || (dlq !== undefined && !TOPIC_NAME.test(dlq))) {
+      throw new ConfigError(`${name} entries must be "topic", "topic:queue" or "topic:queue:dlq" with topic and dlq matching ${TOPIC_NAME}, got "${entry}"`);
     }
     if (seen.has(topic)) throw new ConfigError(`${name} names topic "${topic}" twice`);
+    if (dlq === topic) throw new ConfigError(`${name}: topic "${topic}" cannot be its own dead-letter topic`);
     seen.add(topic);
-    out.push({ topic, queue: queue ?? topic });
+    out.push(dlq ? { topic, queue: queue ?? topic, dlq } : { topic, queue: queue ?? topic });
   }
   return out;
 }
@@ -183,7 +212,16 @@ export function loadConfig(env: Env = process.env): Config {
     timersEnabled: bool(env, 'QUEEN_TIMERS', DEFAULTS.timersEnabled),
     timerPollMs: int(env, 'QUEEN_TIMER_POLL_MS', DEFAULTS.timerPollMs, 10, 60_000),
     timerBatch: int(env, 'QUEEN_TIMER_BATCH', DEFAULTS.timerBatch, 1, 10_000),
+    kafkaClientId: env.KAFKA_CLIENT_ID?.trim() || DEFAULTS.kafkaClientId,
+    kafkaTls: kafkaTls(env),
+    kafkaSasl: kafkaSasl(env),
+    ingressErrorsTolerance: oneOf(env, 'QUEEN_INGRESS_ERRORS_TOLERANCE', DEFAULTS.ingressErrorsTolerance, ['all', 'none'] as const),
+    ingressStuckAfterMs: int(env, 'QUEEN_INGRESS_STUCK_AFTER_MS', DEFAULTS.ingressStuckAfterMs, 1_000, 3_600_000),
+    ingressRestartBackoffMaxMs: int(env, 'QUEEN_INGRESS_RESTART_BACKOFF_MAX_MS', DEFAULTS.ingressRestartBackoffMaxMs, 1_000, 600_000),
   };
+  if (!/^[A-Za-z0-9._-]{1,255}$/.test(cfg.kafkaClientId)) {
+    throw new ConfigError(`KAFKA_CLIENT_ID must match [A-Za-z0-9._-]{1,255}, got "${cfg.kafkaClientId}"`);
+  }
   if (cfg.dlqSuffix === '' || !/^[A-Za-z0-9._-]+$/.test(cfg.dlqSuffix)) {
     throw new ConfigError(`QUEEN_DLQ_SUFFIX must be non-empty and match [A-Za-z0-9._-]+, got "${cfg.dlqSuffix}"`);
   }
@@ -194,6 +232,55 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('QUEEN_INGRESS_TOPICS is set but KAFKA_BROKERS is empty: name the brokers to consume from');
   }
   return cfg;
+}
+
+function readPemFile(env: Env, name: string): string | undefined {
+  const path = env[name];
+  if (path === undefined || path.trim() === '') return undefined;
+  let text: string;
+  try {
+    text = readFileSync(path.trim(), 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${name}: cannot read ${path.trim()}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  if (!text.includes('-----BEGIN ')) throw new ConfigError(`${name}: ${path.trim()} is not a PEM file`);
+  return text;
+}
+
+/** KAFKA_SSL=true (or any KAFKA_SSL_* file) turns TLS on; the files are PEM. */
+function kafkaTls(env: Env): KafkaTls | undefined {
+  const ca = readPemFile(env, 'KAFKA_SSL_CA_FILE');
+  const cert = readPemFile(env, 'KAFKA_SSL_CERT_FILE');
+  const key = readPemFile(env, 'KAFKA_SSL_KEY_FILE');
+  const on = bool(env, 'KAFKA_SSL', ca !== undefined || cert !== undefined || key !== undefined);
+  if (!on) {
+    if (ca || cert || key) throw new ConfigError('KAFKA_SSL=false contradicts the KAFKA_SSL_*_FILE settings');
+    return undefined;
+  }
+  if ((cert === undefined) !== (key === undefined)) throw new ConfigError('KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together (client certificate and its key)');
+  return { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}), rejectUnauthorized: bool(env, 'KAFKA_SSL_REJECT_UNAUTHORIZED', true) };
+}
+
+function kafkaSasl(env: Env): KafkaSasl | undefined {
+  const mechanism = oneOf(env, 'KAFKA_SASL_MECHANISM', '' as 'plain', ['plain', 'scram-sha-256', 'scram-sha-512'] as const);
+  const username = env.KAFKA_SASL_USERNAME;
+  let password = env.KAFKA_SASL_PASSWORD;
+  const passwordFile = env.KAFKA_SASL_PASSWORD_FILE?.trim();
+  if (passwordFile) {
+    if (password) throw new ConfigError('set KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE, not both');
+    try {
+      password = readFileSync(passwordFile, 'utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      throw new ConfigError(`KAFKA_SASL_PASSWORD_FILE: cannot read ${passwordFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  if (!mechanism) {
+    if (username || password) throw new ConfigError('KAFKA_SASL_USERNAME/PASSWORD are set but KAFKA_SASL_MECHANISM is not (plain, scram-sha-256 or scram-sha-512)');
+    return undefined;
+  }
+  if (!username) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_USERNAME`);
+  if (!password) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE`);
+  return { mechanism, username, password } as KafkaSasl;
 }
 
 /** A connection string with its password replaced, safe to log. */

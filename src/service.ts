@@ -44,6 +44,7 @@ export class Service extends Component {
       host: config.httpHost,
       port: config.httpPort,
       logger: log.child({ component: 'http' }),
+      ingressReadiness: () => this.ingress?.status(),
     });
     if (config.retentionEnabled) {
       this.retention = new RetentionService({
@@ -76,6 +77,12 @@ export class Service extends Component {
           sessionTimeoutMs: config.kafkaSessionTimeoutMs,
           heartbeatIntervalMs: Math.min(3_000, Math.floor(config.kafkaSessionTimeoutMs / 5)),
           fromBeginning: config.ingressFromBeginning,
+          clientId: config.kafkaClientId,
+          ssl: config.kafkaTls,
+          sasl: config.kafkaSasl,
+          errorsTolerance: config.ingressErrorsTolerance,
+          stuckAfterMs: config.ingressStuckAfterMs,
+          restartBackoffMaxMs: config.ingressRestartBackoffMaxMs,
         },
         log.child({ component: 'ingress' }),
         this.metrics,

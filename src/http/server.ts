@@ -7,7 +7,7 @@ import type { Counter, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
 import { BearerAuth } from './auth.js';
 import { clientErrorResponse, toHttpError } from './errorStatus.js';
-import { registerOps } from './routes/ops.js';
+import { registerOps, type IngressReadiness } from './routes/ops.js';
 import { registerPush, type PushPath } from './routes/push.js';
 import { registerQueues } from './routes/queues.js';
 import { registerTimers } from './routes/timers.js';
@@ -34,6 +34,8 @@ export interface HttpApiOptions {
   retryAfterSeconds?: number | undefined;
   /** Longest time a client may take to send one whole request (slow uploads are cut off). */
   requestTimeoutMs?: number | undefined;
+  /** The Kafka ingress's state for /health/ready (absent: no ingress). */
+  ingressReadiness?: IngressReadiness | undefined;
 }
 
 export const HTTP_DEFAULTS = { maxItemsPerPush: 10_000, healthTimeoutMs: 2_000, retryAfterSeconds: 1, requestTimeoutMs: 60_000 } as const;
@@ -179,7 +181,7 @@ export class HttpApi extends Component {
       registerQueues(api, o.pool);
       registerTimers(api, o.pool);
     });
-    registerOps(app, o.pool, o.metrics, o.healthTimeoutMs ?? HTTP_DEFAULTS.healthTimeoutMs);
+    registerOps(app, o.pool, o.metrics, o.healthTimeoutMs ?? HTTP_DEFAULTS.healthTimeoutMs, o.ingressReadiness);
     return app;
   }
 }

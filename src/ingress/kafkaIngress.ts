@@ -1,4 +1,4 @@
-import { Kafka, logLevel, type Consumer, type EachBatchPayload, type KafkaMessage } from 'kafkajs';
+import { Kafka, logLevel, type Consumer, type EachBatchPayload, type KafkaConfig, type KafkaMessage } from 'kafkajs';
 import type { TopicMapping } from '../config.js';
 import { isRetriable, LifecycleError } from '../errors.js';
 import type { PushItem, PushResult } from '../engine/writer.js';
@@ -12,13 +12,32 @@ import { contextFromTraceHeader, inSpan, MAX_LINKS, SpanKind } from '../telemetr
 import { trace, type Link } from '@opentelemetry/api';
 import { mapRecord } from './recordMapping.js';
 import { OffsetCommitter } from './offsetCommitter.js';
+import { registerCodecs, undecodableReason } from './codecs.js';
+import { ConsumerSupervisor, type IngressStatus } from './supervisor.js';
+
+export type { IngressStatus } from './supervisor.js';
 
 export interface KafkaIngressOptions {
   brokers: string[];
   clientId?: string;
+  /** TLS and SASL for managed Kafka (kafkajs's own option shapes; built by config.ts). */
+  ssl?: KafkaConfig['ssl'];
+  sasl?: KafkaConfig['sasl'];
   groupId: string;
   topics: TopicMapping[];
   dlqSuffix: string;
+  /**
+   * What a record that cannot be stored does: 'all' (default) dead-letters it
+   * and moves on; 'none' halts its partition (not committed, fetching paused,
+   * readiness false, logged and counted) until an operator intervenes.
+   */
+  errorsTolerance?: 'all' | 'none';
+  /** A batch waiting longer than this for its verdicts marks the consumer stuck (readiness, metric). */
+  stuckAfterMs?: number;
+  /** kafkajs's own retries of a failing fetch/batch before the consumer crashes (default 10). */
+  consumerRetries?: number;
+  /** Longest wait between two restarts of a crashed consumer. */
+  restartBackoffMaxMs?: number;
   /** Kafka partitions whose batches are processed at once (their items fuse into shared bundles). */
   partitionsConsumedConcurrently?: number;
   sessionTimeoutMs?: number;
@@ -69,14 +88,21 @@ export interface CommittedChunk {
  */
 export class KafkaIngress extends Component {
   private readonly kafka: Kafka;
-  private readonly consumer: Consumer;
+  /** The current consumer; the supervisor replaces it after a crash. */
+  private consumer: Consumer;
   private readonly deadLetters: DeadLetterProducer;
   private readonly queueOf: Map<string, string>;
+  private readonly supervisor: ConsumerSupervisor;
+  private restarting: Promise<void> | undefined;
   private readonly abort = new AbortController();
   private paused = false;
   /** Set by stop(): no new chunk starts; in-flight chunks finish and commit. */
   private draining = false;
   private activeBatches = 0;
+  /** Start time of each batch in flight (stuck detection). */
+  private readonly batchStarts = new Set<{ at: number }>();
+  /** Partitions halted under errorsTolerance 'none', by "topic\x1fpartition". */
+  private readonly halted = new Map<string, { topic: string; partition: number; offset: string; reason: string; at: number }>();
   private batchesIdle: (() => void) | undefined;
   /** One committer per topic/partition: commits leave the critical path, in order. */
   private readonly committers = new Map<string, OffsetCommitter>();
@@ -96,28 +122,39 @@ export class KafkaIngress extends Component {
     metrics?: MetricsRegistry,
   ) {
     super('KafkaIngress');
+    registerCodecs();
     this.kafka = new Kafka({
       clientId: opts.clientId ?? 'queen-ingress',
       brokers: opts.brokers,
+      ssl: opts.ssl,
+      sasl: opts.sasl,
       logLevel: logLevel.WARN,
       logCreator: () => (entry) => {
         const { message, ...rest } = entry.log;
+        // A consumer crash is logged once, by the supervisor, with its cause.
+        if (message.startsWith('Crash: ') || message.startsWith('Restarting the consumer')) return;
         if (entry.level <= logLevel.ERROR) this.log.error({ kafka: rest }, `kafkajs: ${message}`);
         else if (entry.level === logLevel.WARN) this.log.warn({ kafka: rest }, `kafkajs: ${message}`);
       },
       retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
     });
-    this.consumer = this.kafka.consumer({
-      groupId: opts.groupId,
-      sessionTimeout: opts.sessionTimeoutMs ?? 30_000,
-      heartbeatInterval: opts.heartbeatIntervalMs ?? 3_000,
-      maxBytesPerPartition: opts.maxBytesPerPartition ?? 1024 * 1024,
-      maxWaitTimeInMs: opts.maxWaitTimeInMs ?? 250,
-      allowAutoTopicCreation: true,
-      retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
-    });
-    this.deadLetters = new DeadLetterProducer(this.kafka, opts.dlqSuffix);
+    this.consumer = this.newConsumer();
+    this.deadLetters = new DeadLetterProducer(this.kafka, opts.dlqSuffix, new Map(opts.topics.filter((t) => t.dlq).map((t) => [t.topic, t.dlq!])));
     this.queueOf = new Map(opts.topics.map((t) => [t.topic, t.queue]));
+    this.supervisor = new ConsumerSupervisor(
+      {
+        restart: () => this.restartConsumer(),
+        activeBatchSince: () => {
+          let oldest: number | undefined;
+          for (const b of this.batchStarts) if (oldest === undefined || b.at < oldest) oldest = b.at;
+          return oldest;
+        },
+        halted: () => [...this.halted.values()],
+      },
+      { stuckAfterMs: opts.stuckAfterMs ?? 120_000, sessionTimeoutMs: opts.sessionTimeoutMs ?? 30_000, backoffMaxMs: opts.restartBackoffMaxMs ?? 30_000 },
+      this.log,
+      metrics,
+    );
     this.records = metrics?.counter('queen_ingress_records_total', 'Kafka records processed by outcome', 'outcome');
     this.verdicts = metrics?.counter('queen_ingress_commits_total', 'Chunks of Kafka records fully verified and committed');
     this.commits = metrics?.counter('queen_ingress_commit_failures_total', 'Offset commits refused (rebalance); the records will be redelivered as duplicates');
@@ -126,24 +163,72 @@ export class KafkaIngress extends Component {
     this.pauses = metrics?.counter('queen_ingress_pauses_total', 'Times fetching was paused because the fusion layer was over its in-flight byte budget');
   }
 
+  /** Read-only supervisor state: readiness, metrics and diagnostics read it. */
+  status(): IngressStatus {
+    return this.supervisor.status();
+  }
+
+  private newConsumer(): Consumer {
+    const opts = this.opts;
+    return this.kafka.consumer({
+      groupId: opts.groupId,
+      sessionTimeout: opts.sessionTimeoutMs ?? 30_000,
+      heartbeatInterval: opts.heartbeatIntervalMs ?? 3_000,
+      maxBytesPerPartition: opts.maxBytesPerPartition ?? 1024 * 1024,
+      maxWaitTimeInMs: opts.maxWaitTimeInMs ?? 250,
+      allowAutoTopicCreation: true,
+      // kafkajs never restarts on its own: every crash goes to the supervisor,
+      // which logs it once, counts it and restarts with backoff.
+      retry: { retries: opts.consumerRetries ?? 10, initialRetryTime: 200, maxRetryTime: 5_000, restartOnFailure: async () => false },
+    });
+  }
+
   protected async onStart(): Promise<void> {
     await this.deadLetters.start();
     await this.ensureDeadLetterTopics();
+    await this.runConsumer();
+    this.fusion.events.on('pressure', this.onPressure);
+    this.fusion.events.on('relief', this.onRelief);
+    this.log.info({ topics: this.opts.topics, group: this.opts.groupId }, 'consuming');
+  }
+
+  /** Connects the current consumer, subscribes, runs; the supervisor watches it from here on. */
+  private async runConsumer(): Promise<void> {
+    this.supervisor.watch(this.consumer);
     await this.consumer.connect();
     for (const t of this.opts.topics) {
       // A topic that does not exist yet is auto-created by the first metadata
       // request, which answers with a retriable error until it has leaders.
       await this.retryStartup(`subscribing to ${t.topic}`, () => this.consumer.subscribe({ topic: t.topic, fromBeginning: this.opts.fromBeginning ?? true }));
     }
-    this.fusion.events.on('pressure', this.onPressure);
-    this.fusion.events.on('relief', this.onRelief);
     await this.consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: this.opts.partitionsConsumedConcurrently ?? 16,
       eachBatch: (payload) => this.handleBatch(payload),
     });
-    this.log.info({ topics: this.opts.topics, group: this.opts.groupId }, 'consuming');
+    // Partitions halted before a restart stay halted: the pause is re-applied to the new consumer.
+    for (const h of this.halted.values()) this.consumer.pause([{ topic: h.topic, partitions: [h.partition] }]);
+    if (this.paused) this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
+  }
+
+  /**
+   * Called by the supervisor after a crash: a fresh consumer object (kafkajs's
+   * crashed one has left the group and dropped its runner), the same group,
+   * resuming from the committed offsets. Throws when it cannot start; the
+   * supervisor then retries with backoff.
+   */
+  private restartConsumer(): Promise<void> {
+    if (this.state !== 'running') return Promise.resolve();
+    const restart = (async () => {
+      await this.consumer.disconnect().catch(() => undefined);
+      this.committers.clear();
+      this.consumer = this.newConsumer();
+      await this.runConsumer();
+    })();
+    // stop() waits for a restart in progress, so it disconnects the consumer that restart left running.
+    this.restarting = restart.catch(() => undefined);
+    return restart;
   }
 
   protected async onStop(): Promise<void> {
@@ -155,7 +240,10 @@ export class KafkaIngress extends Component {
     // (uncommitted, hence redelivered later). Only then leave the group.
     this.draining = true;
     this.abort.abort();
-    this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
+    this.supervisor.stop();
+    await this.restarting;
+    // A crashed consumer has no group to pause (kafkajs throws "Consumer group was not initialized").
+    if (this.supervisor.status().member) this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
     if (this.activeBatches > 0) await new Promise<void>((resolve) => (this.batchesIdle = resolve));
     await Promise.all([...this.committers.values()].map((c) => c.flush()));
     // disconnect() stops fetching and leaves the group, so partitions move at
@@ -202,17 +290,26 @@ export class KafkaIngress extends Component {
     if (this.paused === paused || this.state !== 'running') return;
     this.paused = paused;
     const topics = this.opts.topics.map((t) => ({ topic: t.topic }));
+    if (!this.supervisor.status().member) return; // applied when the restarted consumer runs
     if (paused) {
       this.consumer.pause(topics);
       this.pauses?.inc();
-    } else this.consumer.resume(topics);
+    } else {
+      this.consumer.resume(topics);
+      // Resuming a topic must not resume a halted partition.
+      for (const h of this.halted.values()) this.consumer.pause([{ topic: h.topic, partitions: [h.partition] }]);
+    }
     this.log.info({ paused }, paused ? 'fusion under pressure: fetching paused' : 'fusion relieved: fetching resumed');
   }
 
   private async handleBatch(payload: EachBatchPayload): Promise<void> {
     const { batch, heartbeat, isRunning, isStale } = payload;
     if (batch.messages.length === 0 || this.draining) return;
+    if (this.halted.has(`${batch.topic}\x1f${batch.partition}`)) return;
     this.activeBatches++;
+    const started = { at: Date.now() };
+    this.batchStarts.add(started);
+    this.supervisor.progress();
     // Heartbeat while the batch waits on PostgreSQL, so a slow database does not cost the assignment.
     const beat = setInterval(() => void heartbeat().catch(() => undefined), Math.max(500, (this.opts.heartbeatIntervalMs ?? 3_000) / 2));
     try {
@@ -231,6 +328,7 @@ export class KafkaIngress extends Component {
       }
     } finally {
       clearInterval(beat);
+      this.batchStarts.delete(started);
       if (--this.activeBatches === 0 && this.batchesIdle) {
         this.batchesIdle();
         this.batchesIdle = undefined;
@@ -246,28 +344,49 @@ export class KafkaIngress extends Component {
     const items: PushItem[] = [];
     const itemRecords: KafkaMessage[] = [];
     for (const m of messages) {
+      const undecodable = undecodableReason(m);
+      if (undecodable) {
+        letters.push({ topic: batch.topic, partition: batch.partition, record: m, reason: undecodable, errorClass: 'UndecodableBatchError' });
+        continue;
+      }
       const mapped = mapRecord(batch.topic, queue, batch.partition, m);
       if (mapped.ok) {
         items.push(mapped.item);
         itemRecords.push(m);
       } else {
-        letters.push({ topic: batch.topic, partition: batch.partition, record: m, reason: mapped.reason });
+        letters.push({ topic: batch.topic, partition: batch.partition, record: m, reason: mapped.reason, errorClass: 'ValidationError' });
       }
     }
 
+    if (letters.length > 0 && this.opts.errorsTolerance === 'none') {
+      // Halting: store nothing past the first bad record (records before it are stored, not committed: duplicates later).
+      const firstBad = BigInt(letters[0]!.record.offset);
+      const keep = itemRecords.findIndex((m) => BigInt(m.offset) > firstBad);
+      if (keep >= 0) {
+        items.length = keep;
+        itemRecords.length = keep;
+      }
+    }
     const results = await this.untilDone(() => this.fusion.submit(items), isRunning, isStale, 'pushing a batch');
     if (!results) return false; // abandoned: not committed, will be redelivered
     let queued = 0;
     let duplicates = 0;
     const statusOf = new Map<string, 'queued' | 'duplicate'>();
     results.forEach((r: PushResult, i) => {
-      if (r.status === 'failed') letters.push({ topic: batch.topic, partition: batch.partition, record: itemRecords[i]!, reason: r.error ?? 'rejected by the log' });
+      if (r.status === 'failed') letters.push({ topic: batch.topic, partition: batch.partition, record: itemRecords[i]!, reason: r.error ?? 'rejected by the log', errorClass: 'RejectedByLog' });
       else {
         statusOf.set(itemRecords[i]!.offset, r.status);
         if (r.status === 'queued') queued++;
         else duplicates++;
       }
     });
+    if (letters.length > 0 && this.opts.errorsTolerance === 'none') {
+      // Halt instead of dead-lettering: nothing of this chunk is committed
+      // (verdicts already stored come back as duplicates after the fix).
+      letters.sort((a, b) => (BigInt(a.record.offset) < BigInt(b.record.offset) ? -1 : 1));
+      this.halt(batch.topic, batch.partition, letters[0]!.record.offset, letters[0]!.reason);
+      return false;
+    }
     if (letters.length > 0) {
       const sent = await this.untilDone(() => this.deadLetters.send(letters).then(() => true), isRunning, isStale, 'dead-lettering');
       if (!sent) return false;
@@ -279,6 +398,7 @@ export class KafkaIngress extends Component {
     this.records?.inc(letters.length, 'dead_lettered');
 
     // Every record of the chunk now has a verdict or an acknowledged dead letter.
+    this.supervisor.chunkDone();
     const last = messages[messages.length - 1]!.offset;
     resolveOffset(last);
     const records = messages.map((m) => ({ offset: m.offset, timestamp: m.timestamp, status: statusOf.get(m.offset) ?? ('dead_lettered' as const) }));
@@ -289,6 +409,19 @@ export class KafkaIngress extends Component {
         this.opts.onCommitted?.({ topic: batch.topic, partition: batch.partition, records, committed, committedAtMs: Date.now() });
       });
     return true;
+  }
+
+  /** errorsTolerance 'none': stops one partition visibly (log, metric, readiness); never silently. */
+  private halt(topic: string, partition: number, offset: string, reason: string): void {
+    const key = `${topic}\x1f${partition}`;
+    if (this.halted.has(key)) return;
+    this.halted.set(key, { topic, partition, offset, reason, at: Date.now() });
+    try {
+      this.consumer.pause([{ topic, partitions: [partition] }]);
+    } catch {
+      // No group right now (a crash): runConsumer re-applies the pause.
+    }
+    this.log.error({ topic, partition, offset, reason }, 'partition halted (QUEEN_INGRESS_ERRORS_TOLERANCE=none): a record cannot be stored; not committed; fix the cause or move the group offset past it, then restart');
   }
 
   private committerFor(topic: string, partition: number): OffsetCommitter {

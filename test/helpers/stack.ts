@@ -2,9 +2,9 @@ import type { DedupCache } from '../../src/dedup/index.js';
 import type { LogEngine } from '../../src/engine/logEngine.js';
 import type { LogWriter } from '../../src/engine/writer.js';
 import type { Fusion } from '../../src/fusion/fusion.js';
-import { KafkaIngress, type CommittedChunk } from '../../src/ingress/kafkaIngress.js';
+import { KafkaIngress, type CommittedChunk, type KafkaIngressOptions } from '../../src/ingress/kafkaIngress.js';
 import { defaultPipelineOptions, WritePipeline } from '../../src/pipeline.js';
-import { silentLogger } from '../../src/telemetry/logger.js';
+import { silentLogger, type Logger } from '../../src/telemetry/logger.js';
 import type { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { brokers } from './kafka.js';
 
@@ -32,6 +32,9 @@ export async function startIngestStack(opts: {
   cacheMb?: number | false;
   onCommitted?: (chunk: CommittedChunk) => void;
   maxInflightBytes?: number;
+  /** Overrides of the ingress options (DLQ, errors tolerance, TLS/SASL brokers...). */
+  ingress?: Partial<KafkaIngressOptions>;
+  logger?: Logger;
 }): Promise<IngestStack> {
   const pipeline = new WritePipeline(
     defaultPipelineOptions(opts.databaseUrl, {
@@ -45,7 +48,7 @@ export async function startIngestStack(opts: {
   const ingress = new KafkaIngress(
     pipeline.fusion,
     {
-      brokers: brokers(),
+      brokers: opts.ingress?.brokers ?? brokers(),
       groupId: opts.group,
       topics: [{ topic: opts.topic, queue: opts.queue ?? opts.topic }],
       dlqSuffix: '.dlq',
@@ -53,8 +56,9 @@ export async function startIngestStack(opts: {
       heartbeatIntervalMs: 1_000,
       partitionsConsumedConcurrently: 8,
       onCommitted: opts.onCommitted,
+      ...opts.ingress,
     },
-    silentLogger,
+    opts.logger ?? silentLogger,
     pipeline.metrics,
   );
   try {

@@ -11,6 +11,19 @@ test('defaults: dedup cache on, 512 MB, port 6632, no topics', (t) => {
   t.is(c.maxPayloadBytes, 1024 * 1024);
 });
 
+test('managed Kafka: SASL and TLS settings, per-topic dead-letter topic, errors tolerance', (t) => {
+  const c = loadConfig({ KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: 'svc', KAFKA_SASL_PASSWORD: 's3cret', KAFKA_SSL: 'true', KAFKA_CLIENT_ID: 'ingest-1', QUEEN_INGRESS_ERRORS_TOLERANCE: 'none', QUEEN_INGRESS_TOPICS: 'orders:o:orders-errors,pay', KAFKA_BROKERS: 'h:1' });
+  t.deepEqual(c.kafkaSasl, { mechanism: 'scram-sha-512', username: 'svc', password: 's3cret' });
+  t.deepEqual(c.kafkaTls, { rejectUnauthorized: true });
+  t.is(c.kafkaClientId, 'ingest-1');
+  t.is(c.ingressErrorsTolerance, 'none');
+  t.deepEqual(c.ingressTopics, [{ topic: 'orders', queue: 'o', dlq: 'orders-errors' }, { topic: 'pay', queue: 'pay' }]);
+  const d = loadConfig({});
+  t.is(d.kafkaSasl, undefined);
+  t.is(d.kafkaTls, undefined);
+  t.is(d.ingressErrorsTolerance, 'all');
+});
+
 test('a bad value names the variable and its limit', (t) => {
   const cases: [Record<string, string>, RegExp][] = [
     [{ QUEEN_HTTP_PORT: '70000' }, /QUEEN_HTTP_PORT must be an integer between 0 and 65535/],
@@ -21,7 +34,17 @@ test('a bad value names the variable and its limit', (t) => {
     [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL must use postgres: or postgresql:/],
     [{ KAFKA_BROKERS: 'nohostport' }, /KAFKA_BROKERS must be a comma-separated list of host:port/],
     [{ QUEEN_INGRESS_TOPICS: 'a', KAFKA_BROKERS: '' }, /KAFKA_BROKERS is empty/],
-    [{ QUEEN_INGRESS_TOPICS: 'a:b:c', KAFKA_BROKERS: 'h:1' }, /QUEEN_INGRESS_TOPICS entries must be/],
+    [{ QUEEN_INGRESS_TOPICS: 'a:b:c:d', KAFKA_BROKERS: 'h:1' }, /QUEEN_INGRESS_TOPICS entries must be/],
+    [{ QUEEN_INGRESS_TOPICS: 'a:b:bad name', KAFKA_BROKERS: 'h:1' }, /QUEEN_INGRESS_TOPICS entries must be/],
+    [{ QUEEN_INGRESS_TOPICS: 'a:b:a', KAFKA_BROKERS: 'h:1' }, /cannot be its own dead-letter topic/],
+    [{ QUEEN_INGRESS_ERRORS_TOLERANCE: 'some' }, /QUEEN_INGRESS_ERRORS_TOLERANCE must be one of all, none/],
+    [{ KAFKA_SASL_MECHANISM: 'gssapi' }, /KAFKA_SASL_MECHANISM must be one of plain, scram-sha-256, scram-sha-512/],
+    [{ KAFKA_SASL_MECHANISM: 'scram-sha-256', KAFKA_SASL_PASSWORD: 'x' }, /needs KAFKA_SASL_USERNAME/],
+    [{ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u' }, /needs KAFKA_SASL_PASSWORD/],
+    [{ KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p' }, /KAFKA_SASL_MECHANISM is not/],
+    [{ KAFKA_SSL_CA_FILE: '/nonexistent/ca.pem' }, /KAFKA_SSL_CA_FILE: cannot read/],
+    [{ KAFKA_SSL_CA_FILE: '/etc/hostname' }, /is not a PEM file/],
+    [{ KAFKA_CLIENT_ID: 'a b' }, /KAFKA_CLIENT_ID must match/],
     [{ QUEEN_BUNDLE_MAX_BYTES: '2048', QUEEN_MAX_PAYLOAD_BYTES: '4096' }, /QUEEN_BUNDLE_MAX_BYTES \(2048\) must be at least/],
   ];
   for (const [env, re] of cases) {

@@ -12,6 +12,8 @@
 #   kafka.sh status   exit 0 and print KAFKA_BROKERS=... if up; 1 if the process
 #                     runs but does not answer; 3 if not running
 #   kafka.sh clean    stop, then delete .local/kafka (the Maven cache .local/m2 stays)
+#   kafka.sh classpath  fetch if needed, print the jars' classpath (tests run Kafka's
+#                     own Java producer and a SASL/TLS broker from the same jars)
 #
 # Only the KAFKA_BROKERS line goes to stdout; all progress goes to stderr, so
 # callers can do:  line="$(deploy/local/kafka/kafka.sh start)"; export "$line"
@@ -390,6 +392,7 @@ ensure) ensure ;;
 stop) stop ;;
 status) status ;;
 clean) clean ;;
+classpath) fetch && echo "$LIBS_DIR/*" ;;
 *)
   sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2
   exit 2
