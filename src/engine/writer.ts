@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { PayloadTooLargeError, ValidationError } from '../errors.js';
 import { HASH_BYTES, hashBytes, writeHash } from '../util/txnHash.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
@@ -155,7 +156,15 @@ export class LogWriter {
     };
   }
 
-  async push(items: readonly PushItem[]): Promise<PushResult[]> {
+  /**
+   * `via`: push on this client, inside a transaction the caller opened and
+   * will commit (/transaction). Such a push asks the watermark source nothing
+   * and reports nothing to it: its segments probe with -1 (always exact), and
+   * the cache later sees their offsets as another writer's gap, which it
+   * handles by falling back. Reporting an append that may still roll back
+   * would let the cache vouch for offsets it does not know.
+   */
+  async push(items: readonly PushItem[], via?: pg.ClientBase): Promise<PushResult[]> {
     const results: PushResult[] = new Array(items.length);
     const accepted: Accepted[] = [];
     items.forEach((item, index) => {
@@ -206,7 +215,7 @@ export class LogWriter {
 
     let pending = [...groups.values()];
     while (pending.length > 0) {
-      pending = await this.pushRound(pending, results);
+      pending = await this.pushRound(pending, results, via);
     }
 
     for (const [f, leader] of followers) {
@@ -225,13 +234,14 @@ export class LogWriter {
   }
 
   /** One SQL round trip; returns the groups that must be re-submitted. */
-  private async pushRound(groups: Group[], results: PushResult[]): Promise<Group[]> {
+  private async pushRound(groups: Group[], results: PushResult[], via?: pg.ClientBase): Promise<Group[]> {
+    const watermarks = via ? undefined : this.watermarks;
     const pendingSegs: PendingSegment[] = groups.map((g) => {
       const hashes = Buffer.allocUnsafe(g.leaders.length * HASH_BYTES);
       g.leaders.forEach((l, i) => writeHash(l.hash, hashes, i * HASH_BYTES));
       return { partitionId: g.partitionId, windowSeconds: g.windowSeconds, count: g.leaders.length, hashes };
     });
-    const vouches = this.watermarks ? await this.watermarks.beforePush(pendingSegs) : pendingSegs.map(() => NO_VOUCH);
+    const vouches = watermarks ? await watermarks.beforePush(pendingSegs) : pendingSegs.map(() => NO_VOUCH);
     const segments: SegmentInput[] = groups.map((g, i) => ({
       partitionId: g.partitionId,
       verified: vouches[i]!.verified,
@@ -246,16 +256,16 @@ export class LogWriter {
         'queen.log_push',
         { kind: SpanKind.CLIENT, attributes: { 'db.system': 'postgresql', 'db.operation': 'queen.log_push_v1', 'queen.segments': segments.length, 'queen.frames': segments.reduce((n, s) => n + s.count, 0), 'queen.vouched': vouches.filter((v) => v.verified >= 0).length } },
         async (span) => {
-          const out = await this.engine.pushSegments(segments);
+          const out = await this.engine.pushSegments(segments, via);
           span.setAttributes({ 'queen.probed': out.filter((o) => o.probed).length, 'queen.duplicate_segments': out.filter((o) => o.assignedBase === null).length });
           return out;
         },
       );
     } catch (err) {
-      this.watermarks?.pushFailed(pendingSegs);
+      watermarks?.pushFailed(pendingSegs);
       throw err;
     }
-    this.watermarks?.afterPush(pendingSegs, outcomes);
+    watermarks?.afterPush(pendingSegs, outcomes);
 
     const again: Group[] = [];
     groups.forEach((g, i) => {
