@@ -19,7 +19,8 @@
 -- starts, the first time the group pops this queue. p_lease_seconds NULL:
 -- the queue's lease_seconds. p_auto_ack: commit the span at once (no lease).
 --
--- Output: no row when nothing is available. Otherwise one row per segment
+-- Output: no row when nothing is available; a row with only lease_expires_at
+-- when nothing is available until that instant (a live lease expires). Otherwise one row per segment
 -- overlapping the delivered span [span_from, span_to], lease metadata repeated
 -- on each; seg_blob is NULL for a segment of more than p_inline_max frames
 -- (the broker reads those through its segment cache instead of shipping a
@@ -125,6 +126,21 @@ BEGIN
     LIMIT 1
     FOR UPDATE OF c SKIP LOCKED;
     IF NOT FOUND THEN
+        -- Nothing available. When pending messages sit under live leases, say
+        -- when the first of those expires: a long poll wakes then instead of
+        -- polling.
+        SELECT min(c.lease_expires_at) INTO v_expires
+        FROM queen.log_cursors c
+        JOIN queen.log_partitions lp ON lp.id = c.partition_id
+        WHERE lp.queue_id = v_qid
+          AND c.consumer_group = p_group
+          AND (p_partition IS NULL OR lp.name = p_partition)
+          AND lp.last_offset > c.committed_offset
+          AND c.lease_end IS NOT NULL;
+        IF v_expires IS NOT NULL THEN
+            lease_expires_at := v_expires;
+            RETURN NEXT;
+        END IF;
         RETURN;
     END IF;
 

@@ -43,6 +43,8 @@ export interface PopOutcome {
   skipped: number;
   /** Whether the span was taken over from an expired lease. */
   redelivered: boolean;
+  /** Nothing delivered: when the first live lease over pending messages expires (null: none). */
+  nextExpiry?: Date | null;
 }
 
 export const EMPTY_POP: PopOutcome = { leaseId: null, leaseExpiresAt: null, partition: null, partitionId: null, messages: [], skipped: 0, redelivered: false };
@@ -116,6 +118,7 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
   }
   if (rows.length === 0) return EMPTY_POP;
   const head = rows[0]!;
+  if (head.partition_id === null) return { ...EMPTY_POP, nextExpiry: head.lease_expires_at as Date };
   const pid = head.partition_id as number;
   const partition = head.partition_name as string;
   const out: PopOutcome = {

@@ -132,7 +132,9 @@ export class ReadPath extends Component {
           this.pops.inc(1, 'empty');
           return EMPTY_POP;
         }
-        await ticket.wait(Math.min(left, this.recheckMs), aborts);
+        // A live lease over pending messages expires at nextExpiry: look again then.
+        const untilExpiry = r.nextExpiry ? Math.max(1, r.nextExpiry.getTime() - Date.now() + 5) : Infinity;
+        await ticket.wait(Math.min(left, this.recheckMs, untilExpiry), aborts);
       }
     } finally {
       this.popLatencySum.inc(Date.now() - started);
