@@ -12,6 +12,7 @@ import { registerPush, type PushPath } from './routes/push.js';
 import { registerQueues } from './routes/queues.js';
 import { registerTimers } from './routes/timers.js';
 import { registerConsume } from './routes/consume.js';
+import { registerMessages } from './routes/messages.js';
 import type { ReadPath } from '../read/readPath.js';
 
 export interface HttpApiOptions {
@@ -143,6 +144,7 @@ export class HttpApi extends Component {
       registerQueues(api, o.pool);
       registerTimers(api, o.pool);
       if (o.read) registerConsume(api, o.read, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush);
+      if (o.read) registerMessages(api, o.pool, o.read);
     });
     registerOps(app, o.pool, o.metrics, o.healthTimeoutMs ?? HTTP_DEFAULTS.healthTimeoutMs);
     return app;

@@ -1,4 +1,5 @@
-import { ConflictError, ValidationError } from '../errors.js';
+import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { claimDeadLetter, deadLetterExists, type DeadLetter } from '../engine/deadLetters.js';
 import { applyAcks, type AckItem, type AckOutcome } from '../engine/acks.js';
 import type { LogEngine } from '../engine/logEngine.js';
 import { EMPTY_POP, popOnce, SegmentCache, type PopOutcome, type PopRequest } from '../engine/pop.js';
@@ -227,6 +228,43 @@ export class ReadPath extends Component {
     });
     if (appended.size > 0) this.engine.announceAppended([...appended]);
     return result;
+  }
+
+  /**
+   * Pushes a copy of a dead letter back to its queue and partition (every
+   * group sees it, as a new message) and marks the dead letter requeued, in
+   * one transaction. Its transactionId is the original one + "#requeue-<id>",
+   * so the copy is distinguishable and a repeated requeue is refused (409).
+   */
+  async requeue(id: number): Promise<{ deadLetter: DeadLetter; push: PushResult }> {
+    this.assertRunning();
+    const client = await this.connect();
+    let out: { deadLetter: DeadLetter; push: PushResult };
+    try {
+      await client.query('BEGIN');
+      const d = await claimDeadLetter(client, id);
+      if (!d) {
+        if (await deadLetterExists(this.engine.pool, id)) throw new ConflictError(`dead letter ${id} was requeued already`);
+        throw new NotFoundError(`no dead letter with id ${id}`);
+      }
+      if (!d.payload) throw new ConflictError(`dead letter ${id} has no stored payload`);
+      await client.query('SELECT id FROM queen.log_partitions WHERE id = $1 FOR UPDATE', [d.partitionId]);
+      const [push] = await this.writer.push(
+        [{ queue: d.queue, partition: d.partition, transactionId: `${d.transactionId ?? d.messageId}#requeue-${d.id}`, payload: d.payload, traceContext: d.traceContext ?? undefined }],
+        client,
+      );
+      if (push!.status === 'failed') throw new ValidationError(`requeue of dead letter ${id} failed: ${push!.error}`);
+      await client.query('COMMIT');
+      out = { deadLetter: d, push: push! };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      client.release(isBroken(err));
+      if (err instanceof ConflictError || err instanceof NotFoundError || err instanceof ValidationError) throw err;
+      throw toDatabaseError(err, 'requeueing a dead letter');
+    }
+    client.release();
+    if (out.push.status === 'queued') this.engine.announceAppended([out.deadLetter.partitionId]);
+    return out;
   }
 
   /** Extends a live lease to now + seconds; null when the lease id is not (or no longer) held. */
