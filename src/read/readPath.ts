@@ -7,7 +7,7 @@ import { toDatabaseError } from '../engine/sqlstate.js';
 import type { LogWriter, PushItem, PushResult } from '../engine/writer.js';
 import { PartitionDirectory } from '../engine/partitionDirectory.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { Counter, MetricsRegistry } from '../telemetry/metrics.js';
+import type { Counter, Histogram, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
 import { PopWaiters } from './waiters.js';
 import { WakeBus } from './wakeBus.js';
@@ -58,8 +58,7 @@ export class ReadPath extends Component {
   private readonly acks: Counter;
   private readonly redeliveries: Counter;
   private readonly skips: Counter;
-  private readonly popLatencySum: Counter;
-  private readonly popLatencyCount: Counter;
+  private readonly popDuration: Histogram;
   private readonly closing = new AbortController();
 
   constructor(
@@ -78,8 +77,7 @@ export class ReadPath extends Component {
     this.acks = m.counter('queen_acks_total', 'Acked items by result', 'result');
     this.redeliveries = m.counter('queen_lease_expiries_total', 'Expired leases whose span a pop took over (redelivery)');
     this.skips = m.counter('queen_cursor_log_start_skips_total', 'Offsets a cursor skipped because retention removed them (below log_start)');
-    this.popLatencySum = m.counter('queen_pop_latency_ms_sum', 'Sum of pop request durations in ms, long-poll wait included');
-    this.popLatencyCount = m.counter('queen_pop_latency_ms_count', 'Number of pop requests timed');
+    this.popDuration = m.histogram('queen_pop_duration_seconds', 'Pop request duration, long-poll wait included, by outcome', { labelKeys: ['outcome'] });
     m.gauge('queen_pop_waiters', 'Long polls waiting now').collect(() => this.waiters.size);
   }
 
@@ -101,6 +99,8 @@ export class ReadPath extends Component {
     this.assertRunning();
     const started = Date.now();
     const deadline = started + waitMs;
+    const timer = this.popDuration.startTimer();
+    let outcome = 'error';
     const aborts = signal ? AbortSignal.any([signal, this.closing.signal]) : this.closing.signal;
     try {
       for (;;) {
@@ -119,6 +119,7 @@ export class ReadPath extends Component {
           ticket.cancel();
           if (r.redelivered) this.redeliveries.inc();
           this.pops.inc(1, 'messages');
+          outcome = 'messages';
           this.popped.inc(r.messages.length);
           return r;
         }
@@ -131,6 +132,7 @@ export class ReadPath extends Component {
         if (left <= 0 || aborts.aborted) {
           ticket.cancel();
           this.pops.inc(1, 'empty');
+          outcome = 'empty';
           return EMPTY_POP;
         }
         // A live lease over pending messages expires at nextExpiry: look again then.
@@ -138,8 +140,7 @@ export class ReadPath extends Component {
         await ticket.wait(Math.min(left, this.recheckMs, untilExpiry), aborts);
       }
     } finally {
-      this.popLatencySum.inc(Date.now() - started);
-      this.popLatencyCount.inc();
+      timer({ outcome });
     }
   }
 
