@@ -63,6 +63,18 @@ interface WirePop {
 
 export const QUEUE_MODE_GROUP = '__QUEUE_MODE__';
 
+/** One page of GET /api/v1/messages. */
+export interface BrowsePage {
+  queue: string;
+  partition: string;
+  partitionId: number;
+  logStart: number;
+  lastOffset: number;
+  messages: Omit<Message, 'queue' | 'leaseId' | 'leaseExpiresAt' | 'consumerGroup'>[];
+  /** The offset to continue from, or null at the end. */
+  next: number | null;
+}
+
 /** GET /api/v1/pop/...: the messages (empty when nothing arrived in time). */
 export async function popMessages(transport: Transport, queue: string, o: PopOptions = {}): Promise<Message[]> {
   const qs = new URLSearchParams();

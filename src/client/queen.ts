@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { TimerRef } from './timers.js';
 import { Transport, type RetryPolicy } from './transport.js';
-import { ackMessages, Consumer, popMessages, TransactionBuilder, type AckOutcome, type AckStatus, type Message, type PopOptions } from './consume.js';
+import { ackMessages, Consumer, popMessages, TransactionBuilder, type AckOutcome, type AckStatus, type BrowsePage, type Message, type PopOptions } from './consume.js';
 import type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, QueueInfo, QueueOptionsPatch, WirePushResult } from './types.js';
 
 export const DEFAULT_PARTITION = 'Default';
@@ -98,6 +98,15 @@ export class QueueRef {
   /** Pops (leased unless autoAck); [] when nothing arrived in time. */
   pop(opts: PopOptions = {}): Promise<Message[]> {
     return popMessages(this.transport, this.name, opts);
+  }
+
+  /** Reads a partition's messages from an offset without a cursor (operators; GET /api/v1/messages). */
+  browse(opts: { partition?: string; from?: number; limit?: number } = {}): Promise<BrowsePage> {
+    const qs = new URLSearchParams({ queue: this.name });
+    if (opts.partition !== undefined) qs.set('partition', opts.partition);
+    if (opts.from !== undefined) qs.set('from', String(opts.from));
+    if (opts.limit !== undefined) qs.set('limit', String(opts.limit));
+    return this.transport.request('GET', `api/v1/messages?${qs.toString()}`);
   }
 
   /** A consumer of this queue for a consumer group (see Consumer.consume). */

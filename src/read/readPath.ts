@@ -9,6 +9,7 @@ import { PartitionDirectory } from '../engine/partitionDirectory.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Counter, Histogram, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
+import { recordPopSpan } from './popSpan.js';
 import { PopWaiters } from './waiters.js';
 import { WakeBus } from './wakeBus.js';
 
@@ -117,6 +118,7 @@ export class ReadPath extends Component {
         if (r.skipped > 0) this.skips.inc(r.skipped);
         if (r.messages.length > 0) {
           ticket.cancel();
+          recordPopSpan(req, r, started);
           if (r.redelivered) this.redeliveries.inc();
           this.pops.inc(1, 'messages');
           outcome = 'messages';

@@ -2,7 +2,7 @@ import anyTest, { type TestFn } from 'ava';
 import fc from 'fast-check';
 import { QueenHttpError, type Message } from '../../src/client/index.js';
 import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
-import { teardownAndCheckLeaks } from '../helpers/leaks.js';
+import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
 
 /**
  * The read side against real PostgreSQL, through HTTP and the client: FIFO,
@@ -211,7 +211,7 @@ test('failed counts attempts; past retryLimit the message is dead-lettered and t
   t.deepEqual(results, ['released:1', 'released:2', 'dead_lettered:3']);
   const [next] = await s.client.queue('retries').pop({ group: 'g' });
   t.is(next!.transactionId, 'm-1');
-  const dl = await s.sql.query("SELECT transaction_id, error, attempts, convert_from(payload, 'UTF8') AS payload FROM queen.log_dead_letters WHERE consumer_group = 'g' AND transaction_id = 'm-0'");
+  const dl = await s.sql.query("SELECT transaction_id, error, attempts, convert_from(payload, 'UTF8') AS payload FROM queen.log_dead_letters WHERE consumer_group = 'g' AND partition_id = $1", [next!.partitionId]);
   t.deepEqual(dl.rows, [{ transaction_id: 'm-0', error: 'boom 3', attempts: 3, payload: JSON.stringify({ i: 0, prefix: 'm' }) }]);
   // dlq status dead-letters at once.
   const [r] = await s.client.ack(next!, 'dlq', { error: 'poison' });
@@ -336,7 +336,6 @@ test('bad input is a 400 naming the problem, and changes nothing', async (t) => 
 });
 
 async function waitUntilWaiting(s: HttpStack, n: number): Promise<void> {
-  const { waitFor } = await import('../helpers/leaks.js');
   await waitFor('a long poll to be waiting', () => s.read.waiters.size >= n, 10_000, 5);
 }
 
@@ -407,4 +406,45 @@ test('dead letters: listed with their payload and error; requeue pushes a copy o
   const rest = await s.client.queue('dlq').pop({ group: 'g', batch: 10 });
   t.deepEqual(rest.map((x) => x.transactionId), ['m-1', `m-0#requeue-${d.id}`]);
   t.deepEqual(rest[1]!.data, { i: 0, prefix: 'm' });
+});
+
+test('client consume(): acks on success, fails on throw (redelivered), renews the lease of a slow handler, stops on abort', async (t) => {
+  const { s } = t.context;
+  await pushN(s, 'consume', 30);
+  const handled: string[] = [];
+  const stop = new AbortController();
+  let failedOnce = false;
+  let slowLease: { leaseId: string; firstExpiry: number } | undefined;
+  const done = s.client
+    .queue('consume')
+    .group('workers')
+    .batch(4)
+    .concurrency(2)
+    .consume(
+      async (m) => {
+        if (m.transactionId === 'm-7' && !failedOnce) {
+          failedOnce = true;
+          throw new Error('transient');
+        }
+        if (m.transactionId === 'm-12' && !slowLease) {
+          // Outlive the 1 s lease several times over; only renewal keeps it.
+          slowLease = { leaseId: m.leaseId!, firstExpiry: Date.parse(m.leaseExpiresAt!) };
+          await waitFor('the lease to be renewed past its first expiry', async () => {
+            const r = await s.sql.query('SELECT lease_expires_at FROM queen.log_cursors WHERE lease_id = $1', [m.leaseId]);
+            return r.rowCount === 1 && Date.now() > slowLease!.firstExpiry + 1_500 && r.rows[0].lease_expires_at.getTime() > Date.now();
+          }, 20_000, 50);
+        }
+        handled.push(m.transactionId);
+        if (new Set(handled).size === 30) stop.abort();
+      },
+      { signal: stop.signal, leaseSeconds: 1, timeoutMs: 2_000 },
+    );
+  await done;
+  t.is(new Set(handled).size, 30);
+  t.true(failedOnce);
+  // m-7 was handled after its failure; m-12 exactly once (its lease held), like every other message.
+  t.is(handled.filter((x) => x === 'm-7').length, 1);
+  t.is(handled.filter((x) => x === 'm-12').length, 1);
+  t.is(handled.length, 30);
+  await waitFor('the last acks', async () => (await cursor(s, 'consume', 'workers'))[0]!.committed === 29, 10_000);
 });
