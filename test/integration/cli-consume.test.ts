@@ -55,10 +55,18 @@ test('tail follows new messages until --max', async (t) => {
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  await waitFor('tail to be waiting', () => t.context.read.waiters.size >= 1, 30_000, 10);
+  // Subscribed (its group exists, fixed at "new") and long-polling: only then are pushes "new".
+  await waitFor(
+    'tail to subscribe and wait',
+    async () => t.context.read.waiters.size >= 1 && (await t.context.sql.query("SELECT 1 FROM queen.log_groups WHERE consumer_group LIKE 'queenctl-tail-%'")).rowCount === 1,
+    30_000,
+    10,
+  );
   await t.context.client.queue('cli-tail').push([{ transactionId: 'new1', data: 1 }]);
   await t.context.client.queue('cli-tail').push([{ transactionId: 'new2', data: 2 }]);
-  t.is(await exited, 0);
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  t.is(await exited, 0, 'tail exits by itself after --max messages');
+  clearTimeout(timer);
   t.notRegex(out, /history/);
   t.regex(out, /new1/);
   t.regex(out, /new2/);

@@ -248,8 +248,10 @@ test('long poll is woken by a push (event-driven), and answers 204 at its timeou
   await pushN(s, 'poll', 1);
   const got = await waiting;
   t.is(got.length, 1);
-  t.true(Date.now() - started < 300_000);
-  t.is(wakes.get('local'), before + 1);
+  // Nothing but a wake-up can answer this early (re-check 10 min, timeout 5 min).
+  t.true(Date.now() - started < 100_000);
+  // Other tests' long polls share the counter: at least this wake was counted.
+  t.true(wakes.get('local') >= before + 1);
 
   const r = await api(s, 'GET', '/api/v1/pop/queue/poll?consumerGroup=other-empty-group&subscriptionMode=new&wait=true&timeout=150');
   t.is(r.status, 204);
@@ -427,7 +429,7 @@ test('client consume(): acks on success, fails on throw (redelivered), renews th
           throw new Error('transient');
         }
         if (m.transactionId === 'm-12' && !slowLease) {
-          // Outlive the 1 s lease several times over; only renewal keeps it.
+          // Outlive the 3 s lease; only renewal keeps it.
           slowLease = { leaseId: m.leaseId!, firstExpiry: Date.parse(m.leaseExpiresAt!) };
           await waitFor('the lease to be renewed past its first expiry', async () => {
             const r = await s.sql.query('SELECT lease_expires_at FROM queen.log_cursors WHERE lease_id = $1', [m.leaseId]);
@@ -437,7 +439,7 @@ test('client consume(): acks on success, fails on throw (redelivered), renews th
         handled.push(m.transactionId);
         if (new Set(handled).size === 30) stop.abort();
       },
-      { signal: stop.signal, leaseSeconds: 1, timeoutMs: 2_000 },
+      { signal: stop.signal, leaseSeconds: 3, timeoutMs: 2_000 },
     );
   await done;
   t.is(new Set(handled).size, 30);
