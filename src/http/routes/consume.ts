@@ -6,6 +6,7 @@ import type { PoppedMessage, PopOutcome, PopRequest, SubscriptionMode } from '..
 import type { PushItem } from '../../engine/writer.js';
 import type { ReadPath } from '../../read/readPath.js';
 import { readItems, toWire, translateItem } from '../pushBody.js';
+import { queryInt } from '../queryParams.js';
 
 /** Limits of the consume API (docs/http-api.md). */
 export const CONSUME_LIMITS = {
@@ -188,11 +189,7 @@ function object(v: unknown, shape: string): Record<string, unknown> {
 }
 
 function int(v: unknown, name: string, min: number, max: number, dflt: number): number {
-  if (v === undefined) return dflt;
-  if (typeof v !== 'string' || !/^\d+$/.test(v)) throw new ValidationError(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`, name);
-  const n = Number(v);
-  if (n < min || n > max) throw new ValidationError(`${name} must be an integer from ${min} to ${max}, got ${v}`, name);
-  return n;
+  return v === undefined ? dflt : queryInt(v, name, min, max);
 }
 
 function bool(v: unknown, name: string): boolean {

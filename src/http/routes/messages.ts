@@ -7,6 +7,7 @@ import { listDeadLetters, type DeadLetter } from '../../engine/deadLetters.js';
 import { checkQueueName } from '../../engine/limits.js';
 import type { ReadPath } from '../../read/readPath.js';
 import { toWire } from '../pushBody.js';
+import { queryInt } from '../queryParams.js';
 import { messageWire } from './consume.js';
 
 const MAX_LIMIT = 1_000;
@@ -20,8 +21,8 @@ export function registerMessages(app: FastifyInstance, pool: pg.Pool, read: Read
     const q = req.query;
     for (const k of Object.keys(q)) if (!['queue', 'partition', 'from', 'limit'].includes(k)) throw new ValidationError(`unknown parameter "${k}" (allowed: queue, partition, from, limit)`, k);
     const p = await findPartition(pool, q.queue as string, q.partition as string | undefined);
-    const from = q.from === undefined ? p.logStart : int(q.from, 'from', 0, Number.MAX_SAFE_INTEGER);
-    const limit = q.limit === undefined ? 100 : int(q.limit, 'limit', 1, MAX_LIMIT);
+    const from = q.from === undefined ? p.logStart : queryInt(q.from, 'from', 0, Number.MAX_SAFE_INTEGER);
+    const limit = q.limit === undefined ? 100 : queryInt(q.limit, 'limit', 1, MAX_LIMIT);
     const messages = await readSpan(pool, p, from, limit);
     const last = messages.at(-1)?.offset;
     return {
@@ -36,7 +37,7 @@ export function registerMessages(app: FastifyInstance, pool: pg.Pool, read: Read
   });
 
   app.get<{ Params: { partitionId: string; transactionId: string } }>('/api/v1/messages/:partitionId/:transactionId', async (req) => {
-    const pid = int(req.params.partitionId, 'partitionId', 1, Number.MAX_SAFE_INTEGER);
+    const pid = queryInt(req.params.partitionId, 'partitionId', 1, Number.MAX_SAFE_INTEGER);
     const p = await partitionById(pool, pid);
     const found = await readByTransactionId(pool, p, req.params.transactionId);
     if (found.length === 0) throw new NotFoundError(`no message with transactionId "${req.params.transactionId}" in partition ${pid}`);
@@ -48,14 +49,14 @@ export function registerMessages(app: FastifyInstance, pool: pg.Pool, read: Read
     for (const k of Object.keys(q)) if (!['queue', 'consumerGroup', 'after', 'limit'].includes(k)) throw new ValidationError(`unknown parameter "${k}" (allowed: queue, consumerGroup, after, limit)`, k);
     const queue = checkQueueName(q.queue);
     const group = q.consumerGroup === undefined ? undefined : checkGroupName(q.consumerGroup);
-    const after = q.after === undefined ? 0 : int(q.after, 'after', 0, Number.MAX_SAFE_INTEGER);
-    const limit = q.limit === undefined ? 100 : int(q.limit, 'limit', 1, MAX_LIMIT);
+    const after = q.after === undefined ? 0 : queryInt(q.after, 'after', 0, Number.MAX_SAFE_INTEGER);
+    const limit = q.limit === undefined ? 100 : queryInt(q.limit, 'limit', 1, MAX_LIMIT);
     const rows = await listDeadLetters(pool, queue, group, after, limit);
     return { deadLetters: rows.map(deadLetterWire), next: rows.length === limit ? rows.at(-1)!.id : null };
   });
 
   app.post<{ Params: { id: string } }>('/api/v1/dlq/:id/requeue', async (req) => {
-    const id = int(req.params.id, 'id', 1, Number.MAX_SAFE_INTEGER);
+    const id = queryInt(req.params.id, 'id', 1, Number.MAX_SAFE_INTEGER);
     const r = await read.requeue(id);
     return { deadLetter: deadLetterWire(r.deadLetter), push: toWire(0, r.push) };
   });
@@ -91,7 +92,3 @@ function deadLetterWire(d: DeadLetter): Record<string, unknown> {
   };
 }
 
-function int(v: unknown, name: string, min: number, max: number): number {
-  if (typeof v !== 'string' || !/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new ValidationError(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`, name);
-  return Number(v);
-}
