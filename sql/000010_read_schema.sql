@@ -10,7 +10,7 @@
 -- The first retained offset of a partition. Retention raises it; pop never
 -- reads below it (a cursor that points below skips to it and says so). Not
 -- indexed, so the allocator UPDATE stays a HOT update.
-ALTER TABLE queen.log_partitions ADD COLUMN log_start bigint NOT NULL DEFAULT 0;
+ALTER TABLE queen.log_partitions ADD COLUMN IF NOT EXISTS log_start bigint NOT NULL DEFAULT 0;
 
 -- Per-queue consumer options (defaults as in Queen).
 ALTER TABLE queen.queues

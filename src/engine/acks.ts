@@ -96,7 +96,7 @@ const BY_HASH_SQL = `WITH items AS (
   FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS x (pid, lo, hi, ord)
 ), spans AS (
   SELECT DISTINCT pid, lo, hi FROM items
-), cand AS (
+), cand AS MATERIALIZED (
   SELECT s.pid, s.lo, t.base_offset + th.idx AS off, th.h
   FROM spans s
   JOIN LATERAL (
@@ -116,7 +116,7 @@ const BY_ID_SQL = `WITH items AS (
   FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS x (pid, lo, hi, ord)
 ), spans AS (
   SELECT DISTINCT pid, lo, hi FROM items
-), cand AS (
+), cand AS MATERIALIZED (
   SELECT s.pid, s.lo, ls.base_offset + k AS off, substring(ls.blob FROM 6 + 16 * k FOR 16) AS mid
   FROM spans s
   JOIN LATERAL (
