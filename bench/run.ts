@@ -20,8 +20,9 @@ import { memoryPressure } from './suites/memoryPressure.js';
 import { pushDuplicates } from './suites/pushDuplicates.js';
 import { pushVsStored } from './suites/pushVsStored.js';
 import { retentionCost } from './suites/retentionCost.js';
+import { consume } from './suites/consume.js';
 
-const SUITES: Suite[] = [pushVsStored, pushDuplicates, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure, retentionCost];
+const SUITES: Suite[] = [pushVsStored, pushDuplicates, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure, retentionCost, consume];
 
 function usage(msg?: string): never {
   if (msg) process.stderr.write(`bench: ${msg}\n`);

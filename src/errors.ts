@@ -64,6 +64,17 @@ export class BundleNotWrittenError extends QueenError {
   }
 }
 
+/** The request conflicts with the current state (a lease no longer held, an ack that cannot settle): HTTP 409, nothing changed. */
+export class ConflictError extends QueenError {
+  constructor(
+    message: string,
+    /** Per-item answers that explain the conflict, when there are some. */
+    readonly details?: unknown,
+  ) {
+    super(message, { retriable: false });
+  }
+}
+
 /** A component was used outside its running state (see util/lifecycle.ts). */
 export class LifecycleError extends QueenError {}
 

@@ -5,6 +5,7 @@ import { KafkaIngress } from './ingress/kafkaIngress.js';
 import { pipelineOptions, WritePipeline } from './pipeline.js';
 import { RetentionService } from './retention/retentionService.js';
 import { TimerSweeper } from './timers/timerSweeper.js';
+import { ReadPath } from './read/readPath.js';
 import type { Logger } from './telemetry/logger.js';
 import { MetricsRegistry } from './telemetry/metrics.js';
 import { Component } from './util/lifecycle.js';
@@ -22,6 +23,7 @@ export class Service extends Component {
   readonly http: HttpApi;
   readonly retention: RetentionService | undefined;
   readonly timers: TimerSweeper | undefined;
+  readonly read: ReadPath;
 
   constructor(
     readonly config: Config,
@@ -35,7 +37,9 @@ export class Service extends Component {
       onHydrationError: (err, partitionId) =>
         log.warn({ err: (err as Error).message, partitionId }, 'dedup cache hydration failed; the partition probes the full window meanwhile'),
     });
+    this.read = new ReadPath(this.pipeline.engine, this.pipeline.writer, { connectionString: config.databaseUrl, metrics: this.metrics, logger: log.child({ component: 'read' }) });
     this.http = new HttpApi({
+      read: this.read,
       fusion: this.pipeline.fusion,
       pool: this.pipeline.engine.pool,
       metrics: this.metrics,
@@ -97,6 +101,7 @@ export class Service extends Component {
     // After the migrations (their tables), before the API (nothing depends on them).
     await this.retention?.start();
     await this.timers?.start();
+    await this.read.start();
     await this.http.start();
     if (this.ingress) await this.ingress.start();
     else this.log.info('no QUEEN_INGRESS_TOPICS: Kafka ingress not started');
@@ -107,6 +112,7 @@ export class Service extends Component {
     await this.http.stop();
     await this.timers?.stop();
     await this.retention?.stop();
+    await this.read.stop();
     await this.pipeline.stop();
   }
 }

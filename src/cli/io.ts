@@ -7,6 +7,8 @@ export interface CliIo {
   env: Record<string, string | undefined>;
   /** Reads a file, or standard input for "-". */
   read(path: string): Promise<string>;
+  /** Aborted on Ctrl-C: long-running commands (tail, pop --wait) stop. */
+  signal?: AbortSignal;
 }
 
 export const processIo: CliIo = {

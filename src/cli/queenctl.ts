@@ -3,4 +3,6 @@
 import { processIo } from './io.js';
 import { run } from './run.js';
 
-process.exitCode = await run(process.argv.slice(2), processIo);
+const interrupted = new AbortController();
+process.once('SIGINT', () => interrupted.abort());
+process.exitCode = await run(process.argv.slice(2), { ...processIo, signal: interrupted.signal });

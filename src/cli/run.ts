@@ -4,6 +4,7 @@ import { apply } from './commands/apply.js';
 import { get } from './commands/get.js';
 import { push } from './commands/push.js';
 import { timers } from './commands/timers.js';
+import { pop, tail } from './commands/consume.js';
 import { DEFAULT_SERVER, readCliEnv } from './env.js';
 import { CliError, EXIT, UsageError } from './errors.js';
 import type { OutputFormat } from './format.js';
@@ -20,6 +21,11 @@ commands:
                                                     schedule or reschedule a timer; DATA is JSON
   timers peek QUEUE KEY                             show a pending timer
   timers cancel QUEUE KEY                           cancel; "absent" = no longer pending (maybe delivered)
+  pop QUEUE [--group G] [--partition P] [--batch N] [--wait] [--ack]
+                                                    pop (leased) and print; --ack acks them
+  tail QUEUE [--group G] [--max N]                  follow new messages (Ctrl-C stops)
+  get messages QUEUE [--partition P] [--from N] [--limit N]
+                                                    browse a partition's messages (no cursor moves)
 
 options:
   --server URL     broker URL (env QUEEN_URL, default ${DEFAULT_SERVER})
@@ -34,9 +40,11 @@ const NO_COMMAND = 'no command given';
 /** Which options each command accepts (the rest are usage errors). */
 const ALLOWED: Record<string, string[]> = {
   apply: ['filename', 'dry-run'],
-  get: ['output'],
+  get: ['output', 'partition', 'from', 'limit'],
   push: ['partition', 'txn', 'output'],
   timers: ['partition', 'txn', 'delay', 'at', 'limit', 'output'],
+  pop: ['group', 'partition', 'batch', 'wait', 'ack', 'output'],
+  tail: ['group', 'max', 'output'],
 };
 
 /** Runs one queenctl invocation and returns its exit code; never throws. */
@@ -58,6 +66,12 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
           txn: { type: 'string' },
           delay: { type: 'string' },
           at: { type: 'string' },
+          group: { type: 'string' },
+          batch: { type: 'string' },
+          wait: { type: 'boolean' },
+          ack: { type: 'boolean' },
+          max: { type: 'string' },
+          from: { type: 'string' },
           limit: { type: 'string' },
           help: { type: 'boolean', short: 'h' },
         },
@@ -96,7 +110,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         await apply(client, io, values.filename, values['dry-run'] ?? false);
         break;
       case 'get':
-        await get(client, io, args, format);
+        await get(client, io, args, format, { partition: values.partition, from: values.from, limit: values.limit });
+        break;
+      case 'pop':
+        await pop(client, io, args, { group: values.group, partition: values.partition, batch: values.batch, ack: values.ack ?? false, wait: values.wait ?? false }, format);
+        break;
+      case 'tail':
+        await tail(client, io, args, { group: values.group, max: values.max }, format);
         break;
       case 'push':
         await push(client, io, args, { partition: values.partition, txn: values.txn }, format);

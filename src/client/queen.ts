@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { TimerRef } from './timers.js';
 import { Transport, type RetryPolicy } from './transport.js';
+import { ackMessages, Consumer, popMessages, TransactionBuilder, type AckOutcome, type AckStatus, type BrowsePage, type Message, type PopOptions } from './consume.js';
 import type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, QueueInfo, QueueOptionsPatch, WirePushResult } from './types.js';
 
 export const DEFAULT_PARTITION = 'Default';
@@ -59,6 +60,16 @@ export class Queen {
   timer(queue: string): TimerRef {
     return new TimerRef(this.transport, queue);
   }
+
+  /** Acks popped messages (one batch call); one outcome per message, in order. */
+  async ack(msg: Message | readonly Message[], status: AckStatus = 'completed', opts: { error?: string } = {}): Promise<AckOutcome[]> {
+    return ackMessages(this.transport, Array.isArray(msg) ? msg : [msg as Message], status, opts.error);
+  }
+
+  /** Acks and pushes in one PostgreSQL transaction (see TransactionBuilder). */
+  transaction(): TransactionBuilder {
+    return new TransactionBuilder(this.transport);
+  }
 }
 
 /** A queue: push to its "Default" partition, pick a partition, configure it, read it. */
@@ -82,6 +93,34 @@ export class QueueRef {
    */
   configure(options: QueueOptionsPatch, opts: { mode?: ConfigureMode } = {}): Promise<ConfigureResult> {
     return this.transport.request('POST', 'api/v1/configure', { queue: this.name, options, ...(opts.mode ? { mode: opts.mode } : {}) });
+  }
+
+  /** Pops (leased unless autoAck); [] when nothing arrived in time. */
+  pop(opts: PopOptions = {}): Promise<Message[]> {
+    return popMessages(this.transport, this.name, opts);
+  }
+
+  /** Reads a partition's messages from an offset without a cursor (operators; GET /api/v1/messages). */
+  browse(opts: { partition?: string; from?: number; limit?: number } = {}): Promise<BrowsePage> {
+    const qs = new URLSearchParams({ queue: this.name });
+    if (opts.partition !== undefined) qs.set('partition', opts.partition);
+    if (opts.from !== undefined) qs.set('from', String(opts.from));
+    if (opts.limit !== undefined) qs.set('limit', String(opts.limit));
+    return this.transport.request('GET', `api/v1/messages?${qs.toString()}`);
+  }
+
+  /** A consumer of this queue for a consumer group (see Consumer.consume). */
+  group(name: string): Consumer {
+    return new Consumer(this.transport, this.name, { group: name, batch: 1, concurrency: 1 });
+  }
+
+  /** A queue-mode consumer (no group: one shared cursor). */
+  batch(n: number): Consumer {
+    return new Consumer(this.transport, this.name, { batch: 1, concurrency: 1 }).batch(n);
+  }
+
+  concurrency(n: number): Consumer {
+    return new Consumer(this.transport, this.name, { batch: 1, concurrency: 1 }).concurrency(n);
   }
 
   /** The queue's effective options; throws QueenHttpError 404 when it does not exist. */

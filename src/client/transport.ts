@@ -45,7 +45,11 @@ export class Transport {
     this.base = new URL(opts.url.endsWith('/') ? opts.url : `${opts.url}/`);
   }
 
-  async request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  /**
+   * `opts.timeoutMs` replaces the per-attempt timeout (a long poll waits
+   * longer than an ordinary call); `opts.signal` aborts the call (no retry).
+   */
+  async request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<T> {
     const url = new URL(path, this.base);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -57,10 +61,12 @@ export class Transport {
       let res: Response;
       let parsed: unknown;
       try {
-        res = await this.opts.fetch(url, { method, headers, body: payload, signal: AbortSignal.timeout(this.opts.timeoutMs) });
+        const timeout = AbortSignal.timeout(opts.timeoutMs ?? this.opts.timeoutMs);
+        res = await this.opts.fetch(url, { method, headers, body: payload, signal: opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout });
         // Inside the try: a connection lost while the body streams is a network error too.
         parsed = await readBody(res);
       } catch (err) {
+        if (opts.signal?.aborted) throw opts.signal.reason ?? err;
         if (attempt >= retries) throw new QueenNetworkError(`${method} ${url.pathname}: ${describe(err)} (after ${attempt + 1} attempts)`, err);
         await this.pause(attempt, undefined, describe(err));
         continue;

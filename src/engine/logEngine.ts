@@ -102,6 +102,7 @@ export class LogEngine extends Component {
   private readonly hintOffsets: Histogram;
   /** Sizes of the checks SQL ran: stored hashes read per probe, offsets checked per hinted segment. */
   readonly probeSizes = { probe: new Log2Histogram(), hinted: new Log2Histogram() };
+  private readonly appendListeners = new Set<(partitionIds: readonly number[]) => void>();
 
   constructor(opts: LogEngineOptions) {
     super('LogEngine');
@@ -166,7 +167,7 @@ export class LogEngine extends Component {
    * Pushes one bundle in one round trip (one transaction). Outcomes are in
    * input order. Segments must name distinct partitions.
    */
-  async pushSegments(segments: readonly SegmentInput[]): Promise<SegmentOutcome[]> {
+  async pushSegments(segments: readonly SegmentInput[], via?: pg.ClientBase): Promise<SegmentOutcome[]> {
     this.assertRunning();
     if (segments.length === 0) return [];
     const hashes = Buffer.concat(segments.map((s) => s.hashes));
@@ -186,7 +187,9 @@ export class LogEngine extends Component {
     }
     let res: pg.QueryResult;
     try {
-      res = await this.pool.query({
+      // `via`: a client inside a transaction the caller opened (/transaction);
+      // the caller commits, and announces the append once it has.
+      res = await (via ?? this.pool).query({
         name: 'queen_log_push_v2',
         text: PUSH_SQL,
         values: [
@@ -238,6 +241,22 @@ export class LogEngine extends Component {
       }
       this.pushes.inc(1, o.assignedBase === null ? (o.refuted.length > 0 ? 'refuted' : 'duplicate') : 'appended');
     }
+    if (!via) this.announceAppended(segments.filter((_, i) => out[i]!.assignedBase !== null).map((s) => s.partitionId));
     return out;
+  }
+
+  /**
+   * Registers a listener told the partition ids of every committed append
+   * (the read path wakes its long polls with it). Returns the unsubscribe.
+   */
+  onAppended(listener: (partitionIds: readonly number[]) => void): () => void {
+    this.appendListeners.add(listener);
+    return () => this.appendListeners.delete(listener);
+  }
+
+  /** Tells the listeners that appends to these partitions committed. */
+  announceAppended(partitionIds: readonly number[]): void {
+    if (partitionIds.length === 0) return;
+    for (const l of this.appendListeners) l(partitionIds);
   }
 }

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationError } from '../errors.js';
 import { HASH_BYTES, hashBytes, writeHash } from '../util/txnHash.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
@@ -182,18 +183,25 @@ export class LogWriter {
    * only their item. A non-retriable failure of the bundle before anything
    * committed is thrown as BundleNotWrittenError (the caller may then push
    * the items apart); anything else is thrown as it is.
+   *
+   * `via`: push on this client, inside a transaction the caller opened and
+   * will commit (/transaction). Such a push asks the watermark source nothing
+   * and reports nothing to it: its segments probe with -1 (always exact), and
+   * the cache later sees their offsets as another writer's gap, which it
+   * handles by falling back. Reporting an append that may still roll back
+   * would let the cache vouch for offsets it does not know.
    */
-  async push(items: readonly PushItem[]): Promise<PushResult[]> {
+  async push(items: readonly PushItem[], via?: pg.ClientBase): Promise<PushResult[]> {
     const state = { committed: false };
     try {
-      return await this.pushBundle(items, state);
+      return await this.pushBundle(items, state, via);
     } catch (err) {
       if (!state.committed && !isRetriable(err) && !(err instanceof BundleNotWrittenError)) throw new BundleNotWrittenError(err);
       throw err;
     }
   }
 
-  private async pushBundle(items: readonly PushItem[], state: { committed: boolean }): Promise<PushResult[]> {
+  private async pushBundle(items: readonly PushItem[], state: { committed: boolean }, via?: pg.ClientBase): Promise<PushResult[]> {
     const results: PushResult[] = new Array(items.length);
     const accepted: Accepted[] = [];
     items.forEach((item, index) => {
@@ -250,7 +258,7 @@ export class LogWriter {
 
     let pending = [...groups.values()];
     while (pending.length > 0) {
-      pending = await this.pushRound(pending, results, state);
+      pending = await this.pushRound(pending, results, state, via);
     }
 
     for (const [f, leader] of followers) {
@@ -269,13 +277,14 @@ export class LogWriter {
   }
 
   /** One SQL round trip; returns the groups that must be re-submitted. */
-  private async pushRound(groups: Group[], results: PushResult[], state: { committed: boolean }): Promise<Group[]> {
+  private async pushRound(groups: Group[], results: PushResult[], state: { committed: boolean }, via?: pg.ClientBase): Promise<Group[]> {
+    const watermarks = via ? undefined : this.watermarks;
     const pendingSegs: PendingSegment[] = groups.map((g) => {
       const hashes = Buffer.allocUnsafe(g.leaders.length * HASH_BYTES);
       g.leaders.forEach((l, i) => writeHash(l.hash, hashes, i * HASH_BYTES));
       return { partitionId: g.partitionId, windowSeconds: g.windowSeconds, count: g.leaders.length, hashes };
     });
-    const vouches = this.watermarks ? await this.watermarks.beforePush(pendingSegs) : pendingSegs.map(() => NO_VOUCH);
+    const vouches = watermarks ? await watermarks.beforePush(pendingSegs) : pendingSegs.map(() => NO_VOUCH);
     const plans = groups.map((g, i) => plan(g, pendingSegs[i]!, vouches[i]!));
     const segments = plans.map((p) => p.input);
     let outcomes: SegmentOutcome[];
@@ -294,7 +303,7 @@ export class LogWriter {
           },
         },
         async (span) => {
-          const out = await this.engine.pushSegments(segments);
+          const out = await this.engine.pushSegments(segments, via);
           // From here on part of the bundle may be stored: never report it as not written.
           state.committed = true;
           span.setAttributes({
@@ -306,10 +315,10 @@ export class LogWriter {
         },
       );
     } catch (err) {
-      this.watermarks?.pushFailed(pendingSegs);
+      watermarks?.pushFailed(pendingSegs);
       throw err;
     }
-    this.watermarks?.afterPush(
+    watermarks?.afterPush(
       plans.map((p, i) => ({ ...pendingSegs[i]!, count: p.input.count, hashes: p.input.hashes.subarray(0, p.input.count * HASH_BYTES) })),
       outcomes,
     );

@@ -1,4 +1,4 @@
-import { AuthError, DatabaseError, LifecycleError, NotFoundError, PayloadTooLargeError, QueenError, ValidationError } from '../errors.js';
+import { AuthError, ConflictError, DatabaseError, LifecycleError, NotFoundError, PayloadTooLargeError, QueenError, ValidationError } from '../errors.js';
 
 /**
  * The one table from errors to HTTP answers. Every route throws typed errors
@@ -15,6 +15,8 @@ export interface HttpErrorBody {
   /** The offending field, when the error names one ("options.dedupWindowSeconds"). */
   field?: string;
   retriable: boolean;
+  /** Per-item answers behind a 409 (a rolled-back /transaction's acks). */
+  details?: unknown;
 }
 
 export interface HttpErrorAnswer {
@@ -77,6 +79,11 @@ export function toHttpError(err: unknown, retryAfterSeconds: number): HttpErrorA
     return { ...answer(401, 'unauthorized', err.message), headers: { 'www-authenticate': 'Bearer realm="queen"' } };
   }
   if (err instanceof NotFoundError) return answer(404, 'not_found', err.message);
+  if (err instanceof ConflictError) {
+    const a = answer(409, 'conflict', err.message);
+    if (err.details !== undefined) a.body.details = err.details;
+    return a;
+  }
   if (err instanceof OverloadedError) return unavailable(err.message);
   // The push path refuses work while it is stopping: the next instance (or
   // this one, restarted) can take the same request.

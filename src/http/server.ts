@@ -11,6 +11,9 @@ import { registerOps, type IngressReadiness } from './routes/ops.js';
 import { registerPush, type PushPath } from './routes/push.js';
 import { registerQueues } from './routes/queues.js';
 import { registerTimers } from './routes/timers.js';
+import { registerConsume } from './routes/consume.js';
+import { registerMessages } from './routes/messages.js';
+import type { ReadPath } from '../read/readPath.js';
 
 export interface HttpApiOptions {
   /** The fusion layer (the same push path as Kafka ingress). */
@@ -18,6 +21,8 @@ export interface HttpApiOptions {
   /** For /configure, queue reads and the health check. */
   pool: pg.Pool;
   metrics: MetricsRegistry;
+  /** The read side (pop, ack, transaction, lease); its routes exist only when given. */
+  read?: ReadPath | undefined;
   /** When set, every /api route requires `Authorization: Bearer <token>`. */
   authToken?: string | undefined;
   /** Largest accepted request body; larger ones get 413. */
@@ -180,6 +185,8 @@ export class HttpApi extends Component {
       registerPush(api, o.fusion, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush);
       registerQueues(api, o.pool);
       registerTimers(api, o.pool);
+      if (o.read) registerConsume(api, o.read, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush);
+      if (o.read) registerMessages(api, o.pool, o.read);
     });
     registerOps(app, o.pool, o.metrics, o.healthTimeoutMs ?? HTTP_DEFAULTS.healthTimeoutMs, o.ingressReadiness);
     return app;

@@ -5,6 +5,7 @@ import { LogWriter } from '../../src/engine/writer.js';
 import { Fusion } from '../../src/fusion/fusion.js';
 import { HttpApi, type HttpApiOptions } from '../../src/http/server.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import { ReadPath } from '../../src/read/readPath.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 
 /**
@@ -22,6 +23,8 @@ export interface HttpStack {
   writer: LogWriter;
   fusion: Fusion;
   api: HttpApi;
+  /** The read side (pop, ack, transaction) behind `api`. */
+  read: ReadPath;
   /** A client for `api`, with its token (if any) and `clientRetries`. */
   client: Queen;
   /** Starts one more HttpApi over the same push path, with these options changed; stop() stops it too. */
@@ -58,6 +61,8 @@ export interface HttpStackOptions {
   clientRetries?: number;
   /** Fusion's hold before a bundle that is not full flushes. Default 1 ms. */
   holdMs?: number;
+  /** ReadPath's long-poll safety re-check. Default: ReadPath's own. */
+  readRecheckMs?: number;
 }
 
 /** How many messages (frames) the log holds for a queue, over all its partitions, counted with SQL. */
@@ -78,7 +83,9 @@ export async function startHttpStack(label: string, opts: HttpStackOptions = {})
   const engine = new LogEngine({ connectionString: opts.engineUrl ?? db.url, metrics, poolSize: opts.poolSize });
   const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, metadataTtlMs: 0 });
   const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: opts.holdMs ?? 1, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
+  const read = new ReadPath(engine, writer, { connectionString: opts.engineUrl ?? db.url, metrics, recheckMs: opts.readRecheckMs });
   const apiOptions: HttpApiOptions = {
+    read,
     fusion,
     pool: engine.pool,
     metrics,
@@ -97,6 +104,7 @@ export async function startHttpStack(label: string, opts: HttpStackOptions = {})
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
       for (const api of apis) await api.stop();
+      await read.stop();
       await fusion.stop();
       await engine.stop();
       if (!opts.database) {
@@ -114,6 +122,7 @@ export async function startHttpStack(label: string, opts: HttpStackOptions = {})
   try {
     await engine.start();
     await fusion.start();
+    await read.start();
     await apis[0]!.start();
   } catch (err) {
     await stop().catch(() => undefined);
@@ -121,5 +130,5 @@ export async function startHttpStack(label: string, opts: HttpStackOptions = {})
   }
   const api = apis[0]!;
   const client = new Queen({ url: api.url, token: opts.authToken, retries: opts.clientRetries });
-  return { db, sql, metrics, engine, writer, fusion, api, client, addApi, stop };
+  return { db, sql, metrics, engine, writer, fusion, api, read, client, addApi, stop };
 }

@@ -2,11 +2,42 @@ import type { Queen } from '../../client/index.js';
 import { UsageError } from '../errors.js';
 import { structured, table, type OutputFormat } from '../format.js';
 import type { CliIo } from '../io.js';
+import { messageRows } from './consume.js';
+
+export interface BrowseArgs {
+  partition: string | undefined;
+  from: string | undefined;
+  limit: string | undefined;
+}
+
+/** `queenctl get messages QUEUE [--partition P] [--from N] [--limit N]`: decoded messages, no cursor moves. */
+async function getMessages(client: Queen, io: CliIo, queue: string, o: BrowseArgs, format: OutputFormat): Promise<void> {
+  for (const [k, v] of [['from', o.from], ['limit', o.limit]] as const) {
+    if (v !== undefined && !/^\d+$/.test(v)) throw new UsageError(`--${k} must be a non-negative integer, got "${v}"`);
+  }
+  const page = await client.queue(queue).browse({
+    ...(o.partition !== undefined ? { partition: o.partition } : {}),
+    ...(o.from !== undefined ? { from: Number(o.from) } : {}),
+    ...(o.limit !== undefined ? { limit: Number(o.limit) } : {}),
+  });
+  if (format !== 'table') {
+    io.out(structured(page, format));
+    return;
+  }
+  io.out(table(['PARTITION', 'OFFSET', 'TRANSACTION ID', 'CREATED', 'DATA'], messageRows(page.messages)));
+  if (page.next !== null) io.out(`more from offset ${page.next} (--from ${page.next})\n`);
+}
 
 /** `queenctl get queue NAME [-o table|json|yaml]`. json and yaml print the API's answer as is. */
-export async function get(client: Queen, io: CliIo, args: string[], format: OutputFormat): Promise<void> {
+export async function get(client: Queen, io: CliIo, args: string[], format: OutputFormat, browse: BrowseArgs = { partition: undefined, from: undefined, limit: undefined }): Promise<void> {
   const [kind, name, ...rest] = args;
-  if (kind !== 'queue' && kind !== 'queues') throw new UsageError(`get: unknown resource "${kind ?? ''}" (try: get queue NAME)`);
+  if (kind === 'messages' || kind === 'message') {
+    if (!name || rest.length > 0) throw new UsageError('get messages needs exactly one QUEUE');
+    await getMessages(client, io, name, browse, format);
+    return;
+  }
+  if (browse.partition !== undefined || browse.from !== undefined || browse.limit !== undefined) throw new UsageError('--partition, --from and --limit go with get messages');
+  if (kind !== 'queue' && kind !== 'queues') throw new UsageError(`get: unknown resource "${kind ?? ''}" (try: get queue NAME, get messages QUEUE)`);
   if (!name || rest.length > 0) throw new UsageError('get queue needs exactly one queue NAME');
   const info = await client.queue(name).get();
   if (format !== 'table') {

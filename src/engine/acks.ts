@@ -1,0 +1,401 @@
+import type pg from 'pg';
+import { ValidationError } from '../errors.js';
+import { hashTransactionId } from '../util/txnHash.js';
+import { toDatabaseError } from './sqlstate.js';
+
+/**
+ * Acks: settling leased messages of a consumer group's cursor.
+ *
+ * Runs on a client inside a transaction the caller opened (POST /ack opens
+ * its own; POST /transaction shares one with its pushes). The cursor rows are
+ * locked FOR UPDATE in ascending (partition_id, consumer_group), the second
+ * level of the global lock order (docs/read-path.md); no log_partitions row
+ * is locked here.
+ *
+ * Resolution: an item names its message by transactionId (through the
+ * log_txns hashes, 16 bytes per frame, which is why log_txns is written even
+ * with the dedup window at 0) or by message id (through the segments' id
+ * directories), always inside the cursor's leased span (committed, lease_end].
+ * When a hash occurs more than once in that span, the lowest open offset wins
+ * (a second item with the same transactionId takes the next one). Outside
+ * the span: below the cursor answers already_acked, anything else not_found.
+ *
+ * Settlement: completed and dlq settle the offset; failed counts an attempt
+ * and releases it for redelivery, or, past the queue's retry_limit, dead-
+ * letters it (settled); retry releases it without counting. The cursor then
+ * advances over the contiguous prefix of settled offsets, and the lease ends
+ * once every offset of its span is settled or released.
+ */
+
+export const ACK_STATUSES = ['completed', 'failed', 'retry', 'dlq'] as const;
+export type AckStatus = (typeof ACK_STATUSES)[number];
+
+export interface AckItem {
+  consumerGroup: string;
+  status: AckStatus;
+  partitionId?: number | undefined;
+  transactionId?: string | undefined;
+  id?: string | undefined;
+  leaseId?: string | undefined;
+  error?: string | undefined;
+}
+
+/** acked / released (failed or retry: will be redelivered) / dead_lettered, or why nothing changed. */
+export type AckResult = 'acked' | 'released' | 'dead_lettered' | 'already_acked' | 'not_found' | 'lease_expired';
+
+export interface AckOutcome {
+  result: AckResult;
+  partitionId: number | null;
+  offset: number | null;
+  /** Failed acks counted for this message so far (failed only). */
+  attempts?: number;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const isUuid = (s: unknown): s is string => typeof s === 'string' && UUID.test(s);
+const uuidBytes = (s: string): Buffer => Buffer.from(s.replace(/-/g, ''), 'hex');
+/** Longest error text kept with a dead letter. */
+const MAX_ERROR_CHARS = 4096;
+
+interface CursorState {
+  pid: number;
+  group: string;
+  committed: number;
+  settled: Set<number>;
+  leaseEnd: number | null;
+  leaseId: string | null;
+  released: Set<number>;
+  retries: Map<number, number>;
+  retryLimit: number;
+  changed: boolean;
+}
+
+interface Dead {
+  pid: number;
+  group: string;
+  offset: number;
+  error: string | null;
+  attempts: number;
+}
+
+const LEASE_KEYS_SQL = 'SELECT lease_id::text AS lease_id, partition_id, consumer_group FROM queen.log_cursors WHERE lease_id = ANY($1::uuid[])';
+const LOCK_SQL = `SELECT c.partition_id, c.consumer_group, c.committed_offset, c.settled, c.lease_end, c.lease_id::text AS lease_id,
+       c.released, c.retry_offsets, c.retry_counts, q.retry_limit
+FROM queen.log_cursors c
+JOIN queen.log_partitions lp ON lp.id = c.partition_id
+JOIN queen.queues q ON q.id = lp.queue_id
+WHERE (c.partition_id, c.consumer_group) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))
+ORDER BY c.partition_id, c.consumer_group
+FOR UPDATE OF c`;
+
+// Candidates in each item's span: the span's log_txns rows, located by the
+// (partition_id, end_offset) key from the row holding lo to the row holding
+// hi, unrolled once per span and hash-joined with the items' hashes.
+const BY_HASH_SQL = `WITH items AS (
+  SELECT x.ord, x.pid, x.lo, x.hi, substring($4::bytea FROM (x.ord::integer - 1) * 16 + 1 FOR 16) AS h
+  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS x (pid, lo, hi, ord)
+), spans AS (
+  SELECT DISTINCT pid, lo, hi FROM items
+), cand AS MATERIALIZED (
+  SELECT s.pid, s.lo, t.base_offset + th.idx AS off, th.h
+  FROM spans s
+  JOIN LATERAL (
+    SELECT t.base_offset, t.hashes FROM queen.log_txns t
+    WHERE t.partition_id = s.pid AND t.end_offset >= s.lo
+      AND t.end_offset <= coalesce((SELECT min(y.end_offset) FROM queen.log_txns y WHERE y.partition_id = s.pid AND y.end_offset >= s.hi), s.hi)
+  ) t ON true
+  CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+  WHERE t.base_offset + th.idx BETWEEN s.lo AND s.hi
+)
+SELECT i.ord::integer AS ord, c.off FROM items i JOIN cand c ON c.pid = i.pid AND c.lo = i.lo AND c.h = i.h
+ORDER BY i.ord, c.off`;
+
+// The same for message ids, through the id directory of the span's segments.
+const BY_ID_SQL = `WITH items AS (
+  SELECT x.ord, x.pid, x.lo, x.hi, substring($4::bytea FROM (x.ord::integer - 1) * 16 + 1 FOR 16) AS mid
+  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS x (pid, lo, hi, ord)
+), spans AS (
+  SELECT DISTINCT pid, lo, hi FROM items
+), cand AS MATERIALIZED (
+  SELECT s.pid, s.lo, ls.base_offset + k AS off, substring(ls.blob FROM 6 + 16 * k FOR 16) AS mid
+  FROM spans s
+  JOIN LATERAL (
+    SELECT ls.base_offset, ls.end_offset, ls.blob FROM queen.log_segments ls
+    WHERE ls.partition_id = s.pid
+      AND ls.base_offset >= coalesce((SELECT max(y.base_offset) FROM queen.log_segments y WHERE y.partition_id = s.pid AND y.base_offset <= s.lo), s.lo)
+      AND ls.base_offset <= s.hi
+  ) ls ON true
+  CROSS JOIN LATERAL generate_series(GREATEST(s.lo - ls.base_offset, 0)::integer, (LEAST(s.hi, ls.end_offset) - ls.base_offset)::integer) AS k
+)
+SELECT i.ord::integer AS ord, c.off FROM items i JOIN cand c ON c.pid = i.pid AND c.lo = i.lo AND c.mid = i.mid
+ORDER BY i.ord, c.off`;
+
+// Unresolved items: does the message exist at or below the cursor? (The
+// error path: it reads the partition's history below the cursor.)
+const BELOW_HASH_SQL = `SELECT x.ord::integer AS ord
+FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS x (pid, c, ord)
+WHERE EXISTS (
+  SELECT 1 FROM queen.log_txns t CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+  WHERE t.partition_id = x.pid AND t.base_offset <= x.c AND t.base_offset + th.idx <= x.c
+    AND th.h = substring($3::bytea FROM (x.ord::integer - 1) * 16 + 1 FOR 16))`;
+const BELOW_ID_SQL = `SELECT x.ord::integer AS ord
+FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS x (pid, c, ord)
+WHERE EXISTS (
+  SELECT 1 FROM queen.log_segments ls CROSS JOIN LATERAL generate_series(0, (ls.end_offset - ls.base_offset)::integer) AS k
+  WHERE ls.partition_id = x.pid AND ls.base_offset <= x.c AND ls.base_offset + k <= x.c
+    AND substring(ls.blob FROM 6 + 16 * k FOR 16) = substring($3::bytea FROM (x.ord::integer - 1) * 16 + 1 FOR 16))`;
+
+const UPDATE_SQL = `UPDATE queen.log_cursors c
+SET committed_offset = u.committed_offset, settled = u.settled, released = u.released,
+    retry_offsets = u.retry_offsets, retry_counts = u.retry_counts,
+    lease_end = u.lease_end,
+    lease_id = CASE WHEN u.lease_end IS NULL THEN NULL ELSE c.lease_id END,
+    lease_expires_at = CASE WHEN u.lease_end IS NULL THEN NULL ELSE c.lease_expires_at END,
+    worker_id = CASE WHEN u.lease_end IS NULL THEN NULL ELSE c.worker_id END
+FROM jsonb_to_recordset($1::jsonb) AS u (partition_id bigint, consumer_group text, committed_offset bigint, settled bigint[],
+     released bigint[], retry_offsets bigint[], retry_counts integer[], lease_end bigint)
+WHERE c.partition_id = u.partition_id AND c.consumer_group = u.consumer_group`;
+
+// A dead letter keeps a copy of its frame (decoded by log_read_v1).
+const DEAD_SQL = `INSERT INTO queen.log_dead_letters (partition_id, consumer_group, msg_offset, message_id, transaction_id, trace_context, payload, error, attempts)
+SELECT u.pid, u.grp, u.off, r.message_id, r.transaction_id, r.trace_context, r.payload, u.err, u.attempts
+FROM jsonb_to_recordset($1::jsonb) AS u (pid bigint, grp text, off bigint, err text, attempts integer)
+LEFT JOIN LATERAL queen.log_read_v1(u.pid, u.off, u.off) r ON true`;
+
+/** Checks one wire ack item; throws ValidationError naming the field. */
+export function checkAckItem(raw: unknown, defaults: { consumerGroup?: unknown; leaseId?: unknown }, at: string): AckItem {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new ValidationError(`${at} must be an object`, at);
+  const o = raw as Record<string, unknown>;
+  for (const k of Object.keys(o)) {
+    if (!['transactionId', 'partitionId', 'id', 'leaseId', 'consumerGroup', 'status', 'error'].includes(k)) {
+      throw new ValidationError(`${at}: unknown field "${k}"`, `${at}.${k}`);
+    }
+  }
+  const status = o.status ?? 'completed';
+  if (typeof status !== 'string' || !(ACK_STATUSES as readonly string[]).includes(status)) {
+    throw new ValidationError(`${at}.status must be one of ${ACK_STATUSES.join(', ')}, got ${JSON.stringify(o.status)}`, `${at}.status`);
+  }
+  const group = o.consumerGroup ?? defaults.consumerGroup ?? QUEUE_MODE_GROUP;
+  checkGroupName(group, `${at}.consumerGroup`);
+  const leaseId = o.leaseId ?? defaults.leaseId;
+  if (leaseId !== undefined && leaseId !== null && !isUuid(leaseId)) throw new ValidationError(`${at}.leaseId must be a UUID`, `${at}.leaseId`);
+  const pid = o.partitionId;
+  if (pid !== undefined && pid !== null && !(typeof pid === 'number' && Number.isSafeInteger(pid) && pid > 0)) {
+    throw new ValidationError(`${at}.partitionId must be a positive integer`, `${at}.partitionId`);
+  }
+  const hasTxn = o.transactionId !== undefined && o.transactionId !== null;
+  const hasId = o.id !== undefined && o.id !== null;
+  if (hasTxn === hasId) throw new ValidationError(`${at}: give either transactionId or id`, at);
+  if (hasTxn && (typeof o.transactionId !== 'string' || o.transactionId.length === 0)) throw new ValidationError(`${at}.transactionId must be a non-empty string`, `${at}.transactionId`);
+  if (hasId && !isUuid(o.id)) throw new ValidationError(`${at}.id must be a message id (UUID)`, `${at}.id`);
+  if ((pid === undefined || pid === null) && (leaseId === undefined || leaseId === null)) {
+    throw new ValidationError(`${at}: give partitionId or leaseId (which partition the message is in)`, `${at}.partitionId`);
+  }
+  if (o.error !== undefined && o.error !== null && typeof o.error !== 'string') throw new ValidationError(`${at}.error must be a string`, `${at}.error`);
+  return {
+    consumerGroup: group as string,
+    status: status as AckStatus,
+    partitionId: (pid as number | undefined) ?? undefined,
+    transactionId: hasTxn ? (o.transactionId as string) : undefined,
+    id: hasId ? (o.id as string) : undefined,
+    leaseId: (leaseId as string | undefined) ?? undefined,
+    error: typeof o.error === 'string' ? o.error.slice(0, MAX_ERROR_CHARS) : undefined,
+  };
+}
+
+/** Queue mode: the group used when none is given (as in Queen). */
+export const QUEUE_MODE_GROUP = '__QUEUE_MODE__';
+
+export function checkGroupName(g: unknown, field = 'consumerGroup'): string {
+  if (typeof g !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(g)) throw new ValidationError(`${field} must be 1-128 characters of A-Z a-z 0-9 . _ : -`, field);
+  return g;
+}
+
+const keyOf = (pid: number, group: string): string => `${pid}\x1f${group}`;
+
+/**
+ * Applies acks on `client` (inside the caller's transaction). One outcome per
+ * item, in order; per-item answers (already_acked, not_found, lease_expired)
+ * never fail the batch. Returns also the partitions whose lease ended with
+ * released offsets (messages available again: wake long polls).
+ */
+export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[]): Promise<{ outcomes: AckOutcome[]; releasedPartitions: number[] }> {
+  const outcomes: AckOutcome[] = new Array(items.length);
+  if (items.length === 0) return { outcomes, releasedPartitions: [] };
+  const q = async (text: string, values: unknown[], what: string): Promise<pg.QueryResult> => {
+    try {
+      return await client.query(text, values);
+    } catch (err) {
+      throw toDatabaseError(err, what);
+    }
+  };
+
+  // Items that name only a lease find their cursor through it.
+  const leaseOnly = [...new Set(items.filter((i) => i.partitionId === undefined).map((i) => i.leaseId!))];
+  const byLease = new Map<string, { pid: number; group: string }>();
+  if (leaseOnly.length > 0) {
+    for (const r of (await q(LEASE_KEYS_SQL, [leaseOnly], 'finding leases')).rows) byLease.set(r.lease_id, { pid: r.partition_id, group: r.consumer_group });
+  }
+  const keys: ({ pid: number; group: string } | undefined)[] = items.map((i) => (i.partitionId !== undefined ? { pid: i.partitionId, group: i.consumerGroup } : byLease.get(i.leaseId!)));
+
+  // Lock the cursors, ascending (partition_id, consumer_group).
+  const uniq = new Map<string, { pid: number; group: string }>();
+  for (const k of keys) if (k) uniq.set(keyOf(k.pid, k.group), k);
+  const sorted = [...uniq.values()].sort((a, b) => a.pid - b.pid || (a.group < b.group ? -1 : a.group > b.group ? 1 : 0));
+  const cursors = new Map<string, CursorState>();
+  if (sorted.length > 0) {
+    const r = await q(LOCK_SQL, [sorted.map((k) => k.pid), sorted.map((k) => k.group)], 'locking cursors');
+    for (const row of r.rows) {
+      const retryOffsets = row.retry_offsets as number[];
+      const retryCounts = row.retry_counts as number[];
+      cursors.set(keyOf(row.partition_id, row.consumer_group), {
+        pid: row.partition_id,
+        group: row.consumer_group,
+        committed: row.committed_offset,
+        settled: new Set(row.settled as number[]),
+        leaseEnd: row.lease_end,
+        leaseId: row.lease_id,
+        released: new Set(row.released as number[]),
+        retries: new Map(retryOffsets.map((o, i) => [o, retryCounts[i]!])),
+        retryLimit: row.retry_limit,
+        changed: false,
+      });
+    }
+  }
+  const cursorOf = (i: number): CursorState | undefined => {
+    const k = keys[i];
+    return k ? cursors.get(keyOf(k.pid, k.group)) : undefined;
+  };
+
+  // Resolve inside each cursor's leased span.
+  const candidates = new Map<number, number[]>();
+  const resolveIn = async (sql: string, pick: (it: AckItem) => Buffer | undefined, what: string): Promise<void> => {
+    const idx: number[] = [];
+    const bytes: Buffer[] = [];
+    items.forEach((it, i) => {
+      const c = cursorOf(i);
+      const b = pick(it);
+      if (!c || !b || c.leaseEnd === null || c.leaseEnd <= c.committed) return;
+      idx.push(i);
+      bytes.push(b);
+    });
+    if (idx.length === 0) return;
+    const cs = idx.map((i) => cursorOf(i)!);
+    const r = await q(sql, [cs.map((c) => c.pid), cs.map((c) => c.committed + 1), cs.map((c) => c.leaseEnd), Buffer.concat(bytes)], what);
+    for (const row of r.rows) {
+      const i = idx[(row.ord as number) - 1]!;
+      let list = candidates.get(i);
+      if (!list) candidates.set(i, (list = []));
+      list.push(row.off as number);
+    }
+  };
+  const txnHash = (it: AckItem): Buffer | undefined => (it.transactionId !== undefined ? hashTransactionId(it.transactionId) : undefined);
+  const idBytes = (it: AckItem): Buffer | undefined => (it.id !== undefined ? uuidBytes(it.id) : undefined);
+  await resolveIn(BY_HASH_SQL, txnHash, 'resolving acks by transactionId');
+  await resolveIn(BY_ID_SQL, idBytes, 'resolving acks by id');
+
+  // Decide, item by item, in request order.
+  const taken = new Set<string>();
+  const unresolved: number[] = [];
+  const dead: Dead[] = [];
+  const releasedPartitions = new Set<number>();
+  items.forEach((it, i) => {
+    const c = cursorOf(i);
+    if (!c) {
+      outcomes[i] = { result: keys[i] ? 'not_found' : 'lease_expired', partitionId: keys[i]?.pid ?? null, offset: null };
+      return;
+    }
+    const open = (candidates.get(i) ?? []).filter((o) => o > c.committed && !c.settled.has(o) && !taken.has(`${c.pid}:${c.group}:${o}`));
+    if (open.length === 0) {
+      const all = candidates.get(i) ?? [];
+      // In the span but settled already (or named twice in this batch).
+      if (all.length > 0) outcomes[i] = { result: 'already_acked', partitionId: c.pid, offset: all[0]! };
+      else unresolved.push(i);
+      return;
+    }
+    if (it.leaseId !== undefined && it.leaseId !== c.leaseId) {
+      outcomes[i] = { result: 'lease_expired', partitionId: c.pid, offset: open[0]! };
+      return;
+    }
+    const off = open[0]!;
+    taken.add(`${c.pid}:${c.group}:${off}`);
+    c.changed = true;
+    if (it.status === 'completed') {
+      c.settled.add(off);
+      outcomes[i] = { result: 'acked', partitionId: c.pid, offset: off };
+    } else if (it.status === 'dlq') {
+      c.settled.add(off);
+      dead.push({ pid: c.pid, group: c.group, offset: off, error: it.error ?? null, attempts: c.retries.get(off) ?? 0 });
+      outcomes[i] = { result: 'dead_lettered', partitionId: c.pid, offset: off };
+    } else if (it.status === 'retry') {
+      c.released.add(off);
+      outcomes[i] = { result: 'released', partitionId: c.pid, offset: off };
+    } else {
+      const attempts = (c.retries.get(off) ?? 0) + 1;
+      c.retries.set(off, attempts);
+      if (attempts > c.retryLimit) {
+        c.settled.add(off);
+        dead.push({ pid: c.pid, group: c.group, offset: off, error: it.error ?? null, attempts });
+        outcomes[i] = { result: 'dead_lettered', partitionId: c.pid, offset: off, attempts };
+      } else {
+        c.released.add(off);
+        outcomes[i] = { result: 'released', partitionId: c.pid, offset: off, attempts };
+      }
+    }
+  });
+
+  // Unresolved in the span: below the cursor is already_acked, else not_found.
+  const below = async (sql: string, pick: (it: AckItem) => Buffer | undefined, what: string): Promise<void> => {
+    const idx = unresolved.filter((i) => pick(items[i]!) !== undefined);
+    if (idx.length === 0) return;
+    const cs = idx.map((i) => cursorOf(i)!);
+    const r = await q(sql, [cs.map((c) => c.pid), cs.map((c) => c.committed), Buffer.concat(idx.map((i) => pick(items[i]!)!))], what);
+    const hit = new Set(r.rows.map((row) => idx[(row.ord as number) - 1]!));
+    idx.forEach((i, j) => {
+      const c = cs[j]!;
+      const it = items[i]!;
+      // Not below the cursor and not in the live lease: a stale lease id says why.
+      const result: AckResult = hit.has(i) ? 'already_acked' : it.leaseId !== undefined && it.leaseId !== c.leaseId ? 'lease_expired' : 'not_found';
+      outcomes[i] = { result, partitionId: c.pid, offset: null };
+    });
+  };
+  await below(BELOW_HASH_SQL, txnHash, 'checking acks below the cursor');
+  await below(BELOW_ID_SQL, idBytes, 'checking acks below the cursor');
+
+  // Advance each changed cursor over its contiguous settled prefix; end a
+  // lease whose every offset is settled or released.
+  const updates: Record<string, unknown>[] = [];
+  for (const c of cursors.values()) {
+    if (!c.changed) continue;
+    while (c.settled.has(c.committed + 1)) {
+      c.settled.delete(c.committed + 1);
+      c.committed++;
+    }
+    let leaseEnd = c.leaseEnd;
+    if (leaseEnd !== null) {
+      let open = false;
+      for (let o = c.committed + 1; o <= leaseEnd && !open; o++) if (!c.settled.has(o) && !c.released.has(o)) open = true;
+      if (!open) {
+        if (c.released.size > 0) releasedPartitions.add(c.pid);
+        leaseEnd = null;
+        c.released.clear();
+      }
+    }
+    const retryOffsets = [...c.retries.keys()].filter((o) => o > c.committed).sort((a, b) => a - b);
+    updates.push({
+      partition_id: c.pid,
+      consumer_group: c.group,
+      committed_offset: c.committed,
+      settled: [...c.settled].filter((o) => o > c.committed).sort((a, b) => a - b),
+      released: [...c.released].sort((a, b) => a - b),
+      retry_offsets: retryOffsets,
+      retry_counts: retryOffsets.map((o) => c.retries.get(o)!),
+      lease_end: leaseEnd,
+    });
+  }
+  if (updates.length > 0) await q(UPDATE_SQL, [JSON.stringify(updates)], 'advancing cursors');
+  if (dead.length > 0) {
+    await q(DEAD_SQL, [JSON.stringify(dead.map((d) => ({ pid: d.pid, grp: d.group, off: d.offset, err: d.error, attempts: d.attempts })))], 'dead-lettering');
+  }
+  return { outcomes, releasedPartitions: [...releasedPartitions] };
+}

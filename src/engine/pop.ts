@@ -1,0 +1,182 @@
+import type pg from 'pg';
+import { unpackSegment, type DecodedFrame } from './frames.js';
+import { toDatabaseError } from './sqlstate.js';
+import { uuidToString } from '../util/uuidv7.js';
+
+/** Where a consumer group starts the first time it pops a queue. */
+export type SubscriptionMode = 'all' | 'new' | 'from';
+
+export interface PopRequest {
+  queue: string;
+  /** A single partition; undefined = any partition of the queue. */
+  partition?: string | undefined;
+  consumerGroup: string;
+  batch: number;
+  /** undefined = the queue's lease_seconds. */
+  leaseSeconds?: number | undefined;
+  subscriptionMode: SubscriptionMode;
+  subscriptionFrom?: Date | undefined;
+  workerId?: string | undefined;
+  autoAck: boolean;
+}
+
+/** One delivered message, decoded from its frame. */
+export interface PoppedMessage {
+  id: string;
+  transactionId: string;
+  partition: string;
+  partitionId: number;
+  offset: number;
+  createdAt: Date;
+  payload: Buffer;
+  traceContext: string | undefined;
+}
+
+export interface PopOutcome {
+  /** null with autoAck, or when nothing was leased. */
+  leaseId: string | null;
+  leaseExpiresAt: Date | null;
+  partition: string | null;
+  partitionId: number | null;
+  messages: PoppedMessage[];
+  /** Offsets the cursor skipped because they are below the partition's log_start. */
+  skipped: number;
+  /** Whether the span was taken over from an expired lease. */
+  redelivered: boolean;
+  /** Nothing delivered: when the first live lease over pending messages expires (null: none). */
+  nextExpiry?: Date | null;
+}
+
+export const EMPTY_POP: PopOutcome = { leaseId: null, leaseExpiresAt: null, partition: null, partitionId: null, messages: [], skipped: 0, redelivered: false };
+
+const POP_SQL =
+  'SELECT lease_id, lease_expires_at, partition_id, partition_name, span_from, span_to, skipped, redelivered, settled, seg_base, seg_end, seg_created, seg_blob ' +
+  'FROM queen.log_pop_v1($1, $2, $3, $4::integer, $5::integer, $6, $7::timestamptz, $8, $9::boolean, $10::integer)';
+const SEGMENT_SQL = 'SELECT base_offset, blob FROM queen.log_segments WHERE partition_id = $1 AND base_offset = ANY($2::bigint[])';
+
+/**
+ * A small LRU of decoded segments keyed (partition, base offset). Segments
+ * are immutable once written, so a hit is always exact; it spares a pop of a
+ * few messages from a segment of thousands the cost of re-reading the whole
+ * blob (SQL inlines only segments of at most `inlineMax` frames).
+ */
+export class SegmentCache {
+  private readonly map = new Map<string, { frames: DecodedFrame[]; bytes: number }>();
+  private bytes = 0;
+  constructor(private readonly capBytes: number) {}
+
+  get(pid: number, base: number): DecodedFrame[] | undefined {
+    const k = `${pid}:${base}`;
+    const e = this.map.get(k);
+    if (!e) return undefined;
+    this.map.delete(k);
+    this.map.set(k, e);
+    return e.frames;
+  }
+
+  put(pid: number, base: number, frames: DecodedFrame[], bytes: number): void {
+    if (bytes > this.capBytes) return;
+    const k = `${pid}:${base}`;
+    if (this.map.has(k)) return;
+    this.map.set(k, { frames, bytes });
+    this.bytes += bytes;
+    for (const [key, e] of this.map) {
+      if (this.bytes <= this.capBytes) break;
+      this.map.delete(key);
+      this.bytes -= e.bytes;
+    }
+  }
+}
+
+/**
+ * Runs one pop (queen.log_pop_v1, one round trip; a second one only for big
+ * segments not in `cache`) and decodes the span's frames. Offsets the cursor
+ * already settled out of order are not delivered again.
+ */
+export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCache, inlineMax: number): Promise<PopOutcome> {
+  let rows: Record<string, unknown>[];
+  try {
+    const r = await pool.query({
+      name: 'queen_log_pop_v1',
+      text: POP_SQL,
+      values: [
+        req.queue,
+        req.partition ?? null,
+        req.consumerGroup,
+        req.batch,
+        req.leaseSeconds ?? null,
+        req.subscriptionMode,
+        req.subscriptionFrom ?? null,
+        req.workerId ?? null,
+        req.autoAck,
+        inlineMax,
+      ],
+    });
+    rows = r.rows;
+  } catch (err) {
+    throw toDatabaseError(err, 'popping');
+  }
+  if (rows.length === 0) return EMPTY_POP;
+  const head = rows[0]!;
+  if (head.partition_id === null) return { ...EMPTY_POP, nextExpiry: head.lease_expires_at as Date };
+  const pid = head.partition_id as number;
+  const partition = head.partition_name as string;
+  const out: PopOutcome = {
+    leaseId: (head.lease_id as string | null) ?? null,
+    leaseExpiresAt: (head.lease_expires_at as Date | null) ?? null,
+    partition,
+    partitionId: pid,
+    messages: [],
+    skipped: head.skipped as number,
+    redelivered: head.redelivered === true,
+  };
+  if (head.seg_base === null) return out;
+  const from = head.span_from as number;
+  const to = head.span_to as number;
+  const settled = new Set(head.settled as number[]);
+
+  const missing = rows.filter((r) => r.seg_blob === null && !cache.get(pid, r.seg_base as number)).map((r) => r.seg_base as number);
+  const fetched = new Map<number, Buffer>();
+  if (missing.length > 0) {
+    try {
+      const r = await pool.query({ name: 'queen_log_segments_by_base', text: SEGMENT_SQL, values: [pid, missing] });
+      for (const row of r.rows) fetched.set(row.base_offset as number, row.blob as Buffer);
+    } catch (err) {
+      throw toDatabaseError(err, 'reading segments');
+    }
+  }
+  for (const r of rows) {
+    const base = r.seg_base as number;
+    let frames: DecodedFrame[] | undefined;
+    const inline = r.seg_blob as Buffer | null;
+    if (inline) frames = unpackSegment(inline);
+    else {
+      frames = cache.get(pid, base);
+      if (!frames) {
+        const blob = fetched.get(base);
+        // Removed by retention after the lease was taken: nothing to deliver.
+        if (!blob) continue;
+        frames = unpackSegment(blob);
+        cache.put(pid, base, frames, blob.length);
+      }
+    }
+    const createdAt = r.seg_created as Date;
+    const lo = Math.max(from, base);
+    const hi = Math.min(to, r.seg_end as number);
+    for (let off = lo; off <= hi; off++) {
+      if (settled.has(off)) continue;
+      const f = frames[off - base]!;
+      out.messages.push({
+        id: uuidToString(f.id),
+        transactionId: f.transactionId,
+        partition,
+        partitionId: pid,
+        offset: off,
+        createdAt,
+        payload: f.payload,
+        traceContext: f.traceContext,
+      });
+    }
+  }
+  return out;
+}
