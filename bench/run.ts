@@ -15,12 +15,13 @@ import { renderTable, rowsOf, writeSuite, writeSummary, type Row, type RunMeta }
 import type { Suite, SuiteResult } from './lib/types.js';
 import { dedupCacheSuite } from './suites/dedupCacheTargets.js';
 import { dedupCost } from './suites/dedupCost.js';
+import { kafkaDuplicates } from './suites/kafkaDuplicates.js';
 import { kafkaE2e } from './suites/kafkaE2e.js';
 import { memoryPressure } from './suites/memoryPressure.js';
 import { pushVsStored } from './suites/pushVsStored.js';
 import { retentionCost } from './suites/retentionCost.js';
 
-const SUITES: Suite[] = [pushVsStored, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure, retentionCost];
+const SUITES: Suite[] = [pushVsStored, dedupCost, dedupCacheSuite, kafkaE2e, kafkaDuplicates, memoryPressure, retentionCost];
 
 function usage(msg?: string): never {
   if (msg) process.stderr.write(`bench: ${msg}\n`);
