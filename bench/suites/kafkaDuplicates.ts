@@ -387,6 +387,7 @@ export const kafkaDuplicates: Suite = {
           const c = await startConnectSink({ home, brokers, databaseUrl: db.url, topic: plan.name, table: CONNECT_TABLE, connector: group });
           stop = () => c.stop();
           grp = c.group;
+          groups.push(grp);
           try {
             await waitJoined(admin, c, CONNECT_SETTINGS.tasksMax, p.joinTimeoutS * 1000);
           } catch (err) {
@@ -397,7 +398,7 @@ export const kafkaDuplicates: Suite = {
             if (c.child.exitCode !== null || c.child.signalCode !== null) throw new Error(`Kafka Connect exited (${c.child.exitCode ?? c.child.signalCode}) mid-run`);
           };
         }
-        groups.push(grp);
+        if (system !== 'connect') groups.push(grp);
         const c0 = cpuSnapshot();
         const t0 = performance.now();
         let w: { t1: number; committed: number; timedOut: boolean };
@@ -457,7 +458,7 @@ export const kafkaDuplicates: Suite = {
 };
 
 function readProbes(samples: PromSample[]): Run['probes'] {
-  const histName = histogramNames(samples, /^queen_probe_.*hash/)[0];
+  const histName = histogramNames(samples, /^queen_probe_/)[0];
   const h = histName ? promHistogram(samples, histName) : undefined;
   return {
     run: promSum(samples, 'queen_probe_run_total'),
@@ -529,7 +530,7 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
       const sum = (f: (r: Run) => number | undefined): number | undefined => (xs.some((r) => f(r) === undefined) ? undefined : xs.reduce((a, r) => a + f(r)!, 0));
       const h = xs.map((r) => r.probes?.hist).filter((x) => x !== undefined);
       info.push({
-        name: `service probes, ${WLABEL[w]} at ${fmt(size)}: full run / skipped / hinted; hashes per probe p50, p99`,
+        name: `service probes, ${WLABEL[w]} at ${fmt(size)}: run / skipped / hinted; hashes per probe p50, p99`,
         value: `${na(sum((r) => r.probes?.run))} / ${na(sum((r) => r.probes?.skipped))} / ${na(sum((r) => r.probes?.hinted))}; ${h.length === xs.length && h.length > 0 ? `${fmt(median(h.map((x) => x!.p50)))}, ${fmt(median(h.map((x) => x!.p99)))} (${h[0]!.name})` : 'n/a'}`,
       });
     }
