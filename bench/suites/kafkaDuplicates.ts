@@ -374,7 +374,7 @@ export const kafkaDuplicates: Suite = {
         let stop: () => Promise<void> = async () => undefined;
         let alive: () => void = () => undefined;
         let grp = group;
-        let metricsText: (() => string) | undefined;
+        let metricsText: (() => Promise<string>) | undefined;
         await settle();
         if (system === 'service') {
           const s = await startIngestStack({ databaseUrl: db.url, brokers, topic: plan.name, queue: QUEUE, group, poolSize: p.poolSize, cacheMb: p.cacheMb });
@@ -407,7 +407,7 @@ export const kafkaDuplicates: Suite = {
         try {
           w = await waitCaughtUp(admin, grp, plan.name, ends.get(plan.name)!, t0, p.runTimeoutS * 1000, alive);
           cpu = cpuSince(c0);
-          if (metricsText) probes = readProbes(parsePromText(metricsText()));
+          if (metricsText) probes = readProbes(parsePromText(await metricsText()));
         } finally {
           await stop();
         }
