@@ -98,6 +98,15 @@ logger.connect.name = org.apache.kafka.connect.runtime.WorkerSinkTask
 logger.connect.level = WARN
 `;
 
+/**
+ * Workers still running. bench/run.ts exits the process on SIGINT/SIGTERM;
+ * a worker JVM must not outlive it (it would keep consuming and writing).
+ */
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
 export interface RunningConnect {
   /** The sink connector's consumer group (`connect-<connector name>`). */
   group: string;
@@ -160,9 +169,11 @@ export async function startConnectSink(opts: { home: ConnectHome; brokers: strin
     { stdio: ['ignore', fd, fd] },
   );
   closeSync(fd);
+  live.add(child);
   let exited = false;
   const exit = once(child, 'exit').then(() => {
     exited = true;
+    live.delete(child);
   });
   const log = async (): Promise<string> => readFile(logFile, 'utf8').catch(() => '');
   return {
