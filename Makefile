@@ -33,10 +33,10 @@ test-unit: build
 run: build
 	QUEEN_INGRESS_TOPICS="$${QUEEN_INGRESS_TOPICS:-events}" scripts/with-deps.sh --kafka --profile run -- node dist/src/main.js
 
-bench: build
+bench: build connect-fetch
 	scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --full
 
-bench-quick: build
+bench-quick: build connect-fetch
 	scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --quick
 
 # Chaos (not part of `make test`): 1 M records, 10 % re-sent ids, kill -9 x10, PostgreSQL
@@ -45,6 +45,12 @@ bench-quick: build
 .PHONY: chaos
 chaos: build
 	scripts/with-deps.sh --kafka --profile run -- node dist/test/chaos/chaos.js $(CHAOS_ARGS)
+
+# Kafka Connect + Debezium's JDBC sink (the kafka-dups suite's baseline), from
+# Maven Central into .local/connect; a no-op once cached.
+.PHONY: connect-fetch
+connect-fetch:
+	deploy/local/connect/connect.sh fetch >/dev/null
 
 clean:
 	rm -rf dist

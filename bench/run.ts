@@ -15,6 +15,7 @@ import { renderTable, rowsOf, writeSuite, writeSummary, type Row, type RunMeta }
 import type { Suite, SuiteResult } from './lib/types.js';
 import { dedupCacheSuite } from './suites/dedupCacheTargets.js';
 import { dedupCost } from './suites/dedupCost.js';
+import { kafkaDuplicates } from './suites/kafkaDuplicates.js';
 import { kafkaE2e } from './suites/kafkaE2e.js';
 import { memoryPressure } from './suites/memoryPressure.js';
 import { pushDuplicates } from './suites/pushDuplicates.js';
@@ -22,7 +23,7 @@ import { pushVsStored } from './suites/pushVsStored.js';
 import { retentionCost } from './suites/retentionCost.js';
 import { consume } from './suites/consume.js';
 
-const SUITES: Suite[] = [pushVsStored, pushDuplicates, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure, retentionCost, consume];
+const SUITES: Suite[] = [pushVsStored, pushDuplicates, dedupCost, dedupCacheSuite, kafkaE2e, kafkaDuplicates, memoryPressure, retentionCost, consume];
 
 function usage(msg?: string): never {
   if (msg) process.stderr.write(`bench: ${msg}\n`);

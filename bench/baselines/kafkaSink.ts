@@ -113,10 +113,10 @@ async function startLoop(
   };
 }
 
-/** The ON CONFLICT sink; creates bench_sink.<table> first. */
-export async function startKafkaSink(opts: { brokers: string[]; group: string; topic: string; pool: pg.Pool; table: string; settings: ConsumerSettings; onCommitted?: (chunk: CommittedRecords) => void }): Promise<RunningConsumer> {
+/** The ON CONFLICT sink; creates bench_sink.<table> first unless `tableExists` (a table pre-loaded with SINK_DDL's shape). */
+export async function startKafkaSink(opts: { brokers: string[]; group: string; topic: string; pool: pg.Pool; table: string; settings: ConsumerSettings; onCommitted?: (chunk: CommittedRecords) => void; tableExists?: boolean }): Promise<RunningConsumer> {
   if (!/^[a-z_][a-z0-9_]*$/.test(opts.table)) throw new Error(`bad sink table name ${opts.table}`);
-  await opts.pool.query(SINK_DDL(opts.table));
+  if (!opts.tableExists) await opts.pool.query(SINK_DDL(opts.table));
   const text = SINK_INSERT(opts.table);
   const name = `bench_sink_${opts.table}`;
   return startLoop(opts.brokers, opts.group, opts.topic, opts.settings, async (_topic, _partition, messages) => {

@@ -75,3 +75,17 @@ export async function pushAll(writer: LogWriter, bundles: readonly (readonly imp
     }),
   );
 }
+
+/** Like provisionQueue, with the partition names given (e.g. the Kafka record keys the ingress maps to partitions). */
+export async function provisionQueueNamed(pool: pg.Pool, queue: string, windowSeconds: number, names: readonly string[]): Promise<PartitionCursor[]> {
+  await configureQueue(pool, queue, { dedupWindowSeconds: windowSeconds }, 'merge');
+  const engine = new LogEngine({ pool, metrics: new MetricsRegistry() });
+  await engine.start();
+  try {
+    const infos = await engine.provision(names.map((partition) => ({ queue, partition })));
+    const byName = new Map(infos.map((i) => [i.partition, i.partitionId]));
+    return names.map((name) => ({ id: byName.get(name)!, name, seq: 0 }));
+  } finally {
+    await engine.stop();
+  }
+}

@@ -1,0 +1,211 @@
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { closeSync, openSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Admin } from 'kafkajs';
+import { sleep } from '../lib/stats.js';
+
+/**
+ * The baseline a Kafka user would most likely pick instead of queen: Kafka
+ * Connect (standalone worker, connect-runtime 4.3.1) running Debezium's JDBC
+ * sink connector (3.6.0.Final) in upsert mode keyed on (key, transactionId),
+ * writing into a table of the same PostgreSQL the service uses. Jars come
+ * from Maven Central through deploy/local/connect/connect.sh (cached under
+ * .local/connect).
+ *
+ * Each run is its own JVM with worker and connector properties written to a
+ * fresh temp dir (offsets file there too, REST listener on loopback only),
+ * and its own connector name, hence its own consumer group
+ * `connect-<name>`, which starts from the earliest offset (a sink's default).
+ * Values are JSON in the schema envelope (JsonConverter, schemas.enable=true):
+ * the sink needs a schema to map fields to columns.
+ */
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+/** dist/bench/baselines -> repository root. */
+const REPO_ROOT = resolve(HERE, '..', '..', '..');
+const CONNECT_SH = join(REPO_ROOT, 'deploy', 'local', 'connect', 'connect.sh');
+
+export interface ConnectHome {
+  libs: string;
+  plugins: string;
+}
+
+/** Fetches the jars once (idempotent and offline when cached) and returns their folders. */
+export async function fetchConnect(): Promise<ConnectHome> {
+  const out = await new Promise<string>((ok, fail) =>
+    execFile('bash', [CONNECT_SH, 'fetch'], { maxBuffer: 1 << 20 }, (err, stdout, stderr) => (err ? fail(new Error(`connect.sh fetch failed: ${stderr || err.message}`)) : ok(stdout))),
+  );
+  const get = (k: string): string => {
+    const line = out.split('\n').find((l) => l.startsWith(`${k}=`));
+    if (!line) throw new Error(`connect.sh fetch printed no ${k}`);
+    return line.slice(k.length + 1);
+  };
+  return { libs: get('CONNECT_LIBS'), plugins: get('CONNECT_PLUGINS') };
+}
+
+/** The sink's settings that matter for a comparison (recorded in the suite's params). */
+export const CONNECT_SETTINGS = {
+  tasksMax: 2,
+  insertMode: 'upsert',
+  primaryKeyMode: 'record_value',
+  primaryKeyFields: 'key,transactionId',
+  /** Debezium's default batch size (records per statement batch). */
+  batchSize: 500,
+  /**
+   * How often the worker commits the sink's consumer offsets (default 60 s).
+   * Throughput is read from those commits, so a long interval would charge the
+   * sink up to a minute of idle time; 500 ms bounds that error well below 1 s.
+   */
+  offsetFlushIntervalMs: 500,
+  heapOpts: ['-Xms256m', '-Xmx1g'],
+} as const;
+
+/** An unused loopback port for the worker's REST listener (it must not collide with another run). */
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const port = (srv.address() as { port: number }).port;
+  srv.close();
+  await once(srv, 'close');
+  return port;
+}
+
+function jdbcOf(databaseUrl: string): { url: string; user: string; password: string } {
+  const u = new URL(databaseUrl);
+  return {
+    url: `jdbc:postgresql://${u.hostname}:${u.port || '5432'}${u.pathname}`,
+    user: decodeURIComponent(u.username || 'postgres'),
+    password: decodeURIComponent(u.password),
+  };
+}
+
+const LOG4J2 = `status = warn
+name = queen-bench-connect
+appender.out.type = Console
+appender.out.name = STDOUT
+appender.out.target = SYSTEM_OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = STDOUT
+logger.connect.name = org.apache.kafka.connect.runtime.WorkerSinkTask
+logger.connect.level = WARN
+`;
+
+/**
+ * Workers still running. bench/run.ts exits the process on SIGINT/SIGTERM;
+ * a worker JVM must not outlive it (it would keep consuming and writing).
+ */
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
+export interface RunningConnect {
+  /** The sink connector's consumer group (`connect-<connector name>`). */
+  group: string;
+  child: ChildProcess;
+  /** The worker's log so far (for error messages). */
+  log(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts ConnectStandalone with a Debezium JDBC sink from `topic` into
+ * `table` (which the caller creates, with PRIMARY KEY (key, transactionid)).
+ * Resolves once the JVM is launched; use waitJoined() for the moment its
+ * tasks' consumers form the group.
+ */
+export async function startConnectSink(opts: { home: ConnectHome; brokers: string[]; databaseUrl: string; topic: string; table: string; connector: string }): Promise<RunningConnect> {
+  if (!/^[a-z_][a-z0-9_]*$/.test(opts.table)) throw new Error(`bad Connect sink table name ${opts.table}`);
+  const dir = await mkdtemp(join(tmpdir(), 'queen-bench-connect-'));
+  const jdbc = jdbcOf(opts.databaseUrl);
+  const port = await freePort();
+  const worker = [
+    `bootstrap.servers=${opts.brokers.join(',')}`,
+    'key.converter=org.apache.kafka.connect.storage.StringConverter',
+    'value.converter=org.apache.kafka.connect.json.JsonConverter',
+    'value.converter.schemas.enable=true',
+    `offset.storage.file.filename=${join(dir, 'connect.offsets')}`,
+    `offset.flush.interval.ms=${CONNECT_SETTINGS.offsetFlushIntervalMs}`,
+    `plugin.path=${opts.home.plugins}`,
+    // Every plugin here ships ServiceLoader manifests: skip the reflective scan (a faster start).
+    'plugin.discovery=service_load',
+    // Loopback only; a free port so parallel runs never collide.
+    `listeners=http://127.0.0.1:${port}`,
+    'rest.advertised.host.name=127.0.0.1',
+    'consumer.auto.offset.reset=earliest',
+  ];
+  const sink = [
+    `name=${opts.connector}`,
+    'connector.class=io.debezium.connector.jdbc.JdbcSinkConnector',
+    `tasks.max=${CONNECT_SETTINGS.tasksMax}`,
+    `topics=${opts.topic}`,
+    `connection.url=${jdbc.url}`,
+    `connection.username=${jdbc.user}`,
+    `connection.password=${jdbc.password}`,
+    `insert.mode=${CONNECT_SETTINGS.insertMode}`,
+    'delete.enabled=false',
+    `primary.key.mode=${CONNECT_SETTINGS.primaryKeyMode}`,
+    `primary.key.fields=${CONNECT_SETTINGS.primaryKeyFields}`,
+    `batch.size=${CONNECT_SETTINGS.batchSize}`,
+    'schema.evolution=basic',
+    `collection.name.format=${opts.table}`,
+  ];
+  await writeFile(join(dir, 'worker.properties'), worker.join('\n') + '\n');
+  await writeFile(join(dir, 'sink.properties'), sink.join('\n') + '\n', { mode: 0o600 });
+  await writeFile(join(dir, 'log4j2.properties'), LOG4J2);
+  const logFile = join(dir, 'connect.log');
+  const fd = openSync(logFile, 'a');
+  const child = spawn(
+    'java',
+    [...CONNECT_SETTINGS.heapOpts, '-XX:+UseG1GC', '-Djava.awt.headless=true', `-Dlog4j2.configurationFile=${join(dir, 'log4j2.properties')}`, '-cp', `${opts.home.libs}/*`, 'org.apache.kafka.connect.cli.ConnectStandalone', join(dir, 'worker.properties'), join(dir, 'sink.properties')],
+    { stdio: ['ignore', fd, fd] },
+  );
+  closeSync(fd);
+  live.add(child);
+  let exited = false;
+  const exit = once(child, 'exit').then(() => {
+    exited = true;
+    live.delete(child);
+  });
+  const log = async (): Promise<string> => readFile(logFile, 'utf8').catch(() => '');
+  return {
+    group: `connect-${opts.connector}`,
+    child,
+    log,
+    async stop() {
+      if (!exited) {
+        child.kill('SIGTERM');
+        const t = setTimeout(() => child.kill('SIGKILL'), 20_000);
+        await exit;
+        clearTimeout(t);
+      }
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Waits until the sink's consumer group is Stable with `members` members
+ * (both tasks joined); fails early with the worker's log if the JVM died.
+ */
+export async function waitJoined(admin: Admin, c: RunningConnect, members: number, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    if (c.child.exitCode !== null || c.child.signalCode !== null) {
+      throw new Error(`Kafka Connect exited (${c.child.exitCode ?? c.child.signalCode}) before joining; log tail:\n${(await c.log()).split('\n').slice(-30).join('\n')}`);
+    }
+    const { groups } = await admin.describeGroups([c.group]);
+    const g = groups[0];
+    if (g && g.state === 'Stable' && g.members.length >= members) return;
+    if (performance.now() > deadline) throw new Error(`Kafka Connect group ${c.group} not joined within ${timeoutMs} ms (state ${g?.state}, ${g?.members.length ?? 0} members); log tail:\n${(await c.log()).split('\n').slice(-30).join('\n')}`);
+    await sleep(50);
+  }
+}
