@@ -82,6 +82,7 @@ export class Fusion extends Component {
   readonly events = new EventEmitter();
   private readonly bundleCounter;
   private readonly itemCounter;
+  private readonly pushLatency;
 
   constructor(
     private readonly writer: BundleSink,
@@ -90,6 +91,7 @@ export class Fusion extends Component {
     super('Fusion');
     this.bundleCounter = opts.metrics?.counter('queen_fusion_bundles_total', 'Bundles flushed by the fusion layer');
     this.itemCounter = opts.metrics?.counter('queen_fusion_items_total', 'Items flushed by the fusion layer');
+    this.pushLatency = opts.metrics?.histogram('queen_bundle_push_duration_seconds', 'One bundle push to PostgreSQL (cache hydration, SQL and retries of contended segments), by result', { labelKeys: ['result'] });
     opts.metrics?.gauge('queen_fusion_pending_bytes', 'Payload bytes pending or in flight in the fusion layer').collect(() => this.bytesHeld);
   }
 
@@ -211,6 +213,7 @@ export class Fusion extends Component {
   }
 
   private async runBundle(keys: string[], entries: Pending[]): Promise<void> {
+    const timer = this.pushLatency?.startTimer();
     try {
       const links: Link[] = [];
       const seen = new Set<string>();
@@ -223,6 +226,7 @@ export class Fusion extends Component {
       const results = await inSpan('queen.fusion.flush', { links, attributes: { 'queen.items': entries.length, 'queen.partitions': keys.length } }, () =>
         this.writer.push(entries.map((e) => e.item)),
       );
+      timer?.({ result: 'ok' });
       this.bundleCounter?.inc();
       this.itemCounter?.inc(entries.length);
       entries.forEach((e, i) => {
@@ -234,6 +238,7 @@ export class Fusion extends Component {
         }
       });
     } catch (err) {
+      timer?.({ result: 'error' });
       for (const e of entries) {
         if (e.request.settled) continue;
         e.request.settled = true;

@@ -4,7 +4,7 @@ import { isRetriable, LifecycleError } from '../errors.js';
 import type { PushItem, PushResult } from '../engine/writer.js';
 import type { Fusion } from '../fusion/fusion.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { MetricsRegistry } from '../telemetry/metrics.js';
+import { messageVerdicts, type MetricsRegistry } from '../telemetry/metrics.js';
 import { backoffMs, pause } from '../util/backoff.js';
 import { Component } from '../util/lifecycle.js';
 import { DeadLetterProducer, type DeadLetter } from './deadLetter.js';
@@ -114,6 +114,8 @@ export class KafkaIngress extends Component {
   private readonly retries;
   private readonly dead;
   private readonly pauses;
+  private readonly messages;
+  private readonly commitLatency;
 
   constructor(
     private readonly fusion: Fusion,
@@ -161,6 +163,10 @@ export class KafkaIngress extends Component {
     this.retries = metrics?.counter('queen_ingress_retries_total', 'Batch attempts retried after a retriable failure');
     this.dead = metrics?.counter('queen_ingress_dead_letters_total', 'Records written to a dead-letter topic');
     this.pauses = metrics?.counter('queen_ingress_pauses_total', 'Times fetching was paused because the fusion layer was over its in-flight byte budget');
+    this.messages = metrics && messageVerdicts(metrics);
+    this.commitLatency = metrics?.histogram('queen_ingress_record_commit_seconds', 'From a chunk of records being fetched to the broker acknowledging its offset commit');
+    // 1 while the supervisor's consumer is a live group member (its consumer is replaced on restart, so read the supervisor).
+    metrics?.gauge('queen_kafka_consumer_up', 'Whether the Kafka consumer is a live member of its group (1) or not (0)').collect(() => (this.state === 'running' && this.status().member ? 1 : 0));
   }
 
   /** Read-only supervisor state: readiness, metrics and diagnostics read it. */
@@ -367,6 +373,7 @@ export class KafkaIngress extends Component {
         itemRecords.length = keep;
       }
     }
+    const fetchedAt = process.hrtime.bigint();
     const results = await this.untilDone(() => this.fusion.submit(items), isRunning, isStale, 'pushing a batch');
     if (!results) return false; // abandoned: not committed, will be redelivered
     let queued = 0;
@@ -396,6 +403,9 @@ export class KafkaIngress extends Component {
     this.records?.inc(queued, 'queued');
     this.records?.inc(duplicates, 'duplicate');
     this.records?.inc(letters.length, 'dead_lettered');
+    this.messages?.inc(queued, { source: 'kafka', status: 'queued' });
+    this.messages?.inc(duplicates, { source: 'kafka', status: 'duplicate' });
+    this.messages?.inc(letters.length, { source: 'kafka', status: 'failed' });
 
     // Every record of the chunk now has a verdict or an acknowledged dead letter.
     this.supervisor.chunkDone();
@@ -406,6 +416,7 @@ export class KafkaIngress extends Component {
       .advance((BigInt(last) + 1n).toString())
       .then((committed) => {
         this.verdicts?.inc();
+        if (committed) this.commitLatency?.observe(Number(process.hrtime.bigint() - fetchedAt) / 1e9);
         this.opts.onCommitted?.({ topic: batch.topic, partition: batch.partition, records, committed, committedAtMs: Date.now() });
       });
     return true;

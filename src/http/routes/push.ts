@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { PushItem, PushResult } from '../../engine/writer.js';
+import type { Counter } from '../../telemetry/metrics.js';
 import { OverloadedError } from '../errorStatus.js';
 import { readItems, toWire, translateItem, type WireResult } from '../pushBody.js';
 
@@ -14,7 +15,7 @@ export interface PushPath {
  * The items go through the same fusion layer (and so the same dedup cache
  * and SQL probe) as Kafka ingress.
  */
-export function registerPush(app: FastifyInstance, path: PushPath, maxItems: number): void {
+export function registerPush(app: FastifyInstance, path: PushPath, maxItems: number, verdicts?: Counter): void {
   app.post('/api/v1/push', async (req, reply) => {
     const raw = readItems(req.body, maxItems);
     const results: WireResult[] = new Array(raw.length);
@@ -37,6 +38,11 @@ export function registerPush(app: FastifyInstance, path: PushPath, maxItems: num
       pushed.forEach((r, i) => {
         results[at[i]!] = toWire(at[i]!, r);
       });
+    }
+    if (verdicts) {
+      const n = { queued: 0, duplicate: 0, failed: 0 };
+      for (const r of results) n[r.status]++;
+      for (const [status, count] of Object.entries(n)) verdicts.inc(count, { source: 'http', status });
     }
     return reply.code(201).send(results);
   });
