@@ -58,6 +58,9 @@ export interface LogEngineOptions {
 }
 
 const PUSH_SQL = 'SELECT seg_index, assigned_base, window_seconds, probed, dup_idx, dup_offsets, dup_ids FROM queen.log_push_v1($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::bytea, $6::integer[], $7::bytea)';
+/** The push call's span name: its db.query.summary (OpenTelemetry database conventions). */
+export const PUSH_SPAN = 'SELECT queen.log_push_v1';
+
 const PROVISION_SQL = 'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
 
 /**
@@ -73,6 +76,8 @@ export class LogEngine extends Component {
   private readonly pushes: Counter;
   private readonly probesRun: Counter;
   private readonly probesSkipped: Counter;
+  /** Database semantic-convention attributes for spans of calls to this engine (no credentials). */
+  readonly spanAttributes: Readonly<Record<string, string | number>>;
 
   constructor(opts: LogEngineOptions) {
     super('LogEngine');
@@ -91,6 +96,22 @@ export class LogEngine extends Component {
     // An idle client that loses its connection (database restart) is dropped
     // by the pool; without a listener the 'error' event would crash the process.
     this.pool.on('error', () => undefined);
+    const o = this.pool.options as { connectionString?: string; host?: string; port?: number; database?: string };
+    let url: URL | undefined;
+    try {
+      url = o.connectionString ? new URL(o.connectionString) : undefined;
+    } catch {
+      url = undefined;
+    }
+    this.spanAttributes = {
+      'db.system.name': 'postgresql',
+      'db.operation.name': 'SELECT',
+      'db.stored_procedure.name': 'queen.log_push_v1',
+      'db.query.summary': PUSH_SPAN,
+      'db.namespace': (url ? decodeURIComponent(url.pathname.slice(1)) : o.database) || 'postgres',
+      'server.address': url?.hostname || o.host || 'localhost',
+      'server.port': Number(url?.port) || o.port || 5432,
+    };
     const metrics = opts.metrics ?? new MetricsRegistry();
     this.pushes = metrics.counter('queen_segments_total', 'Segments pushed to SQL by outcome', 'outcome');
     this.probesRun = metrics.counter('queen_probe_run_total', 'Segments for which SQL ran the duplicate probe');

@@ -6,6 +6,7 @@ import { checkPartitionName, checkQueueName, checkTransactionId, LIMITS } from '
 import type { LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
 import { inSpan, SpanKind } from '../telemetry/tracing.js';
+import { PUSH_SPAN } from './logEngine.js';
 
 export interface PushItem {
   queue: string;
@@ -243,11 +244,12 @@ export class LogWriter {
     let outcomes: SegmentOutcome[];
     try {
       outcomes = await inSpan(
-        'queen.log_push',
-        { kind: SpanKind.CLIENT, attributes: { 'db.system': 'postgresql', 'db.operation': 'queen.log_push_v1', 'queen.segments': segments.length, 'queen.frames': segments.reduce((n, s) => n + s.count, 0), 'queen.vouched': vouches.filter((v) => v.verified >= 0).length } },
+        PUSH_SPAN,
+        { kind: SpanKind.CLIENT, attributes: { ...this.engine.spanAttributes, 'queen.segments': segments.length, 'queen.frames': segments.reduce((n, s) => n + s.count, 0), 'queen.vouched': vouches.filter((v) => v.verified >= 0).length } },
         async (span) => {
           const out = await this.engine.pushSegments(segments);
-          span.setAttributes({ 'queen.probed': out.filter((o) => o.probed).length, 'queen.duplicate_segments': out.filter((o) => o.assignedBase === null).length });
+          const probed = out.filter((o) => o.probed).length;
+          span.setAttributes({ 'queen.probes.run': probed, 'queen.probes.skipped': out.length - probed, 'queen.duplicate_segments': out.filter((o) => o.assignedBase === null).length });
           return out;
         },
       );

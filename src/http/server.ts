@@ -5,6 +5,8 @@ import { ValidationError } from '../errors.js';
 import { silentLogger, type Logger } from '../telemetry/logger.js';
 import { messageVerdicts, type Counter, type Histogram, type MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
+import { recording } from '../telemetry/tracing.js';
+import { trace } from '@opentelemetry/api';
 import { BearerAuth } from './auth.js';
 import { toHttpError } from './errorStatus.js';
 import { registerOps, type IngressReadiness } from './routes/ops.js';
@@ -114,6 +116,12 @@ export class HttpApi extends Component {
       }
     });
 
+    // The node:http instrumentation's server span knows no routes: name it `{method} {route}`.
+    app.addHook('onRequest', async (req) => {
+      const span = trace.getActiveSpan();
+      const route = req.routeOptions.url;
+      if (route && recording(span)) span.updateName(`${req.method} ${route}`).setAttribute('http.route', route);
+    });
     app.addHook('onResponse', async (req, reply) => {
       this.responses.inc(1, String(reply.statusCode));
       // The route template, never the raw URL: label values stay bounded.

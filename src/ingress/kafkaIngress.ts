@@ -8,8 +8,8 @@ import { messageVerdicts, type MetricsRegistry } from '../telemetry/metrics.js';
 import { backoffMs, pause } from '../util/backoff.js';
 import { Component } from '../util/lifecycle.js';
 import { DeadLetterProducer, type DeadLetter } from './deadLetter.js';
-import { contextFromTraceHeader, inSpan, MAX_LINKS, SpanKind } from '../telemetry/tracing.js';
-import { trace, type Link } from '@opentelemetry/api';
+import { inSpan, parentOrLinks, recording, spanContextOf, SpanKind } from '../telemetry/tracing.js';
+import { trace, type SpanContext } from '@opentelemetry/api';
 import { mapRecord } from './recordMapping.js';
 import { OffsetCommitter } from './offsetCommitter.js';
 import { registerCodecs, undecodableReason } from './codecs.js';
@@ -325,10 +325,9 @@ export class KafkaIngress extends Component {
       for (let i = 0; i < batch.messages.length; i += chunk) {
         if (this.draining || !isRunning() || isStale()) return;
         const messages = batch.messages.slice(i, i + chunk);
-        const done = await inSpan(
-          'queen.kafka.chunk',
-          { kind: SpanKind.CONSUMER, links: producerLinks(messages), attributes: { 'messaging.system': 'kafka', 'messaging.destination.name': batch.topic, 'messaging.kafka.partition': batch.partition, 'messaging.batch.message_count': messages.length } },
-          () => this.handleChunk(payload, messages),
+        const { parent, links } = parentOrLinks(producerContexts(messages));
+        const done = await inSpan(`process ${batch.topic}`, { kind: SpanKind.CONSUMER, parent, links, attributes: this.chunkAttributes(batch.topic, batch.partition, messages) }, () =>
+          this.handleChunk(payload, messages),
         );
         if (!done) return;
       }
@@ -406,6 +405,8 @@ export class KafkaIngress extends Component {
     this.messages?.inc(queued, { source: 'kafka', status: 'queued' });
     this.messages?.inc(duplicates, { source: 'kafka', status: 'duplicate' });
     this.messages?.inc(letters.length, { source: 'kafka', status: 'failed' });
+    const span = trace.getActiveSpan();
+    if (recording(span)) span.setAttributes({ 'queen.verdict.queued': queued, 'queen.verdict.duplicate': duplicates, 'queen.verdict.failed': letters.length });
 
     // Every record of the chunk now has a verdict or an acknowledged dead letter.
     this.supervisor.chunkDone();
@@ -433,6 +434,20 @@ export class KafkaIngress extends Component {
       // No group right now (a crash): runConsumer re-applies the pause.
     }
     this.log.error({ topic, partition, offset, reason }, 'partition halted (QUEEN_INGRESS_ERRORS_TOLERANCE=none): a record cannot be stored; not committed; fix the cause or move the group offset past it, then restart');
+  /** Messaging semantic conventions for a chunk's consumer span; the per-record ones only for a single record. */
+  private chunkAttributes(topic: string, partition: number, messages: KafkaMessage[]): Record<string, string | number> {
+    const a: Record<string, string | number> = {
+      'messaging.system': 'kafka',
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.destination.name': topic,
+      'messaging.destination.partition.id': String(partition),
+      'messaging.consumer.group.name': this.opts.groupId,
+      'messaging.batch.message_count': messages.length,
+      'messaging.kafka.offset': Number(messages[0]!.offset),
+    };
+    if (messages.length === 1 && messages[0]!.key) a['messaging.kafka.message.key'] = messages[0]!.key.toString();
+    return a;
   }
 
   private committerFor(topic: string, partition: number): OffsetCommitter {
@@ -484,15 +499,15 @@ export class KafkaIngress extends Component {
   }
 }
 
-/** Links from a chunk's span to the producers' spans carried in traceparent headers (bounded). */
-function producerLinks(messages: KafkaMessage[]): Link[] {
-  const links: Link[] = [];
+/** The producers' span contexts carried in the records' traceparent headers, in offset order. */
+function producerContexts(messages: KafkaMessage[]): SpanContext[] {
+  const out: SpanContext[] = [];
   for (const m of messages) {
-    if (links.length >= MAX_LINKS) break;
     const tp = m.headers?.traceparent;
     if (!tp) continue;
-    const sc = trace.getSpanContext(contextFromTraceHeader(tp.toString()));
-    if (sc) links.push({ context: sc });
+    const ts = m.headers?.tracestate;
+    const sc = spanContextOf(ts ? `${tp.toString()};${ts.toString()}` : tp.toString());
+    if (sc) out.push(sc);
   }
-  return links;
+  return out;
 }
