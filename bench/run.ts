@@ -19,8 +19,9 @@ import { kafkaE2e } from './suites/kafkaE2e.js';
 import { memoryPressure } from './suites/memoryPressure.js';
 import { pushVsStored } from './suites/pushVsStored.js';
 import { retentionCost } from './suites/retentionCost.js';
+import { tracingCost } from './suites/tracingCost.js';
 
-const SUITES: Suite[] = [pushVsStored, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure, retentionCost];
+const SUITES: Suite[] = [pushVsStored, dedupCost, dedupCacheSuite, kafkaE2e, memoryPressure, retentionCost, tracingCost];
 
 function usage(msg?: string): never {
   if (msg) process.stderr.write(`bench: ${msg}\n`);
