@@ -434,6 +434,8 @@ export class KafkaIngress extends Component {
       // No group right now (a crash): runConsumer re-applies the pause.
     }
     this.log.error({ topic, partition, offset, reason }, 'partition halted (QUEEN_INGRESS_ERRORS_TOLERANCE=none): a record cannot be stored; not committed; fix the cause or move the group offset past it, then restart');
+  }
+
   /** Messaging semantic conventions for a chunk's consumer span; the per-record ones only for a single record. */
   private chunkAttributes(topic: string, partition: number, messages: KafkaMessage[]): Record<string, string | number> {
     const a: Record<string, string | number> = {
