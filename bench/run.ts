@@ -22,8 +22,9 @@ import { pushDuplicates } from './suites/pushDuplicates.js';
 import { pushVsStored } from './suites/pushVsStored.js';
 import { retentionCost } from './suites/retentionCost.js';
 import { consume } from './suites/consume.js';
+import { tracingCost } from './suites/tracingCost.js';
 
-const SUITES: Suite[] = [pushVsStored, pushDuplicates, dedupCost, dedupCacheSuite, kafkaE2e, kafkaDuplicates, memoryPressure, retentionCost, consume];
+const SUITES: Suite[] = [pushVsStored, pushDuplicates, dedupCost, dedupCacheSuite, kafkaE2e, kafkaDuplicates, memoryPressure, retentionCost, consume, tracingCost];
 
 function usage(msg?: string): never {
   if (msg) process.stderr.write(`bench: ${msg}\n`);

@@ -38,6 +38,8 @@ export const DEFAULTS = {
   ingressErrorsTolerance: 'all',
   ingressStuckAfterMs: 120_000,
   ingressRestartBackoffMaxMs: 30_000,
+  lagIntervalMs: 15_000,
+  traceSampleRatio: 1,
 } as const;
 
 /** TLS towards the brokers (KAFKA_SSL*): files are read at start-up; PEM. */
@@ -101,6 +103,12 @@ export interface Config {
   ingressErrorsTolerance: 'all' | 'none';
   ingressStuckAfterMs: number;
   ingressRestartBackoffMaxMs: number;
+  /** How often consumer lag is read from the broker. */
+  lagIntervalMs: number;
+  /** Head sampling ratio for traces that start here (a sampled parent is always followed). */
+  traceSampleRatio: number;
+  /** Commit in queen_build_info (the image sets it; otherwise read from git when available). */
+  buildCommit: string | undefined;
 }
 
 type Env = Record<string, string | undefined>;
@@ -123,6 +131,14 @@ function bool(env: Env, name: string, dflt: boolean): boolean {
   if (['1', 'true', 'on', 'yes'].includes(v)) return true;
   if (['0', 'false', 'off', 'no'].includes(v)) return false;
   throw new ConfigError(`${name} must be one of 1, 0, true, false, on, off, got "${raw}"`);
+}
+
+function ratio(env: Env, name: string, dflt: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return dflt;
+  const n = Number(raw.trim());
+  if (!/^\s*(0|1|0?\.\d+|1\.0*)\s*$/.test(raw) || !(n >= 0 && n <= 1)) throw new ConfigError(`${name} must be a number between 0 and 1, got "${raw}"`);
+  return n;
 }
 
 function oneOf<T extends string>(env: Env, name: string, dflt: T, allowed: readonly T[]): T {
@@ -218,6 +234,9 @@ export function loadConfig(env: Env = process.env): Config {
     ingressErrorsTolerance: oneOf(env, 'QUEEN_INGRESS_ERRORS_TOLERANCE', DEFAULTS.ingressErrorsTolerance, ['all', 'none'] as const),
     ingressStuckAfterMs: int(env, 'QUEEN_INGRESS_STUCK_AFTER_MS', DEFAULTS.ingressStuckAfterMs, 1_000, 3_600_000),
     ingressRestartBackoffMaxMs: int(env, 'QUEEN_INGRESS_RESTART_BACKOFF_MAX_MS', DEFAULTS.ingressRestartBackoffMaxMs, 1_000, 600_000),
+    lagIntervalMs: int(env, 'QUEEN_LAG_INTERVAL_MS', DEFAULTS.lagIntervalMs, 100, 3_600_000),
+    traceSampleRatio: ratio(env, 'OTEL_TRACES_SAMPLER_ARG', DEFAULTS.traceSampleRatio),
+    buildCommit: env.QUEEN_BUILD_COMMIT?.trim() || undefined,
   };
   if (!/^[A-Za-z0-9._-]{1,255}$/.test(cfg.kafkaClientId)) {
     throw new ConfigError(`KAFKA_CLIENT_ID must match [A-Za-z0-9._-]{1,255}, got "${cfg.kafkaClientId}"`);

@@ -1,7 +1,7 @@
 import { loadConfig, redactUrl } from './config.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './telemetry/logger.js';
-import { Service } from './service.js';
+import { buildInfo } from './telemetry/buildInfo.js';
 import { startTracing } from './telemetry/sdk.js';
 
 /**
@@ -26,7 +26,9 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   log.info({ database: redactUrl(config.databaseUrl), kafka: config.kafkaBrokers }, 'starting');
-  const stopTracing = startTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName });
+  const stopTracing = startTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName, serviceVersion: buildInfo(config.buildCommit).version, sampleRatio: config.traceSampleRatio });
+  // Imported only now, so the tracing instrumentations see kafkajs, pg and node:http load.
+  const { Service } = await import('./service.js');
   const service = new Service(config, log);
   let stopping = false;
   const shutdown = (signal: string) => {

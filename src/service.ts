@@ -2,6 +2,8 @@ import type { Config } from './config.js';
 import { migrate } from './engine/migrate.js';
 import { HttpApi } from './http/server.js';
 import { KafkaIngress } from './ingress/kafkaIngress.js';
+import { LagMonitor } from './ingress/lagMonitor.js';
+import { buildInfo } from './telemetry/buildInfo.js';
 import { pipelineOptions, WritePipeline } from './pipeline.js';
 import { RetentionService } from './retention/retentionService.js';
 import { TimerSweeper } from './timers/timerSweeper.js';
@@ -20,6 +22,7 @@ export class Service extends Component {
   readonly metrics = new MetricsRegistry();
   readonly pipeline: WritePipeline;
   readonly ingress: KafkaIngress | undefined;
+  readonly lag: LagMonitor | undefined;
   readonly http: HttpApi;
   readonly retention: RetentionService | undefined;
   readonly timers: TimerSweeper | undefined;
@@ -30,6 +33,9 @@ export class Service extends Component {
     private readonly log: Logger,
   ) {
     super('Service');
+    this.metrics.collectDefaults();
+    const build = buildInfo(config.buildCommit);
+    this.metrics.buildInfo(build.version, build.commit);
     // QUEEN_DEDUP_CACHE=0: no cache, every push probes the whole window (-1), which is always exact.
     this.pipeline = new WritePipeline({
       ...pipelineOptions(config, this.metrics),
@@ -91,6 +97,11 @@ export class Service extends Component {
         log.child({ component: 'ingress' }),
         this.metrics,
       );
+      this.lag = new LagMonitor(
+        { brokers: config.kafkaBrokers, groupId: config.ingressGroup, topics: config.ingressTopics.map((t) => t.topic), intervalMs: config.lagIntervalMs },
+        log.child({ component: 'lag' }),
+        this.metrics,
+      );
     }
   }
 
@@ -104,10 +115,12 @@ export class Service extends Component {
     await this.read.start();
     await this.http.start();
     if (this.ingress) await this.ingress.start();
+    if (this.lag) await this.lag.start();
     else this.log.info('no QUEEN_INGRESS_TOPICS: Kafka ingress not started');
   }
 
   protected async onStop(): Promise<void> {
+    await this.lag?.stop();
     await this.ingress?.stop();
     await this.http.stop();
     await this.timers?.stop();

@@ -82,6 +82,9 @@ const SIZE_BUCKETS = Array.from({ length: 12 }, (_, i) => 4 ** i);
 const PUSH_SQL =
   'SELECT seg_index, assigned_base, window_seconds, probed, probe_hashes, hint_offsets, dup_idx, dup_offsets, dup_ids, refuted_idx ' +
   'FROM queen.log_push_v2($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
+/** The push call's span name: its db.query.summary (OpenTelemetry database conventions). */
+export const PUSH_SPAN = 'SELECT queen.log_push_v2';
+
 const PROVISION_SQL = 'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
 
 /**
@@ -103,6 +106,8 @@ export class LogEngine extends Component {
   /** Sizes of the checks SQL ran: stored hashes read per probe, offsets checked per hinted segment. */
   readonly probeSizes = { probe: new Log2Histogram(), hinted: new Log2Histogram() };
   private readonly appendListeners = new Set<(partitionIds: readonly number[]) => void>();
+  /** Database semantic-convention attributes for spans of calls to this engine (no credentials). */
+  readonly spanAttributes: Readonly<Record<string, string | number>>;
 
   constructor(opts: LogEngineOptions) {
     super('LogEngine');
@@ -121,6 +126,22 @@ export class LogEngine extends Component {
     // An idle client that loses its connection (database restart) is dropped
     // by the pool; without a listener the 'error' event would crash the process.
     this.pool.on('error', () => undefined);
+    const o = this.pool.options as { connectionString?: string; host?: string; port?: number; database?: string };
+    let url: URL | undefined;
+    try {
+      url = o.connectionString ? new URL(o.connectionString) : undefined;
+    } catch {
+      url = undefined;
+    }
+    this.spanAttributes = {
+      'db.system.name': 'postgresql',
+      'db.operation.name': 'SELECT',
+      'db.stored_procedure.name': 'queen.log_push_v1',
+      'db.query.summary': PUSH_SPAN,
+      'db.namespace': (url ? decodeURIComponent(url.pathname.slice(1)) : o.database) || 'postgres',
+      'server.address': url?.hostname || o.host || 'localhost',
+      'server.port': Number(url?.port) || o.port || 5432,
+    };
     const metrics = opts.metrics ?? new MetricsRegistry();
     this.pushes = metrics.counter('queen_segments_total', 'Segments pushed to SQL by outcome', 'outcome');
     this.probesRun = metrics.counter('queen_probe_run_total', 'Segments for which SQL ran the duplicate probe');

@@ -7,6 +7,7 @@ import { checkPartitionName, checkQueueName, checkTraceContext, checkTransaction
 import type { HintRun, LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
 import { inSpan, SpanKind } from '../telemetry/tracing.js';
+import { PUSH_SPAN } from './logEngine.js';
 
 export interface PushItem {
   queue: string;
@@ -290,12 +291,11 @@ export class LogWriter {
     let outcomes: SegmentOutcome[];
     try {
       outcomes = await inSpan(
-        'queen.log_push',
+        PUSH_SPAN,
         {
           kind: SpanKind.CLIENT,
           attributes: {
-            'db.system': 'postgresql',
-            'db.operation': 'queen.log_push_v2',
+            ...this.engine.spanAttributes,
             'queen.segments': segments.length,
             'queen.frames': segments.reduce((n, s) => n + s.count, 0),
             'queen.hinted_items': segments.reduce((n, s) => n + s.expected, 0),
@@ -306,9 +306,11 @@ export class LogWriter {
           const out = await this.engine.pushSegments(segments, via);
           // From here on part of the bundle may be stored: never report it as not written.
           state.committed = true;
+          const probed = out.filter((o) => o.probed).length;
           span.setAttributes({
-            'queen.probed': out.filter((o) => o.probed).length,
-            'queen.hinted': out.filter((o) => o.hintOffsets > 0).length,
+            'queen.probes.run': probed,
+            'queen.probes.skipped': out.length - probed,
+            'queen.probes.hinted': out.filter((o) => o.hintOffsets > 0).length,
             'queen.duplicate_segments': out.filter((o) => o.assignedBase === null).length,
           });
           return out;

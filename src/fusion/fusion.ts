@@ -4,8 +4,8 @@ import type { PushItem, PushResult } from '../engine/writer.js';
 import { LIMITS } from '../engine/limits.js';
 import { Component } from '../util/lifecycle.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
-import { activeLink, inSpan, MAX_LINKS } from '../telemetry/tracing.js';
-import type { Link } from '@opentelemetry/api';
+import { activeLink, inSpan, MAX_LINKS, recording, verdictAttributes } from '../telemetry/tracing.js';
+import { ROOT_CONTEXT, trace, type Context, type Link } from '@opentelemetry/api';
 
 export interface FusionOptions {
   /** Most items in one bundle (one SQL call). */
@@ -83,6 +83,7 @@ export class Fusion extends Component {
   private readonly bundleCounter;
   private readonly itemCounter;
   private readonly isolatedCounter;
+  private readonly pushLatency;
 
   constructor(
     private readonly writer: BundleSink,
@@ -92,6 +93,7 @@ export class Fusion extends Component {
     this.bundleCounter = opts.metrics?.counter('queen_fusion_bundles_total', 'Bundles flushed by the fusion layer');
     this.itemCounter = opts.metrics?.counter('queen_fusion_items_total', 'Items flushed by the fusion layer');
     this.isolatedCounter = opts.metrics?.counter('queen_fusion_bundles_split_total', 'Bundles that failed unwritten and were pushed again one request at a time');
+    this.pushLatency = opts.metrics?.histogram('queen_bundle_push_duration_seconds', 'One bundle push to PostgreSQL (cache hydration, SQL and retries of contended segments), by result', { labelKeys: ['result'] });
     opts.metrics?.gauge('queen_fusion_pending_bytes', 'Payload bytes pending or in flight in the fusion layer').collect(() => this.bytesHeld);
   }
 
@@ -213,22 +215,20 @@ export class Fusion extends Component {
   }
 
   private async runBundle(keys: string[], entries: Pending[]): Promise<void> {
+    const timer = this.pushLatency?.startTimer();
     try {
-      const links: Link[] = [];
-      const seen = new Set<string>();
-      for (const e of entries) {
-        const link = e.request.link;
-        if (!link || links.length >= MAX_LINKS || seen.has(link.context.spanId)) continue;
-        seen.add(link.context.spanId);
-        links.push(link);
-      }
-      const results = await inSpan('queen.fusion.flush', { links, attributes: { 'queen.items': entries.length, 'queen.partitions': keys.length } }, () =>
-        this.writer.push(entries.map((e) => e.item)),
-      );
+      const { parent, links } = flushParent(entries);
+      const results = await inSpan('queen.fusion.flush', { parent, links, attributes: { 'queen.items': entries.length, 'queen.partitions': keys.length } }, async (span) => {
+        const out = await this.writer.push(entries.map((e) => e.item));
+        if (recording(span)) span.setAttributes(verdictAttributes(out));
+        return out;
+      });
+      timer?.({ result: 'ok' });
       this.bundleCounter?.inc();
       this.itemCounter?.inc(entries.length);
       this.deliver(entries, results);
     } catch (err) {
+      timer?.({ result: 'error' });
       if (err instanceof BundleNotWrittenError) await this.pushApart(entries, err);
       else this.rejectAll(entries, err);
     } finally {
@@ -295,4 +295,26 @@ export class Fusion extends Component {
       d();
     }
   }
+}
+
+/**
+ * The flush span's parent, chosen deterministically: the span that submitted
+ * the bundle's first item (the oldest item of its first partition), so a
+ * single caller's trace runs straight through the flush to PostgreSQL. Every
+ * other distinct submitter is a link (at most MAX_LINKS). A bundle whose
+ * first submitter had no span starts a new trace (never whatever context
+ * happened to be active when the flush was scheduled).
+ */
+function flushParent(entries: readonly Pending[]): { parent: Context; links: Link[] } {
+  const first = entries[0]?.request.link;
+  const parent = first ? trace.setSpanContext(ROOT_CONTEXT, first.context) : ROOT_CONTEXT;
+  const links: Link[] = [];
+  const seen = new Set<string>(first ? [first.context.spanId] : []);
+  for (const e of entries) {
+    const link = e.request.link;
+    if (!link || links.length >= MAX_LINKS || seen.has(link.context.spanId)) continue;
+    seen.add(link.context.spanId);
+    links.push(link);
+  }
+  return { parent, links };
 }

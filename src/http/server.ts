@@ -3,8 +3,10 @@ import Fastify, { type FastifyInstance, type FastifyReply, type InjectOptions, t
 import type pg from 'pg';
 import { ValidationError } from '../errors.js';
 import { silentLogger, type Logger } from '../telemetry/logger.js';
-import type { Counter, MetricsRegistry } from '../telemetry/metrics.js';
+import { messageVerdicts, type Counter, type Histogram, type MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
+import { recording } from '../telemetry/tracing.js';
+import { trace } from '@opentelemetry/api';
 import { BearerAuth } from './auth.js';
 import { clientErrorResponse, toHttpError } from './errorStatus.js';
 import { registerOps, type IngressReadiness } from './routes/ops.js';
@@ -72,11 +74,13 @@ export class HttpApi extends Component {
   private boundPort = 0;
   private readonly log: Logger;
   private readonly responses: Counter;
+  private readonly durations: Histogram;
 
   constructor(private readonly opts: HttpApiOptions) {
     super('HttpApi');
     this.log = opts.logger ?? silentLogger;
     this.responses = opts.metrics.counter('queen_http_responses_total', 'HTTP responses by status code', 'status');
+    this.durations = opts.metrics.histogram('queen_http_request_duration_seconds', 'HTTP request duration by method, route template and status code', { labelKeys: ['method', 'route', 'status_code'] });
   }
 
   get port(): number {
@@ -157,8 +161,16 @@ export class HttpApi extends Component {
       }
     });
 
-    app.addHook('onResponse', async (_req, reply) => {
+    // The node:http instrumentation's server span knows no routes: name it `{method} {route}`.
+    app.addHook('onRequest', async (req) => {
+      const span = trace.getActiveSpan();
+      const route = req.routeOptions.url;
+      if (route && recording(span)) span.updateName(`${req.method} ${route}`).setAttribute('http.route', route);
+    });
+    app.addHook('onResponse', async (req, reply) => {
       this.responses.inc(1, String(reply.statusCode));
+      // The route template, never the raw URL: label values stay bounded.
+      this.durations.observe(reply.elapsedTime / 1000, { method: req.method, route: req.routeOptions.url ?? 'unmatched', status_code: reply.statusCode });
     });
 
     app.setErrorHandler((err, req, reply) => {
@@ -182,7 +194,7 @@ export class HttpApi extends Component {
           auth.check(req.headers.authorization);
         });
       }
-      registerPush(api, o.fusion, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush);
+      registerPush(api, o.fusion, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush, messageVerdicts(o.metrics));
       registerQueues(api, o.pool);
       registerTimers(api, o.pool);
       if (o.read) registerConsume(api, o.read, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush);

@@ -4,12 +4,12 @@ import { isRetriable, LifecycleError } from '../errors.js';
 import type { PushItem, PushResult } from '../engine/writer.js';
 import type { Fusion } from '../fusion/fusion.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { MetricsRegistry } from '../telemetry/metrics.js';
+import { messageVerdicts, type MetricsRegistry } from '../telemetry/metrics.js';
 import { backoffMs, pause } from '../util/backoff.js';
 import { Component } from '../util/lifecycle.js';
 import { DeadLetterProducer, type DeadLetter } from './deadLetter.js';
-import { contextFromTraceHeader, inSpan, MAX_LINKS, SpanKind } from '../telemetry/tracing.js';
-import { trace, type Link } from '@opentelemetry/api';
+import { inSpan, parentOrLinks, recording, spanContextOf, SpanKind } from '../telemetry/tracing.js';
+import { trace, type SpanContext } from '@opentelemetry/api';
 import { mapRecord } from './recordMapping.js';
 import { OffsetCommitter } from './offsetCommitter.js';
 import { registerCodecs, undecodableReason } from './codecs.js';
@@ -114,6 +114,8 @@ export class KafkaIngress extends Component {
   private readonly retries;
   private readonly dead;
   private readonly pauses;
+  private readonly messages;
+  private readonly commitLatency;
 
   constructor(
     private readonly fusion: Fusion,
@@ -161,6 +163,10 @@ export class KafkaIngress extends Component {
     this.retries = metrics?.counter('queen_ingress_retries_total', 'Batch attempts retried after a retriable failure');
     this.dead = metrics?.counter('queen_ingress_dead_letters_total', 'Records written to a dead-letter topic');
     this.pauses = metrics?.counter('queen_ingress_pauses_total', 'Times fetching was paused because the fusion layer was over its in-flight byte budget');
+    this.messages = metrics && messageVerdicts(metrics);
+    this.commitLatency = metrics?.histogram('queen_ingress_record_commit_seconds', 'From a chunk of records being fetched to the broker acknowledging its offset commit');
+    // 1 while the supervisor's consumer is a live group member (its consumer is replaced on restart, so read the supervisor).
+    metrics?.gauge('queen_kafka_consumer_up', 'Whether the Kafka consumer is a live member of its group (1) or not (0)').collect(() => (this.state === 'running' && this.status().member ? 1 : 0));
   }
 
   /** Read-only supervisor state: readiness, metrics and diagnostics read it. */
@@ -319,10 +325,9 @@ export class KafkaIngress extends Component {
       for (let i = 0; i < batch.messages.length; i += chunk) {
         if (this.draining || !isRunning() || isStale()) return;
         const messages = batch.messages.slice(i, i + chunk);
-        const done = await inSpan(
-          'queen.kafka.chunk',
-          { kind: SpanKind.CONSUMER, links: producerLinks(messages), attributes: { 'messaging.system': 'kafka', 'messaging.destination.name': batch.topic, 'messaging.kafka.partition': batch.partition, 'messaging.batch.message_count': messages.length } },
-          () => this.handleChunk(payload, messages),
+        const { parent, links } = parentOrLinks(producerContexts(messages));
+        const done = await inSpan(`process ${batch.topic}`, { kind: SpanKind.CONSUMER, parent, links, attributes: this.chunkAttributes(batch.topic, batch.partition, messages) }, () =>
+          this.handleChunk(payload, messages),
         );
         if (!done) return;
       }
@@ -367,6 +372,7 @@ export class KafkaIngress extends Component {
         itemRecords.length = keep;
       }
     }
+    const fetchedAt = process.hrtime.bigint();
     const results = await this.untilDone(() => this.fusion.submit(items), isRunning, isStale, 'pushing a batch');
     if (!results) return false; // abandoned: not committed, will be redelivered
     let queued = 0;
@@ -396,6 +402,11 @@ export class KafkaIngress extends Component {
     this.records?.inc(queued, 'queued');
     this.records?.inc(duplicates, 'duplicate');
     this.records?.inc(letters.length, 'dead_lettered');
+    this.messages?.inc(queued, { source: 'kafka', status: 'queued' });
+    this.messages?.inc(duplicates, { source: 'kafka', status: 'duplicate' });
+    this.messages?.inc(letters.length, { source: 'kafka', status: 'failed' });
+    const span = trace.getActiveSpan();
+    if (recording(span)) span.setAttributes({ 'queen.verdict.queued': queued, 'queen.verdict.duplicate': duplicates, 'queen.verdict.failed': letters.length });
 
     // Every record of the chunk now has a verdict or an acknowledged dead letter.
     this.supervisor.chunkDone();
@@ -406,6 +417,7 @@ export class KafkaIngress extends Component {
       .advance((BigInt(last) + 1n).toString())
       .then((committed) => {
         this.verdicts?.inc();
+        if (committed) this.commitLatency?.observe(Number(process.hrtime.bigint() - fetchedAt) / 1e9);
         this.opts.onCommitted?.({ topic: batch.topic, partition: batch.partition, records, committed, committedAtMs: Date.now() });
       });
     return true;
@@ -422,6 +434,22 @@ export class KafkaIngress extends Component {
       // No group right now (a crash): runConsumer re-applies the pause.
     }
     this.log.error({ topic, partition, offset, reason }, 'partition halted (QUEEN_INGRESS_ERRORS_TOLERANCE=none): a record cannot be stored; not committed; fix the cause or move the group offset past it, then restart');
+  }
+
+  /** Messaging semantic conventions for a chunk's consumer span; the per-record ones only for a single record. */
+  private chunkAttributes(topic: string, partition: number, messages: KafkaMessage[]): Record<string, string | number> {
+    const a: Record<string, string | number> = {
+      'messaging.system': 'kafka',
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.destination.name': topic,
+      'messaging.destination.partition.id': String(partition),
+      'messaging.consumer.group.name': this.opts.groupId,
+      'messaging.batch.message_count': messages.length,
+      'messaging.kafka.offset': Number(messages[0]!.offset),
+    };
+    if (messages.length === 1 && messages[0]!.key) a['messaging.kafka.message.key'] = messages[0]!.key.toString();
+    return a;
   }
 
   private committerFor(topic: string, partition: number): OffsetCommitter {
@@ -473,15 +501,15 @@ export class KafkaIngress extends Component {
   }
 }
 
-/** Links from a chunk's span to the producers' spans carried in traceparent headers (bounded). */
-function producerLinks(messages: KafkaMessage[]): Link[] {
-  const links: Link[] = [];
+/** The producers' span contexts carried in the records' traceparent headers, in offset order. */
+function producerContexts(messages: KafkaMessage[]): SpanContext[] {
+  const out: SpanContext[] = [];
   for (const m of messages) {
-    if (links.length >= MAX_LINKS) break;
     const tp = m.headers?.traceparent;
     if (!tp) continue;
-    const sc = trace.getSpanContext(contextFromTraceHeader(tp.toString()));
-    if (sc) links.push({ context: sc });
+    const ts = m.headers?.tracestate;
+    const sc = spanContextOf(ts ? `${tp.toString()};${ts.toString()}` : tp.toString());
+    if (sc) out.push(sc);
   }
-  return links;
+  return out;
 }

@@ -178,6 +178,7 @@ export class MetricsRegistry {
   readonly registry = new client.Registry();
   private readonly metrics = new Map<string, AnyMetric>();
   private defaultsOn = false;
+  private readonly asyncReaders = new Map<string, () => Promise<number>>();
 
   private lookup<T extends AnyMetric>(name: string, kind: new (...a: never[]) => T, make: () => T): T {
     const m = this.metrics.get(name);
@@ -203,6 +204,22 @@ export class MetricsRegistry {
 
   gauge(name: string, help: string, labelKeys?: readonly string[]): Gauge {
     return this.lookup(name, Gauge, () => new Gauge(name, help, labelKeys ?? [], this.registry));
+  }
+
+  /** A gauge computed asynchronously at scrape time (e.g. a database ping); registering the name again replaces the reader. */
+  gaugeAsync(name: string, help: string, read: () => Promise<number>): void {
+    const existing = this.asyncReaders.get(name);
+    this.asyncReaders.set(name, read);
+    if (existing) return;
+    const readers = this.asyncReaders;
+    new client.Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      async collect() {
+        this.set(await readers.get(name)!());
+      },
+    });
   }
 
   histogram(name: string, help: string, opts: { labelKeys?: readonly string[]; buckets?: readonly number[] } = {}): Histogram {
@@ -235,4 +252,9 @@ export class MetricsRegistry {
   render(): Promise<string> {
     return this.registry.metrics();
   }
+}
+
+/** `queen_messages_total{source,status}`: per-message verdicts, shared by the Kafka and HTTP ingress. */
+export function messageVerdicts(metrics: MetricsRegistry): Counter {
+  return metrics.counter('queen_messages_total', 'Messages by source (kafka, http) and verdict (queued, duplicate, failed)', ['source', 'status']);
 }

@@ -1,24 +1,58 @@
+import { register } from 'node:module';
 import { propagation } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { NodeSDK } from '@opentelemetry/sdk-node';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { KafkaJsInstrumentation } from '@opentelemetry/instrumentation-kafkajs';
+import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { resourceFromAttributes } from '@opentelemetry/resources';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+
+export interface TracingOptions {
+  endpoint: string | undefined;
+  serviceName: string;
+  serviceVersion: string;
+  /** Head sampling for traces that start here; a sampled remote parent (traceparent) is always followed. */
+  sampleRatio: number;
+  exporter?: SpanExporter;
+}
 
 /**
  * Starts the OpenTelemetry SDK when an OTLP endpoint is configured (Jaeger
  * v2 accepts OTLP/HTTP on :4318). Returns the shutdown function (flushes
- * pending spans). Without an endpoint, nothing is started.
+ * pending spans). Without an endpoint nothing is started, no module is
+ * patched, and every span call in the code is the API's no-op.
+ *
+ * The maintained instrumentations (node:http server, kafkajs, pg) patch
+ * modules as they are loaded. This code base is ESM, so besides the CommonJS
+ * require hook the ESM loader hook must be registered -- both before the
+ * modules they patch are imported: main.ts imports the service only after
+ * calling this.
  */
-export function startTracing(opts: { endpoint: string | undefined; serviceName: string; exporter?: SpanExporter }): () => Promise<void> {
+export function startTracing(opts: TracingOptions): () => Promise<void> {
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   const exporter = opts.exporter ?? (opts.endpoint ? new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/$/, '')}/v1/traces` }) : undefined);
   if (!exporter) return async () => undefined;
+  register('@opentelemetry/instrumentation/hook.mjs', import.meta.url);
   const sdk = new NodeSDK({
-    resource: resourceFromAttributes({ 'service.name': opts.serviceName }),
+    resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: opts.serviceName, [ATTR_SERVICE_VERSION]: opts.serviceVersion }),
+    sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(opts.sampleRatio) }),
     spanProcessors: [new BatchSpanProcessor(exporter)],
-    instrumentations: [],
+    instrumentations: tracingInstrumentations(),
   });
   sdk.start();
   return () => sdk.shutdown();
+}
+
+/** The maintained instrumentations the service uses (also for tests that install their own provider). */
+export function tracingInstrumentations() {
+  return [
+    // /metrics and /health scrapes would otherwise be most of the traces.
+    new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => req.url === '/metrics' || req.url === '/health', ignoreOutgoingRequestHook: () => true }),
+    new KafkaJsInstrumentation(),
+    // Only queries inside one of our spans (a push, a hydration): pool pings and migrations stay untraced.
+    new PgInstrumentation({ requireParentSpan: true }),
+  ];
 }

@@ -1,5 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { PushItem, PushResult } from '../../engine/writer.js';
+import type { Counter } from '../../telemetry/metrics.js';
+import { MAX_LINKS, recording, spanContextOf, verdictAttributes } from '../../telemetry/tracing.js';
+import { trace, type Link } from '@opentelemetry/api';
 import { OverloadedError } from '../errorStatus.js';
 import { readItems, toWire, translateItem, type WireResult } from '../pushBody.js';
 
@@ -14,7 +17,7 @@ export interface PushPath {
  * The items go through the same fusion layer (and so the same dedup cache
  * and SQL probe) as Kafka ingress.
  */
-export function registerPush(app: FastifyInstance, path: PushPath, maxItems: number): void {
+export function registerPush(app: FastifyInstance, path: PushPath, maxItems: number, verdicts?: Counter): void {
   app.post('/api/v1/push', async (req, reply) => {
     const raw = readItems(req.body, maxItems);
     const results: WireResult[] = new Array(raw.length);
@@ -37,6 +40,22 @@ export function registerPush(app: FastifyInstance, path: PushPath, maxItems: num
       pushed.forEach((r, i) => {
         results[at[i]!] = toWire(at[i]!, r);
       });
+    }
+    // The request's server span (continuing its traceparent) links to each item's own traceContext.
+    const span = trace.getActiveSpan();
+    if (recording(span)) {
+      const links: Link[] = [];
+      for (const r of raw) {
+        const sc = typeof (r as { traceContext?: unknown })?.traceContext === 'string' ? spanContextOf((r as { traceContext: string }).traceContext) : undefined;
+        if (sc && links.length < MAX_LINKS) links.push({ context: sc });
+      }
+      span.addLinks(links);
+      span.setAttributes({ 'messaging.batch.message_count': raw.length, ...verdictAttributes(results) });
+    }
+    if (verdicts) {
+      const n = { queued: 0, duplicate: 0, failed: 0 };
+      for (const r of results) n[r.status]++;
+      for (const [status, count] of Object.entries(n)) verdicts.inc(count, { source: 'http', status });
     }
     return reply.code(201).send(results);
   });
