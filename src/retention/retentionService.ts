@@ -3,6 +3,7 @@ import { retentionCandidates, retentionOverview, retentionStep, type RetentionSt
 import { silentLogger, type Logger } from '../telemetry/logger.js';
 import type { Counter, Gauge, Histogram, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
+import { SerialLoop } from '../util/serialLoop.js';
 
 /** Session advisory lock key of the retention leader ("queen-rt" as a 64-bit integer). */
 export const RETENTION_LOCK_KEY = 0x717565656e2d7274n;
@@ -52,9 +53,7 @@ export interface PassSummary {
 export class RetentionService extends Component {
   private client: pg.Client | undefined;
   private leaderState = false;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> = Promise.resolve();
-  private halted = false;
+  private readonly loop: SerialLoop<PassSummary>;
   private readonly log: Logger;
   private readonly removedSegments: Counter;
   private readonly removedMessages: Counter;
@@ -80,6 +79,16 @@ export class RetentionService extends Component {
     this.stepSeconds = m.histogram('queen_retention_step_seconds', 'Retention steps (one transaction holding one partition row lock), seconds', {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     });
+    this.loop = new SerialLoop(
+      () => this.pass(),
+      (o) => {
+        if (!o.ok) {
+          this.failures.inc();
+          this.log.warn({ err: (o.error as Error).message }, 'retention pass failed; retrying at the next interval');
+        }
+        return this.opts.intervalMs;
+      },
+    );
     this.lastPassSeconds = m.gauge('queen_retention_last_pass_seconds', 'Duration of the last retention pass');
     // Per queue, from the leader's last pass (a follower exports none).
     m.gauge('queen_retention_purge_lag_seconds', 'Seconds the oldest kept log_txns row is past its purge horizon', ['queue']).collectLabeled(() =>
@@ -95,38 +104,18 @@ export class RetentionService extends Component {
   }
 
   protected async onStart(): Promise<void> {
-    this.halted = false;
-    this.schedule(0);
+    this.loop.start(0);
   }
 
   protected async onStop(): Promise<void> {
-    this.halted = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running.catch(() => undefined);
+    await this.loop.halt();
     await this.dropSession();
   }
 
-  /** One pass now (tests, and the timer). Serialised with the timer's passes. */
+  /** One pass now (tests, and the loop). Serialised with the loop's passes. */
   runOnce(): Promise<PassSummary> {
     this.assertRunning();
-    const p = this.running.catch(() => undefined).then(() => this.pass());
-    this.running = p;
-    return p;
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.halted) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      if (this.halted) return;
-      this.runOnce()
-        .catch((err) => {
-          this.failures.inc();
-          this.log.warn({ err: (err as Error).message }, 'retention pass failed; retrying at the next interval');
-        })
-        .finally(() => this.schedule(this.opts.intervalMs));
-    }, delayMs);
-    this.timer.unref();
+    return this.loop.runNow();
   }
 
   private async pass(): Promise<PassSummary> {
@@ -146,11 +135,11 @@ export class RetentionService extends Component {
       sum.leader = true;
       let after = 0;
       for (;;) {
-        if (this.halted) break;
+        if (this.loop.stopping) break;
         const page = await retentionCandidates(client, after, this.opts.pageSize ?? 500);
         for (const pid of page.ids) {
           for (;;) {
-            if (this.halted) break;
+            if (this.loop.stopping) break;
             const t0 = performance.now();
             const r = await retentionStep(client, pid, this.opts.batchRows);
             const ms = performance.now() - t0;
@@ -163,7 +152,7 @@ export class RetentionService extends Component {
         if (page.lastId === null) break;
         after = page.lastId;
       }
-      if (!this.halted) this.lag = new Map((await retentionOverview(client)).map((o) => [o.queue, o]));
+      if (!this.loop.stopping) this.lag = new Map((await retentionOverview(client)).map((o) => [o.queue, o]));
       this.passes.inc();
       this.lastPassSeconds.set((Date.now() - started) / 1000);
       return sum;

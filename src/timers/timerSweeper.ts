@@ -4,6 +4,7 @@ import { toDatabaseError } from '../engine/sqlstate.js';
 import { silentLogger, type Logger } from '../telemetry/logger.js';
 import type { Counter, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
+import { SerialLoop } from '../util/serialLoop.js';
 
 export interface TimerSweeperOptions {
   pool: pg.Pool;
@@ -40,9 +41,7 @@ export interface TimerSweeperOptions {
  * speed of the database rather than of the poll interval.
  */
 export class TimerSweeper extends Component {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> = Promise.resolve();
-  private halted = false;
+  private readonly loop: SerialLoop<FireOutcome[]>;
   private readonly log: Logger;
   private readonly fired: Counter;
   private readonly fires: Counter;
@@ -54,44 +53,31 @@ export class TimerSweeper extends Component {
     this.fired = opts.metrics.counter('queen_timers_fired_total', 'Timers fired (staging row deleted and message appended in one transaction)');
     this.fires = opts.metrics.counter('queen_timer_fire_transactions_total', 'Fire transactions committed');
     this.failures = opts.metrics.counter('queen_timer_fire_failures_total', 'Fire transactions that rolled back (their timers fire at a later sweep)');
+    this.loop = new SerialLoop(
+      () => this.fire(),
+      (o) => {
+        if (!o.ok) {
+          this.log.warn({ err: (o.error as Error).message }, 'timer fire failed; the timers stay due and fire at a later sweep');
+          return this.opts.pollMs;
+        }
+        // A full batch: more may be due, sweep again at once.
+        return o.value.reduce((a, x) => a + x.count, 0) >= this.opts.batch ? 0 : this.opts.pollMs;
+      },
+    );
   }
 
   protected async onStart(): Promise<void> {
-    this.halted = false;
-    if (this.opts.loop !== false) this.schedule(0);
+    if (this.opts.loop !== false) this.loop.start(0);
   }
 
   protected async onStop(): Promise<void> {
-    this.halted = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running.catch(() => undefined);
+    await this.loop.halt();
   }
 
   /** One fire transaction now; returns the outcomes (empty when nothing was due). Serialised with the loop. */
   sweepOnce(): Promise<FireOutcome[]> {
     this.assertRunning();
-    const p = this.running.catch(() => undefined).then(() => this.fire());
-    this.running = p;
-    return p;
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.halted) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      if (this.halted) return;
-      this.sweepOnce().then(
-        (out) => {
-          const n = out.reduce((a, o) => a + o.count, 0);
-          this.schedule(n >= this.opts.batch ? 0 : this.opts.pollMs);
-        },
-        (err) => {
-          this.log.warn({ err: (err as Error).message }, 'timer fire failed; the timers stay due and fire at a later sweep');
-          this.schedule(this.opts.pollMs);
-        },
-      );
-    }, delayMs);
-    this.timer.unref();
+    return this.loop.runNow();
   }
 
   private async fire(): Promise<FireOutcome[]> {
