@@ -23,4 +23,8 @@ const sweeper = new TimerSweeper({
     await new Promise(() => undefined);
   },
 });
+// The sweeper's wait is unref'd (a service lives on its HTTP server and
+// consumer, not its background loops); this process has nothing else, so it
+// holds itself open until the test kills it.
+setInterval(() => undefined, 60_000);
 await sweeper.start();
