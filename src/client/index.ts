@@ -3,3 +3,4 @@ export { Queen, QueueRef, PartitionRef, DEFAULT_PARTITION, type QueenOptions } f
 export { QueenHttpError, QueenNetworkError } from './errors.js';
 export type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, PushStatus, QueueInfo, QueueOptions, QueueOptionsPatch } from './types.js';
 export { TimerRef, parseDuration, type TimerScheduled, type PendingTimerInfo } from './timers.js';
+export type { QueueList } from './types.js';

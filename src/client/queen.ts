@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { TimerRef } from './timers.js';
 import { Transport, type RetryPolicy } from './transport.js';
 import type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, QueueInfo, QueueOptionsPatch, WirePushResult } from './types.js';
+import type { QueueList } from './types.js';
 
 export const DEFAULT_PARTITION = 'Default';
 
@@ -58,6 +59,15 @@ export class Queen {
   /** A timer on a queue: `client.timer('q').key('k').delay('30m').payload(x).schedule()` (docs/timers.md). */
   timer(queue: string): TimerRef {
     return new TimerRef(this.transport, queue);
+  }
+
+  /** One page of queues by name: those after `after`, at most `limit` (server default and cap: 1000). */
+  listQueues(opts: { after?: string; limit?: number } = {}): Promise<QueueList> {
+    const q = new URLSearchParams();
+    if (opts.after !== undefined) q.set('after', opts.after);
+    if (opts.limit !== undefined) q.set('limit', String(opts.limit));
+    const query = q.toString();
+    return this.transport.request('GET', `api/v1/resources/queues${query ? `?${query}` : ''}`);
   }
 }
 
