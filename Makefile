@@ -13,6 +13,8 @@ help:
 	@echo "make bench-quick the same benchmarks at small sizes"
 	@echo "make soak        long soaks (make soak-retention: 30 min, table sizes flat under retention)"
 	@echo "make chaos       1 M records under kill -9, PostgreSQL restarts, rebalances, a paused broker; JSON report (not in make test)"
+	@echo "make helm-check  the Helm chart's test (builds helm + k8scheck into .local/bin the first time)"
+	@echo "make packages    pack @queen-ingress/client and @queen-ingress/queenctl into .local/packages"
 
 $(STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
