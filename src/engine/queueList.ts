@@ -1,16 +1,10 @@
 import type pg from 'pg';
 import { ValidationError } from '../errors.js';
-import type { QueueOptions } from './queueConfig.js';
+import { getQueue } from './queueConfig.js';
 import { checkQueueName } from './limits.js';
 import { toDatabaseError } from './sqlstate.js';
 
-export interface QueueSummary {
-  queue: string;
-  options: QueueOptions;
-  createdAt: string;
-  updatedAt: string;
-  partitions: number;
-}
+export type QueueSummary = Awaited<ReturnType<typeof getQueue>>;
 
 export const QUEUE_LIST_MAX = 1000;
 
@@ -29,12 +23,9 @@ export async function listQueues(pool: pg.Pool, after: unknown, limit: unknown):
   } catch (err) {
     throw toDatabaseError(err, 'listing queues');
   }
-  const queues = r.rows.map((row) => ({
-    queue: row.name as string,
-    options: row.options as QueueOptions,
-    createdAt: (row.created_at as Date).toISOString(),
-    updatedAt: (row.updated_at as Date).toISOString(),
-    partitions: Number(row.partitions),
-  }));
+  // Each entry is exactly what GET one queue answers (options from every
+  // source, e.g. retention), so the list and the single view never disagree.
+  const queues: QueueSummary[] = [];
+  for (const row of r.rows) queues.push(await getQueue(pool, row.name as string));
   return queues.length === n ? { queues, next: queues[queues.length - 1]!.queue } : { queues };
 }
