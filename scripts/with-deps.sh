@@ -22,6 +22,19 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { echo "with-deps: no command given" >&2; exit 2; }
 
+# make test only: where a Docker engine answers, PostgreSQL and Kafka may come
+# from testcontainers instead (test/helpers/testDeps.ts decides and logs why;
+# QUEEN_TEST_DEPS=local|docker forces it). Without an engine (CI) nothing changes.
+switch="$repo/dist/test/helpers/testDeps.js"
+if [ "$profile" = test ] && [ -z "${DATABASE_URL:-}" ] && [ -z "${KAFKA_BROKERS:-}" ] && [ -f "$switch" ]; then
+  if [ "$(node "$switch" choose)" = docker ]; then
+    exec node "$switch" containers $([ "$want_kafka" = 1 ] && echo --kafka) -- "$@"
+  fi
+  export QUEEN_TEST_DEPS_MODE=local
+elif [ "$profile" = test ]; then
+  export QUEEN_TEST_DEPS_MODE=external
+fi
+
 started_pg=0
 started_kafka=0
 cleanup() {

@@ -1,19 +1,23 @@
 import { parseArgs } from 'node:util';
 import { Queen, QueenHttpError, QueenNetworkError } from '../client/index.js';
 import { apply } from './commands/apply.js';
-import { get } from './commands/get.js';
+import { get, GET_RESOURCES } from './commands/get.js';
 import { push } from './commands/push.js';
 import { timers } from './commands/timers.js';
 import { pop, tail } from './commands/consume.js';
+import { bashCompletion, zshCompletion, type CompletionSpec } from './completion.js';
+import { commandHelp } from './help.js';
+import { QUEENCTL_VERSION } from './version.js';
 import { DEFAULT_SERVER, readCliEnv } from './env.js';
 import { CliError, EXIT, UsageError } from './errors.js';
-import type { OutputFormat } from './format.js';
+import { structured, type OutputFormat } from './format.js';
 import type { CliIo } from './io.js';
 
 export const USAGE = `usage: queenctl [--server URL] [--token TOKEN] COMMAND
 
 commands:
   apply -f FILE [--dry-run]                         configure queues from YAML/JSON manifests (mode: replace)
+  get queues [-o table|json|yaml]                   list every queue
   get queue NAME [-o table|json|yaml]               show a queue's effective options
   push QUEUE [--partition P] [--txn ID] DATA        push one message; DATA is JSON
   timers list QUEUE [--limit N]                     pending timers in due order
@@ -26,6 +30,9 @@ commands:
   tail QUEUE [--group G] [--max N]                  follow new messages (Ctrl-C stops)
   get messages QUEUE [--partition P] [--from N] [--limit N]
                                                     browse a partition's messages (no cursor moves)
+  version [-o table|json|yaml]                      print queenctl's version
+  completion bash|zsh                               print a shell completion script
+  help [COMMAND]                                    this text, or a command's own (also: COMMAND --help)
 
 options:
   --server URL     broker URL (env QUEEN_URL, default ${DEFAULT_SERVER})
@@ -45,7 +52,11 @@ const ALLOWED: Record<string, string[]> = {
   timers: ['partition', 'txn', 'delay', 'at', 'limit', 'output'],
   pop: ['group', 'partition', 'batch', 'wait', 'ack', 'output'],
   tail: ['group', 'max', 'output'],
+  version: ['output'],
+  completion: [],
 };
+
+const GLOBAL_FLAGS = ['server', 'token'];
 
 /** Runs one queenctl invocation and returns its exit code; never throws. */
 export async function run(argv: string[], io: CliIo): Promise<number> {
@@ -82,17 +93,33 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const { values, positionals } = parsed;
     const [command, ...args] = positionals;
     if (values.help || command === 'help') {
-      io.out(USAGE);
+      const topic = command === 'help' ? args[0] : command;
+      if (topic === undefined) io.out(USAGE);
+      else io.out(commandHelp(topic, USAGE, Object.keys(ALLOWED)) ?? usageError(`no help for "${topic}": not a command`));
       return EXIT.ok;
     }
     if (!command) throw new UsageError(NO_COMMAND);
     const allowed = ALLOWED[command];
     if (!allowed) throw new UsageError(`unknown command "${command}"`);
     for (const key of Object.keys(values)) {
-      if (!['server', 'token', ...allowed].includes(key)) throw new UsageError(`${command} does not take --${key}`);
+      if (![...GLOBAL_FLAGS, ...allowed].includes(key)) throw new UsageError(`${command} does not take --${key}`);
     }
     const format = (values.output ?? 'table') as OutputFormat;
     if (!['table', 'json', 'yaml'].includes(format)) throw new UsageError(`-o must be table, json or yaml, got "${values.output}"`);
+
+    // Commands that never talk to a server.
+    if (command === 'version') {
+      if (args.length > 0) throw new UsageError('version takes no arguments');
+      io.out(format === 'table' ? `queenctl ${QUEENCTL_VERSION}\n` : structured({ queenctl: QUEENCTL_VERSION }, format));
+      return EXIT.ok;
+    }
+    if (command === 'completion') {
+      const spec: CompletionSpec = { commands: ALLOWED, globalFlags: GLOBAL_FLAGS, getResources: GET_RESOURCES };
+      const [shell, ...more] = args;
+      if (more.length > 0 || (shell !== 'bash' && shell !== 'zsh')) throw new UsageError('completion needs one shell: bash or zsh');
+      io.out(shell === 'bash' ? bashCompletion(spec) : zshCompletion(spec));
+      return EXIT.ok;
+    }
 
     const env = readCliEnv(io.env);
     const server = values.server ?? env.server ?? DEFAULT_SERVER;
@@ -129,6 +156,10 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   } catch (err) {
     return report(err, io);
   }
+}
+
+function usageError(message: string): never {
+  throw new UsageError(message);
 }
 
 function report(err: unknown, io: CliIo): number {

@@ -4,3 +4,4 @@ export { QueenHttpError, QueenNetworkError } from './errors.js';
 export type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, PushStatus, QueueInfo, QueueOptions, QueueOptionsPatch } from './types.js';
 export { TimerRef, parseDuration, type TimerScheduled, type PendingTimerInfo } from './timers.js';
 export { Consumer, TransactionBuilder, type AckOutcome, type AckResult, type AckStatus, type BrowsePage, type ConsumeOptions, type Message, type PopOptions } from './consume.js';
+export type { QueueList } from './types.js';

@@ -3,6 +3,7 @@ import { TimerRef } from './timers.js';
 import { Transport, type RetryPolicy } from './transport.js';
 import { ackMessages, Consumer, popMessages, TransactionBuilder, type AckOutcome, type AckStatus, type BrowsePage, type Message, type PopOptions } from './consume.js';
 import type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, QueueInfo, QueueOptionsPatch, WirePushResult } from './types.js';
+import type { QueueList } from './types.js';
 
 export const DEFAULT_PARTITION = 'Default';
 
@@ -69,6 +70,15 @@ export class Queen {
   /** Acks and pushes in one PostgreSQL transaction (see TransactionBuilder). */
   transaction(): TransactionBuilder {
     return new TransactionBuilder(this.transport);
+  }
+
+  /** One page of queues by name: those after `after`, at most `limit` (server default and cap: 1000). */
+  listQueues(opts: { after?: string; limit?: number } = {}): Promise<QueueList> {
+    const q = new URLSearchParams();
+    if (opts.after !== undefined) q.set('after', opts.after);
+    if (opts.limit !== undefined) q.set('limit', String(opts.limit));
+    const query = q.toString();
+    return this.transport.request('GET', `api/v1/resources/queues${query ? `?${query}` : ''}`);
   }
 }
 

@@ -71,3 +71,9 @@ export interface WirePushResult {
   offset: number | null;
   error?: string;
 }
+
+/** One page of GET /api/v1/resources/queues: queues by name; `next` (the `after` of the following page) only when the page is full. */
+export interface QueueList {
+  queues: QueueInfo[];
+  next?: string;
+}

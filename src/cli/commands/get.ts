@@ -1,8 +1,11 @@
-import type { Queen } from '../../client/index.js';
+import type { Queen, QueueInfo } from '../../client/index.js';
 import { UsageError } from '../errors.js';
 import { structured, table, type OutputFormat } from '../format.js';
 import type { CliIo } from '../io.js';
 import { messageRows } from './consume.js';
+
+/** What `get` can show; also offered by shell completion. */
+export const GET_RESOURCES = ['queues', 'queue', 'messages'] as const;
 
 export interface BrowseArgs {
   partition: string | undefined;
@@ -28,7 +31,12 @@ async function getMessages(client: Queen, io: CliIo, queue: string, o: BrowseArg
   if (page.next !== null) io.out(`more from offset ${page.next} (--from ${page.next})\n`);
 }
 
-/** `queenctl get queue NAME [-o table|json|yaml]`. json and yaml print the API's answer as is. */
+/**
+ * `queenctl get queues` (every queue), `queenctl get queue NAME` (one;
+ * "queues NAME" works too, as in kubectl) and `queenctl get messages QUEUE`.
+ * json and yaml print the API's answer as is: one queue's object, or
+ * {"queues": [...]} for the list.
+ */
 export async function get(client: Queen, io: CliIo, args: string[], format: OutputFormat, browse: BrowseArgs = { partition: undefined, from: undefined, limit: undefined }): Promise<void> {
   const [kind, name, ...rest] = args;
   if (kind === 'messages' || kind === 'message') {
@@ -37,17 +45,33 @@ export async function get(client: Queen, io: CliIo, args: string[], format: Outp
     return;
   }
   if (browse.partition !== undefined || browse.from !== undefined || browse.limit !== undefined) throw new UsageError('--partition, --from and --limit go with get messages');
-  if (kind !== 'queue' && kind !== 'queues') throw new UsageError(`get: unknown resource "${kind ?? ''}" (try: get queue NAME, get messages QUEUE)`);
-  if (!name || rest.length > 0) throw new UsageError('get queue needs exactly one queue NAME');
-  const info = await client.queue(name).get();
-  if (format !== 'table') {
-    io.out(structured(info, format));
+  if (kind !== 'queue' && kind !== 'queues') throw new UsageError(`get: unknown resource "${kind ?? ''}" (try: get queues, get queue NAME, get messages QUEUE)`);
+  if (rest.length > 0) throw new UsageError(`get ${kind} takes at most one queue NAME`);
+  if (name === undefined) {
+    if (kind === 'queue') throw new UsageError('get queue needs a queue NAME (or: get queues)');
+    const queues = await allQueues(client);
+    io.out(format === 'table' ? queueTable(queues) : structured({ queues }, format));
     return;
   }
-  io.out(
-    table(
-      ['NAME', 'DEDUP WINDOW (S)', 'PARTITIONS', 'CREATED', 'UPDATED'],
-      [[info.queue, String(info.options.dedupWindowSeconds), String(info.partitions), info.createdAt, info.updatedAt]],
-    ),
+  const info = await client.queue(name).get();
+  io.out(format === 'table' ? queueTable([info]) : structured(info, format));
+}
+
+/** Every page, in name order. */
+async function allQueues(client: Queen): Promise<QueueInfo[]> {
+  const out: QueueInfo[] = [];
+  let after: string | undefined;
+  do {
+    const page = await client.listQueues(after === undefined ? {} : { after });
+    out.push(...page.queues);
+    after = page.next;
+  } while (after !== undefined);
+  return out;
+}
+
+function queueTable(queues: QueueInfo[]): string {
+  return table(
+    ['NAME', 'DEDUP WINDOW (S)', 'PARTITIONS', 'CREATED', 'UPDATED'],
+    queues.map((q) => [q.queue, String(q.options.dedupWindowSeconds), String(q.partitions), q.createdAt, q.updatedAt]),
   );
 }
