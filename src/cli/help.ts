@@ -19,11 +19,16 @@ example:
 `,
   get: `usage: queenctl get queues [-o table|json|yaml]
        queenctl get queue NAME [-o table|json|yaml]
+       queenctl get messages QUEUE [--partition P] [--from N] [--limit N] [-o table|json|yaml]
 
 Shows every queue (name, dedup window, partitions, timestamps), or one queue's
-effective options. json and yaml print the API's answer as it is.
+effective options, or a partition's decoded messages (no cursor moves). json
+and yaml print the API's answer as it is.
 
   -o, --output FORMAT   table (default), json or yaml
+      --partition P     get messages: the partition (default "Default")
+      --from N          get messages: the first offset
+      --limit N         get messages: at most N (1-1000)
 `,
   push: `usage: queenctl push QUEUE [--partition P] [--txn ID] [-o table|json|yaml] DATA
 

@@ -136,7 +136,7 @@ export class LogEngine extends Component {
     this.spanAttributes = {
       'db.system.name': 'postgresql',
       'db.operation.name': 'SELECT',
-      'db.stored_procedure.name': 'queen.log_push_v1',
+      'db.stored_procedure.name': 'queen.log_push_v2',
       'db.query.summary': PUSH_SPAN,
       'db.namespace': (url ? decodeURIComponent(url.pathname.slice(1)) : o.database) || 'postgres',
       'server.address': url?.hostname || o.host || 'localhost',

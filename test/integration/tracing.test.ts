@@ -83,7 +83,7 @@ test.serial('a chunk holding one producer context continues its trace: producer 
   t.is(parentOf(sends[0]!), producerSpan, 'the producer send span is in the producer trace');
   const chunk = spans.find((s) => s.name === `process ${topic}`);
   const flush = spans.find((s) => s.name === 'queen.fusion.flush' && s.spanContext().traceId === producerTrace);
-  const push = spans.find((s) => s.name === 'SELECT queen.log_push_v1' && s.spanContext().traceId === producerTrace);
+  const push = spans.find((s) => s.name === 'SELECT queen.log_push_v2' && s.spanContext().traceId === producerTrace);
   t.truthy(chunk && flush && push, `spans: ${spans.map((s) => s.name).join(', ')}`);
   t.is(chunk!.spanContext().traceId, producerTrace, 'the chunk is in the producer trace');
   t.is(parentOf(chunk!), idOf(sends[0]!), "the chunk is a child of the record's producer (send) span");
@@ -103,7 +103,7 @@ test.serial('a chunk holding one producer context continues its trace: producer 
   t.is(flush!.spanContext().traceId, producerTrace);
   t.is(flush!.attributes['queen.verdict.queued'], 1);
   t.is(parentOf(push!), idOf(flush!), 'the PostgreSQL push is a child of the flush');
-  t.like(push!.attributes, { 'db.system.name': 'postgresql', 'db.operation.name': 'SELECT', 'db.query.summary': 'SELECT queen.log_push_v1', 'server.address': '127.0.0.1', 'queen.frames': 1, 'queen.segments': 1 });
+  t.like(push!.attributes, { 'db.system.name': 'postgresql', 'db.operation.name': 'SELECT', 'db.query.summary': 'SELECT queen.log_push_v2', 'server.address': '127.0.0.1', 'queen.frames': 1, 'queen.segments': 1 });
   t.is(Number(push!.attributes['queen.probes.run']) + Number(push!.attributes['queen.probes.skipped']), 1, 'each segment is either probed or skipped');
   t.truthy(push!.attributes['db.namespace']);
   const pgQuery = spans.find((s) => parentOf(s) === idOf(push!));

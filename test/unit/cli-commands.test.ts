@@ -15,7 +15,7 @@ async function queenctl(args: string[]): Promise<{ code: number; out: string; er
   return { code, out, err };
 }
 
-const COMMANDS = ['apply', 'get', 'push', 'timers', 'version', 'completion'];
+const COMMANDS = ['apply', 'get', 'push', 'pop', 'tail', 'timers', 'version', 'completion'];
 
 test('version matches both package manifests, and -o json/yaml are structured', async (t) => {
   for (const file of ['../../../package.json', '../../../packages/queenctl/package.json']) {
@@ -58,7 +58,7 @@ test('bash completion completes commands, get resources, -o formats and each com
   t.deepEqual((await bashComplete(script, ['queenctl', ''])).sort(), [...COMMANDS, 'help'].sort());
   t.deepEqual(await bashComplete(script, ['queenctl', 'ge']), ['get']);
   t.deepEqual(await bashComplete(script, ['queenctl', '--server', 'http://x', 'ap']), ['apply']);
-  t.deepEqual((await bashComplete(script, ['queenctl', 'get', ''])).sort(), ['queue', 'queues']);
+  t.deepEqual((await bashComplete(script, ['queenctl', 'get', ''])).sort(), ['messages', 'queue', 'queues']);
   t.deepEqual(await bashComplete(script, ['queenctl', 'get', 'queues', '-o', '']), ['table', 'json', 'yaml']);
   t.deepEqual(await bashComplete(script, ['queenctl', 'apply', '--d']), ['--dry-run']);
   t.deepEqual((await bashComplete(script, ['queenctl', 'push', 'q', '--p'])).sort(), ['--partition']);
