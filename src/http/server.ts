@@ -135,7 +135,12 @@ export class HttpApi extends Component {
       },
       clientErrorHandler: (err, socket) => {
         if ((err as { code?: string }).code === 'ECONNRESET' || socket.destroyed) return;
-        if (socket.writable) socket.write(clientErrorResponse(err as { code?: unknown }));
+        // As Node's own default handler: only when no response has started on
+        // this socket. A request whose line was answered (a router error) and
+        // whose body then fails to parse must not get a second response after
+        // the first one's "Connection: close".
+        const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+        if (socket.writable && !inFlight?.headersSent) socket.write(clientErrorResponse(err as { code?: unknown }));
         socket.destroy(err);
       },
     });

@@ -267,7 +267,11 @@ test('fuzzed requests: no 5xx, documented error shape, no lone-surrogate identit
       const found = problems(req, res.statusCode, res.body, res.headers['content-type'] as string | undefined, sent);
       if (found.length > 0) throw new Error(`${req.method} ${req.path} -> ${res.statusCode}: ${found.join('; ')}\n${res.body.slice(0, 300)}`);
     }),
-    { numRuns: RUNS, seed: process.env.QUEEN_FUZZ_SEED ? Number(process.env.QUEEN_FUZZ_SEED) : undefined },
+    // A fixed seed by default, so `make test` is reproducible; it is the one
+    // that found the double response after "Connection: close" (a router
+    // error answered, then a body parse error answered again). Set
+    // QUEEN_FUZZ_SEED to explore others; a failing run prints its seed.
+    { numRuns: RUNS, seed: Number(process.env.QUEEN_FUZZ_SEED ?? 511213126) },
   );
   t.is(cases, RUNS);
   t.log(`statuses: ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`);
