@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { createBenchDatabase } from '../lib/db.js';
 import { RESULTS_DIR } from '../lib/report.js';
 import { lineChartSvg } from '../lib/svg.js';
+import { rng } from '../lib/rng.js';
 
 /**
  * `make soak-memory`: does the service's memory level off?
@@ -62,17 +63,6 @@ function freePort(): Promise<number> {
   });
 }
 
-/** Deterministic pseudo-random numbers (mulberry32), so two soaks send the same mix. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Least-squares slope of y over x. */
 function slope(points: readonly [number, number][]): number {

@@ -15,6 +15,7 @@ import { CONSUMER_SETTINGS, POOL_SIZE, startIngestStack } from '../lib/stack.js'
 import { fmt, fmtRatio, median, sleep } from '../lib/stats.js';
 import { bulkLoad, MessageFactory, type PartitionCursor } from '../lib/synth.js';
 import { target, type Info, type Suite, type SuiteContext, type SuiteResult, type Target } from '../lib/types.js';
+import { rng } from '../lib/rng.js';
 
 /**
  * Suite `kafka-dups`: Kafka -> PostgreSQL when duplicates really arrive
@@ -72,17 +73,6 @@ function envelope(k: number, txn: string, seq: number, bytes: number): { value: 
   return { value: Buffer.from(`${ENVELOPE_HEAD}${JSON.stringify({ key: keyName(k), transactionId: txn, seq, body })}}`, 'utf8'), body };
 }
 
-/** Deterministic PRNG (mulberry32): the same topic on every run and machine. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface TopicPlan {
   name: string;
@@ -131,7 +121,7 @@ async function produceTopic(brokers: string[], plan: TopicPlan, p: { records: nu
   await createTopic(kafka, plan.name, p.topicPartitions);
   const producer = kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();
-  const rnd = prng(seed);
+  const rnd = rng(seed);
   const next = new Array<number>(p.keys).fill(0);
   let i = 0;
   const chunk = (): Message[] => {

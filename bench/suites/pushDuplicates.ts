@@ -5,6 +5,7 @@ import { counterValue, provisionQueue, startEngineRig, type EngineRig } from '..
 import { fmt, fmtRatio, median } from '../lib/stats.js';
 import { bulkLoad, MessageFactory, nextOffsets, spread, type PartitionCursor } from '../lib/synth.js';
 import { target, type Info, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
+import { rng } from '../lib/rng.js';
 
 const QUEUE = 'dups';
 
@@ -25,17 +26,6 @@ interface StoreRig {
   groups: number[][];
 }
 
-/** Deterministic PRNG (mulberry32): the same workloads every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Suite: push throughput when duplicates really arrive (issue #12), side by

@@ -156,14 +156,7 @@ export class BlockRing {
    */
   hasInRange(q0: number, q1: number, q2: number, q3: number, lo: number, hi: number): boolean {
     const blocks = this.blocks;
-    let a = 0;
-    let b = blocks.length;
-    while (a < b) {
-      const m = (a + b) >>> 1;
-      if (blocks[m]!.maxOffset < lo) a = m + 1;
-      else b = m;
-    }
-    for (let i = a; i < blocks.length; i++) {
+    for (let i = this.firstBlockReaching(lo); i < blocks.length; i++) {
       const blk = blocks[i]!;
       if (blk.minOffset > hi) return false;
       if (sortedContains(blk.view, BLOCK_HASHES, q0, q1, q2, q3)) return true;
@@ -184,15 +177,8 @@ export class BlockRing {
    */
   collectInRange(q0: number, q1: number, q2: number, q3: number, lo: number, hi: number, out: number[]): boolean {
     const blocks = this.blocks;
-    let a = 0;
-    let b = blocks.length;
-    while (a < b) {
-      const m = (a + b) >>> 1;
-      if (blocks[m]!.maxOffset < lo) a = m + 1;
-      else b = m;
-    }
     let known = true;
-    for (let i = a; i < blocks.length; i++) {
+    for (let i = this.firstBlockReaching(lo); i < blocks.length; i++) {
       const blk = blocks[i]!;
       if (blk.minOffset > hi) return known;
       const at = sortedIndexOf(blk.view, BLOCK_HASHES, q0, q1, q2, q3);
@@ -218,6 +204,19 @@ export class BlockRing {
       }
     }
     return known;
+  }
+
+  /** Index of the first sealed block whose span reaches offset `lo` (blocks are in offset order): binary search. */
+  private firstBlockReaching(lo: number): number {
+    const blocks = this.blocks;
+    let a = 0;
+    let b = blocks.length;
+    while (a < b) {
+      const m = (a + b) >>> 1;
+      if (blocks[m]!.maxOffset < lo) a = m + 1;
+      else b = m;
+    }
+    return a;
   }
 
   /**
