@@ -40,6 +40,7 @@ export const DEFAULTS = {
   ingressRestartBackoffMaxMs: 30_000,
   lagIntervalMs: 15_000,
   traceSampleRatio: 1,
+  traceKafkaRecords: false,
 } as const;
 
 /** TLS towards the brokers (KAFKA_SSL*): files are read at start-up; PEM. */
@@ -107,6 +108,8 @@ export interface Config {
   lagIntervalMs: number;
   /** Head sampling ratio for traces that start here (a sampled parent is always followed). */
   traceSampleRatio: number;
+  /** Also run @opentelemetry/instrumentation-kafkajs's per-record consumer spans (docs/observability.md: their cost). */
+  traceKafkaRecords: boolean;
   /** Commit in queen_build_info (the image sets it; otherwise read from git when available). */
   buildCommit: string | undefined;
 }
@@ -236,6 +239,7 @@ export function loadConfig(env: Env = process.env): Config {
     ingressRestartBackoffMaxMs: int(env, 'QUEEN_INGRESS_RESTART_BACKOFF_MAX_MS', DEFAULTS.ingressRestartBackoffMaxMs, 1_000, 600_000),
     lagIntervalMs: int(env, 'QUEEN_LAG_INTERVAL_MS', DEFAULTS.lagIntervalMs, 100, 3_600_000),
     traceSampleRatio: ratio(env, 'OTEL_TRACES_SAMPLER_ARG', DEFAULTS.traceSampleRatio),
+    traceKafkaRecords: bool(env, 'QUEEN_OTEL_KAFKAJS_INSTRUMENTATION', DEFAULTS.traceKafkaRecords),
     buildCommit: env.QUEEN_BUILD_COMMIT?.trim() || undefined,
   };
   if (!/^[A-Za-z0-9._-]{1,255}$/.test(cfg.kafkaClientId)) {

@@ -26,7 +26,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   log.info({ database: redactUrl(config.databaseUrl), kafka: config.kafkaBrokers }, 'starting');
-  const stopTracing = startTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName, serviceVersion: buildInfo(config.buildCommit).version, sampleRatio: config.traceSampleRatio });
+  const stopTracing = startTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName, serviceVersion: buildInfo(config.buildCommit).version, sampleRatio: config.traceSampleRatio, kafkajsInstrumentation: config.traceKafkaRecords });
   // Imported only now, so the tracing instrumentations see kafkajs, pg and node:http load.
   const { Service } = await import('./service.js');
   const service = new Service(config, log);

@@ -16,6 +16,14 @@ export interface TracingOptions {
   serviceVersion: string;
   /** Head sampling for traces that start here; a sampled remote parent (traceparent) is always followed. */
   sampleRatio: number;
+  /**
+   * Whether @opentelemetry/instrumentation-kafkajs runs. Off by default: it
+   * starts a span per consumed record (context extraction, attributes, a
+   * sampling decision, a duration metric) even when 1 % of traces are kept,
+   * which measured as most of tracing's cost on the ingest (docs/observability.md).
+   * Our chunk span already reads each record's traceparent itself.
+   */
+  kafkajsInstrumentation?: boolean;
   exporter?: SpanExporter;
 }
 
@@ -40,18 +48,26 @@ export function startTracing(opts: TracingOptions): () => Promise<void> {
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: opts.serviceName, [ATTR_SERVICE_VERSION]: opts.serviceVersion }),
     sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(opts.sampleRatio) }),
     spanProcessors: [new BatchSpanProcessor(exporter)],
-    instrumentations: tracingInstrumentations(),
+    // Traces only. Metrics are Prometheus' on /metrics and logs are pino's on
+    // stdout; left to its defaults the SDK would also start OTLP metric and
+    // log exporters towards the trace endpoint (Jaeger answers them 404) and
+    // record every instrumentation's per-message histograms.
+    metricReaders: [],
+    logRecordProcessors: [],
+    instrumentations: tracingInstrumentations({ kafkajs: opts.kafkajsInstrumentation ?? false }),
   });
   sdk.start();
   return () => sdk.shutdown();
 }
 
 /** The maintained instrumentations the service uses (also for tests that install their own provider). */
-export function tracingInstrumentations() {
+const UNTRACED_PATHS = /^\/(metrics|health(\/live|\/ready)?|livez|readyz)(\?|$)/;
+
+export function tracingInstrumentations(opts: { kafkajs: boolean }) {
   return [
-    // /metrics and /health scrapes would otherwise be most of the traces.
-    new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => req.url === '/metrics' || req.url === '/health', ignoreOutgoingRequestHook: () => true }),
-    new KafkaJsInstrumentation(),
+    // Scrapes and probes (/metrics, /health, /health/live|ready, /livez, /readyz) would otherwise be most of the traces.
+    new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => UNTRACED_PATHS.test(req.url ?? ''), ignoreOutgoingRequestHook: () => true }),
+    ...(opts.kafkajs ? [new KafkaJsInstrumentation()] : []),
     // Only queries inside one of our spans (a push, a hydration): pool pings and migrations stay untraced.
     new PgInstrumentation({ requireParentSpan: true }),
   ];
