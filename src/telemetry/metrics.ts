@@ -236,6 +236,10 @@ export class MetricsRegistry {
     if (this.defaultsOn) return;
     this.defaultsOn = true;
     client.collectDefaultMetrics({ register: this.registry });
+    // prom-client names three gauges with a counter's `_total` suffix, which
+    // `promtool check metrics` rejects; each is the sum of its per-type gauge
+    // (nodejs_active_handles{type}, ...), so dropping them loses nothing.
+    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) this.registry.removeSingleMetric(name);
   }
 
   /** `queen_build_info{version,commit} 1`: which build is running. */

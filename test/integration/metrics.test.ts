@@ -112,3 +112,25 @@ test('the service exposes build info, process metrics, PostgreSQL pool and healt
     await service.stop();
   }
 });
+
+test('every queen_* metric the dashboard and the alert rules query is exposed by a running service', async (t) => {
+  const { readFileSync } = await import('node:fs');
+  const dashboard = JSON.parse(readFileSync('observability/grafana/queen-ingress.json', 'utf8')) as { panels: { targets?: { expr?: string }[] }[] };
+  const exprs = [...dashboard.panels.flatMap((p) => (p.targets ?? []).map((x) => x.expr ?? '')), readFileSync('observability/prometheus/alerts.yml', 'utf8')];
+  const used = new Set(exprs.flatMap((e) => [...e.matchAll(/\bqueen_[a-z0-9_]+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, ''))));
+  t.true(used.size >= 8, `queries found: ${[...used].join(', ')}`);
+  const topic = uniqueName('families');
+  await createTopic(t.context.kafka, topic, 1);
+  await produce(t.context.kafka, topic, records(0, 5, 'families'));
+  const config = loadConfig({ DATABASE_URL: t.context.db.url, KAFKA_BROKERS: brokers().join(','), QUEEN_INGRESS_TOPICS: topic, QUEEN_INGRESS_GROUP: uniqueName('g-families'), QUEEN_HTTP_PORT: '0', QUEEN_HTTP_HOST: '127.0.0.1', QUEEN_LAG_INTERVAL_MS: '200' });
+  const service = new Service(config, silentLogger);
+  await service.start();
+  try {
+    await waitFor('the 5 records ingested', () => service.metrics.counter('queen_messages_total', '').get({ source: 'kafka', status: 'queued' }) === 5, 60_000, 20);
+    const text = await fetch(`${service.http.url}/metrics`).then((r) => r.text());
+    const missing = [...used].filter((name) => !text.includes(`# TYPE ${name} `));
+    t.deepEqual(missing, [], 'a dashboard panel or an alert on a metric the service does not expose would stay empty forever');
+  } finally {
+    await service.stop();
+  }
+});

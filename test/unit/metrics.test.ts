@@ -88,3 +88,11 @@ test('build info and the default process metrics', async (t) => {
   t.true(text.includes('# TYPE process_cpu_seconds_total counter'));
   t.true(text.includes('# TYPE nodejs_eventloop_lag_seconds gauge'));
 });
+
+test("process and Node.js defaults follow promtool's naming rules: no non-counter family ends in _total", async (t) => {
+  const m = new MetricsRegistry();
+  m.collectDefaults();
+  const types = (await m.render()).split('\n').filter((l) => l.startsWith('# TYPE ')).map((l) => l.split(' ').slice(2, 4) as [string, string]);
+  t.true(types.some(([name]) => name === 'nodejs_active_handles'), 'the per-type gauges stay');
+  t.deepEqual(types.filter(([name, type]) => type !== 'counter' && name.endsWith('_total')), []);
+});
