@@ -98,7 +98,15 @@ export class Service extends Component {
         this.metrics,
       );
       this.lag = new LagMonitor(
-        { brokers: config.kafkaBrokers, groupId: config.ingressGroup, topics: config.ingressTopics.map((t) => t.topic), intervalMs: config.lagIntervalMs },
+        {
+          brokers: config.kafkaBrokers,
+          groupId: config.ingressGroup,
+          topics: config.ingressTopics.map((t) => t.topic),
+          intervalMs: config.lagIntervalMs,
+          clientId: config.kafkaClientId,
+          ssl: config.kafkaTls,
+          sasl: config.kafkaSasl,
+        },
         log.child({ component: 'lag' }),
         this.metrics,
       );

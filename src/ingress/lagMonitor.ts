@@ -1,4 +1,4 @@
-import { Kafka, logLevel, type Admin } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type KafkaConfig } from 'kafkajs';
 import type { Logger } from '../telemetry/logger.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
@@ -9,6 +9,10 @@ export interface LagMonitorOptions {
   topics: readonly string[];
   /** How often the broker is asked for log-end and committed offsets. */
   intervalMs: number;
+  /** The consumer's own connection settings: a managed broker asks the lag reader for the same TLS/SASL. */
+  clientId?: string;
+  ssl?: KafkaConfig['ssl'];
+  sasl?: KafkaConfig['sasl'];
 }
 
 /** One partition's offsets as last read from the broker. */
@@ -48,7 +52,7 @@ export class LagMonitor extends Component {
     metrics: MetricsRegistry,
   ) {
     super('LagMonitor');
-    this.admin = new Kafka({ clientId: 'queen-ingress-lag', brokers: opts.brokers, logLevel: logLevel.NOTHING }).admin();
+    this.admin = new Kafka({ clientId: `${opts.clientId ?? 'queen-ingress'}-lag`, brokers: opts.brokers, ssl: opts.ssl, sasl: opts.sasl, logLevel: logLevel.NOTHING }).admin();
     metrics
       .gauge('queen_kafka_consumer_lag', 'Records behind: log-end offset minus the committed offset, per topic/partition', ['topic', 'partition'])
       .collectLabeled(() => [...this.latest.values()].map((p) => [{ topic: p.topic, partition: p.partition }, Number(p.lag)]));

@@ -3,6 +3,9 @@ import anyTest, { type TestFn } from 'ava';
 import pg from 'pg';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config.js';
+import { LagMonitor } from '../../src/ingress/lagMonitor.js';
+import { silentLogger } from '../../src/telemetry/logger.js';
+import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { caughtUp, createTopic, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
@@ -50,14 +53,23 @@ for (const c of cases) {
     const group = uniqueName('g-secure');
     await createTopic(kafka, topic, 2);
     await produce(kafka, topic, Array.from({ length: 200 }, (_, i) => ({ key: `k${i % 4}`, value: `{"i":${i}}`, headers: { transactionId: `s-${i}` } })));
-    const stack = await startIngestStack({ databaseUrl: db.url, topic, group, ingress: opts });
+    // The lag reader connects with the same settings (it has its own admin client).
+    const lag = new LagMonitor({ ...opts, groupId: group, topics: [topic], intervalMs: 100 }, silentLogger, new MetricsRegistry());
+    await lag.start();
     try {
-      await waitFor('caught up', () => caughtUp(kafka, group, topic), 120_000, 100);
-      const frames = await storedFrames(sql, topic);
-      t.is(frames.length, 200);
-      t.is(new Set(frames.map((f) => f.transactionId)).size, 200);
+      await waitFor('lag of the 200 unread records', () => lag.total() === 200n, 60_000, 50);
+      const stack = await startIngestStack({ databaseUrl: db.url, topic, group, ingress: opts });
+      try {
+        await waitFor('caught up', () => caughtUp(kafka, group, topic), 120_000, 100);
+        const frames = await storedFrames(sql, topic);
+        t.is(frames.length, 200);
+        t.is(new Set(frames.map((f) => f.transactionId)).size, 200);
+        await waitFor('lag read back to zero over the secure listener', () => lag.total() === 0n, 60_000, 50);
+      } finally {
+        await stack.stop();
+      }
     } finally {
-      await stack.stop();
+      await lag.stop();
     }
   });
 }
