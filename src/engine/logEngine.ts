@@ -126,6 +126,12 @@ export class LogEngine extends Component {
     // An idle client that loses its connection (database restart) is dropped
     // by the pool; without a listener the 'error' event would crash the process.
     this.pool.on('error', () => undefined);
+    // The pool listens only to idle clients. A checked-out client whose
+    // connection drops between two queries (a database restart mid-push) emits
+    // 'error' with nobody listening, which ended the whole process (found by
+    // `make chaos`). Its holder still learns of it: the next query fails and
+    // that failure is handled, retried and logged where it is caught.
+    this.pool.on('connect', (client) => client.on('error', ignoreCheckedOutClientError));
     const o = this.pool.options as { connectionString?: string; host?: string; port?: number; database?: string };
     let url: URL | undefined;
     try {
@@ -281,3 +287,6 @@ export class LogEngine extends Component {
     for (const l of this.appendListeners) l(partitionIds);
   }
 }
+
+/** See the constructor: the error reaches the client's holder through its next query. */
+function ignoreCheckedOutClientError(): void {}

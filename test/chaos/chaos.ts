@@ -70,11 +70,30 @@ async function main(): Promise<void> {
   const env = { DATABASE_URL: databaseUrl, KAFKA_BROKERS: brokers().join(','), QUEEN_INGRESS_TOPICS: topic, QUEEN_INGRESS_GROUP: group, QUEEN_KAFKA_SESSION_TIMEOUT_MS: '10000', QUEEN_PG_POOL_SIZE: '6', QUEEN_LOG_LEVEL: 'warn' };
   const instances: ServiceProcess[] = [];
   const all: ServiceProcess[] = [];
-  const spawnOne = () => {
+  // An instance may end only by a fault we inject; any other exit is a finding:
+  // it is logged with its last words, counted in the report (which then fails),
+  // and replaced, as an orchestrator would.
+  const meantToEnd = new Set<ServiceProcess>();
+  const unexpectedExits: { pid: number | undefined; code: number | null; signal: string | null; at: string; stderr: string; lastLines: unknown[] }[] = [];
+  let finished = false;
+  const spawnOne = (): ServiceProcess => {
     const p = new ServiceProcess({ ...env, QUEEN_LOG_LEVEL: 'info' });
     instances.push(p);
     all.push(p);
+    void p.exited.then(({ code, signal }) => {
+      if (meantToEnd.has(p) || finished) return;
+      const exit = { pid: p.child.pid, code, signal, at: new Date().toISOString(), stderr: p.stderrTail(), lastLines: p.lines.slice(-8) };
+      unexpectedExits.push(exit);
+      log('instance exited unexpectedly; replacing it', exit);
+      const i = instances.indexOf(p);
+      if (i >= 0) instances.splice(i, 1);
+      spawnOne();
+    });
     return p;
+  };
+  const end = (p: ServiceProcess, signal: NodeJS.Signals) => {
+    meantToEnd.add(p);
+    p.kill(signal);
   };
   await Promise.all([spawnOne(), spawnOne()].map((p) => p.ready('consuming', 180_000)));
 
@@ -160,7 +179,7 @@ async function main(): Promise<void> {
     done.push({ fault, at: new Date().toISOString(), storedBefore, producedBefore: produced });
     if (fault === 'kill9') {
       const victim = instances.splice(Math.floor(Math.random() * instances.length), 1)[0]!;
-      victim.kill('SIGKILL');
+      end(victim, 'SIGKILL');
       await victim.exited;
       await spawnOne().ready('consuming', 180_000);
     } else if (fault === 'pgRestart') {
@@ -168,7 +187,7 @@ async function main(): Promise<void> {
     } else if (fault === 'rebalance') {
       if (instances.length >= 3) {
         const leaving = instances.pop()!;
-        leaving.kill('SIGTERM');
+        end(leaving, 'SIGTERM');
         await leaving.exited;
       } else await spawnOne().ready('consuming', 180_000);
     } else {
@@ -215,8 +234,10 @@ async function main(): Promise<void> {
       orderPerKey: orderViolations === 0,
       orderViolations,
       commitsNeverAheadOfLog: samples.every((s) => s.committed >= 0),
+      noUnexpectedExits: unexpectedExits.length === 0,
       samples,
     },
+    unexpectedExits,
     instances: all.map((p) => ({ pid: p.child.pid, crashesLogged: p.lines.filter((l) => l.msg === 'Kafka consumer crashed; restarting').length })),
   };
   const dir = `${REPO}bench/results/chaos`;
@@ -224,10 +245,11 @@ async function main(): Promise<void> {
   const file = `${dir}/chaos-${report.when.replace(/[:.]/g, '-')}.json`;
   writeFileSync(file, JSON.stringify(report, null, 2));
   log('report written', { file, checks: { ...report.checks, samples: undefined } });
+  finished = true;
   await Promise.all(instances.map(async (p) => { p.kill('SIGTERM'); await p.exited; }));
   await Promise.all(all.map((p) => p.ensureDead()));
   await sql.end();
-  const ok = report.checks.exactlyOncePerKey && report.checks.orderPerKey && report.checks.commitsNeverAheadOfLog;
+  const ok = report.checks.exactlyOncePerKey && report.checks.orderPerKey && report.checks.commitsNeverAheadOfLog && report.checks.noUnexpectedExits;
   process.exit(ok ? 0 : 1);
 }
 

@@ -15,6 +15,11 @@ export class ServiceProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private stderr = '';
 
+  /** The end of what the process wrote to stderr (a crash's stack). */
+  stderrTail(chars = 4000): string {
+    return this.stderr.slice(-chars);
+  }
+
   /** `script` (default: the service) runs with `args`; tests use it for small single-purpose processes. */
   constructor(env: Record<string, string>, script = MAIN, args: string[] = []) {
     this.child = spawn(process.execPath, [script, ...args], {

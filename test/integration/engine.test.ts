@@ -348,3 +348,22 @@ test('the tail probe is exact both ways: a byte search for few items (misaligned
   t.deepEqual(o!.duplicates, [], 'a misaligned byte match is not an occurrence');
   t.is(o!.assignedBase, 6);
 });
+
+test.serial('a checked-out client whose connection drops between queries does not crash the process (database restart mid-push)', async (t) => {
+  const client = await t.context.engine.pool.connect();
+  let released = false;
+  try {
+    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
+    // No query in flight: pg emits the drop as an 'error' event on the client itself.
+    await t.context.sql.query('SELECT pg_terminate_backend($1)', [pid]);
+    await ended;
+    await t.throwsAsync(client.query('SELECT 1'), undefined, 'the holder learns of the drop at its next query');
+    client.release(new Error('connection dropped'));
+    released = true;
+    const r = await t.context.engine.pool.query<{ one: number }>('SELECT 1 AS one');
+    t.is(r.rows[0]!.one, 1, 'the pool serves a fresh connection');
+  } finally {
+    if (!released) client.release(new Error('test ended'));
+  }
+});

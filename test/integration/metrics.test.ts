@@ -130,6 +130,7 @@ test('every queen_* metric the dashboard and the alert rules query is exposed by
     const text = await fetch(`${service.http.url}/metrics`).then((r) => r.text());
     const missing = [...used].filter((name) => !text.includes(`# TYPE ${name} `));
     t.deepEqual(missing, [], 'a dashboard panel or an alert on a metric the service does not expose would stay empty forever');
+    t.true((sample(text, 'queen_dedup_resident_bytes') ?? 0) > 0, 'the cache holds the 5 ingested hashes: its resident bytes moved off zero');
   } finally {
     await service.stop();
   }
