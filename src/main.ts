@@ -26,6 +26,13 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   log.info({ database: redactUrl(config.databaseUrl), kafka: config.kafkaBrokers }, 'starting');
+  // A fault nothing handled still ends the process (nothing is lost: offsets
+  // are committed only behind PostgreSQL, and the orchestrator restarts it),
+  // but as a structured log line operators can find, not only a stderr trace.
+  process.on('uncaughtException', (err, origin) => {
+    log.fatal({ err, origin }, 'unhandled error; exiting');
+    process.exit(1);
+  });
   const stopTracing = startTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName, serviceVersion: buildInfo(config.buildCommit).version, sampleRatio: config.traceSampleRatio, kafkajsInstrumentation: config.traceKafkaRecords });
   // Imported only now, so the tracing instrumentations see kafkajs, pg and node:http load.
   const { Service } = await import('./service.js');
