@@ -299,7 +299,7 @@ function kafkaSasl(env: Env): KafkaSasl | undefined {
   }
   if (!username) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_USERNAME`);
   if (!password) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE`);
-  return { mechanism, username, password } as KafkaSasl;
+  return { mechanism, username, password };
 }
 
 /** A connection string with its password replaced, safe to log. */

@@ -23,7 +23,7 @@ export class BinaryCopyWriter {
 
   constructor(client: pg.PoolClient | pg.Client, sql: string) {
     const s = client.query(copyFrom(sql));
-    this.stream = s as unknown as typeof this.stream;
+    this.stream = s;
     this.done = new Promise<void>((resolve, reject) => {
       s.on('finish', () => resolve());
       s.on('error', (e: Error) => {

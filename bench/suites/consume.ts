@@ -126,7 +126,7 @@ export const consume: Suite = {
       let stop = false;
       const consumer = (async () => {
         while (!stop || lat.length < committedAt.size) {
-          const r = await read!.pop({ queue: latQ, consumerGroup: 'lat', batch: 1_000, subscriptionMode: 'all', autoAck: true }, 1_000);
+          const r = await read.pop({ queue: latQ, consumerGroup: 'lat', batch: 1_000, subscriptionMode: 'all', autoAck: true }, 1_000);
           const now = performance.now();
           for (const m of r.messages) {
             const c = committedAt.get(m.transactionId);

@@ -521,7 +521,7 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
       const h = xs.map((r) => r.probes?.hist).filter((x) => x !== undefined);
       info.push({
         name: `service probes, ${WLABEL[w]} at ${fmt(size)}: run / skipped / hinted; hashes per probe p50, p99`,
-        value: `${na(sum((r) => r.probes?.run))} / ${na(sum((r) => r.probes?.skipped))} / ${na(sum((r) => r.probes?.hinted))}; ${h.length === xs.length && h.length > 0 ? `${fmt(median(h.map((x) => x!.p50)))}, ${fmt(median(h.map((x) => x!.p99)))} (${h[0]!.name})` : 'n/a'}`,
+        value: `${na(sum((r) => r.probes?.run))} / ${na(sum((r) => r.probes?.skipped))} / ${na(sum((r) => r.probes?.hinted))}; ${h.length === xs.length && h.length > 0 ? `${fmt(median(h.map((x) => x.p50)))}, ${fmt(median(h.map((x) => x.p99)))} (${h[0]!.name})` : 'n/a'}`,
       });
     }
   }

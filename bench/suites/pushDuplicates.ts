@@ -133,7 +133,7 @@ export const pushDuplicates: Suite = {
         stores[s].rig.engine.probeSizes.probe.reset();
         stores[s].rig.engine.probeSizes.hinted.reset();
       }
-      const arms: Arm[] = STORES.flatMap((s) => WORKLOADS.map((w) => `${w}@${s}` as Arm));
+      const arms: Arm[] = STORES.flatMap((s) => WORKLOADS.map((w): Arm => `${w}@${s}`));
       const rates = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
       const ratio = { dup10: { empty: [] as number[], large: [] as number[] }, replay: { empty: [] as number[], large: [] as number[] } };
       for (let r = 0; r < p.reps; r++) {

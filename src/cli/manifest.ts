@@ -164,7 +164,7 @@ function startOf(node: unknown): number | undefined {
 
 /** The key written at a duplicate-key error's offset ("name", or "\"name\"" in JSON). */
 function keyAt(text: string, offset: number): string {
-  const rest = text.slice(offset, text.indexOf('\n', offset) === -1 ? undefined : text.indexOf('\n', offset));
+  const rest = text.slice(offset, !text.includes('\n', offset) ? undefined : text.indexOf('\n', offset));
   const m = /^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[^:]+?)\s*:/.exec(rest);
   return m ? m[1]!.replace(/^["']|["']$/g, '') : rest.trim();
 }

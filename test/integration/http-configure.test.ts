@@ -101,9 +101,9 @@ test('bad mode, unknown option and wrong types are 400 naming the key, and chang
   ];
   for (const [options, opts, field, message] of cases) {
     const err = await t.throwsAsync(q.configure(options as QueueOptionsPatch, opts as { mode?: 'merge' }), { instanceOf: QueenHttpError });
-    t.is(err!.status, 400);
-    t.is(err!.field, field);
-    t.regex(err!.message, message);
+    t.is(err.status, 400);
+    t.is(err.field, field);
+    t.regex(err.message, message);
   }
   t.is(await stored(t, 'cfg-invalid'), 42);
 });

@@ -11,14 +11,14 @@ import { tracingInstrumentations } from '../../src/telemetry/sdk.js';
 // Serial tests: they share one in-memory exporter.
 // Everything that loads kafkajs, pg or node:http is imported in before(), after
 // the instrumentations are registered, exactly as main.ts does.
-type Helpers = {
+interface Helpers {
   db: typeof import('../helpers/db.js');
   kafka: typeof import('../helpers/kafka.js');
   leaks: typeof import('../helpers/leaks.js');
   stack: typeof import('../helpers/stack.js');
   http: typeof import('../helpers/httpStack.js');
   logger: typeof import('../../src/telemetry/logger.js');
-};
+}
 const test = anyTest as TestFn<{ db: import('../helpers/db.js').TestDatabase; h: Helpers }>;
 const exporter = new InMemorySpanExporter();
 

@@ -78,7 +78,7 @@ export function registerConsume(app: FastifyInstance, read: ReadPath, maxItemsPe
         throw new ValidationError(`operations[${i}].type must be "ack" or "push", got ${JSON.stringify(o.type)}`, `operations[${i}].type`);
       }
     });
-    const r = await read.transaction(pushes, acks, required as string[]);
+    const r = await read.transaction(pushes, acks, required);
     return { committed: true, pushes: r.pushes.map((p, i) => toWire(i, p)), acks: r.acks.map((o, i) => ({ index: i, ...ackWire(acks[i]!, o) })) };
   });
 
