@@ -48,7 +48,7 @@ async function main(): Promise<void> {
         log.info('stopped');
         process.exit(0);
       },
-      (err) => {
+      (err: unknown) => {
         log.error({ err }, 'error during shutdown');
         process.exit(1);
       },

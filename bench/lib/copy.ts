@@ -99,6 +99,7 @@ export class BinaryCopyWriter {
     while (this.ready.length > 0) {
       const c = this.ready.shift()!;
       if (!this.stream.write(c)) await Promise.race([once(this.stream as never, 'drain'), this.done]);
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition, @typescript-eslint/only-throw-error -- set by the stream's error listener while the write awaited (TypeScript keeps the narrowing from the check above across the await)
       if (this.failed) throw this.failed;
     }
   }

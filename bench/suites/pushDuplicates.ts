@@ -108,7 +108,7 @@ export const pushDuplicates: Suite = {
       // Stored offsets: the bulk load and every push append in sequence order per partition, so offset == seq.
       const check = (res: PushResult[], expect: (number | null)[], arm: string): void => {
         res.forEach((r, j) => {
-          const e = expect[j]!;
+          const e = expect[j] as number | null;
           const ok = e === null ? r.status === 'queued' : r.status === 'duplicate' && r.offset === e;
           if (!ok) throw new Error(`${arm}: item ${j} answered ${r.status}@${r.offset}, expected ${e === null ? 'queued' : `duplicate@${e}`}`);
         });

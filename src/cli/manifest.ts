@@ -140,6 +140,7 @@ function readManifest(node: unknown, file: string, at: At, lc: LineCounter): Que
       }
     }
   }
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- fail() above clears it from a callback
   if (!ok) return undefined;
   return { name, config, file, line: lc.linePos(startOf(node) ?? 0).line };
 }

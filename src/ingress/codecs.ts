@@ -141,7 +141,7 @@ function batchShape(compressed: Buffer): { count: number; lastOffsetDelta: numbe
 function standInBatch(codec: CodecName, compressed: Buffer, err: unknown): Buffer | undefined {
   const shape = batchShape(compressed);
   if (!shape) return undefined;
-  const reason = `undecodable ${codec} batch: ${(err as Error)?.message ?? String(err)}`;
+  const reason = `undecodable ${codec} batch: ${(err as Error | null | undefined)?.message ?? String(err)}`;
   const marker = Buffer.from(`${NONCE}\x1f${codec}\x1f${reason}`);
   const raw = compressed.length <= MAX_KEPT_BYTES ? Buffer.from(compressed) : Buffer.alloc(0);
   const records: Buffer[] = [];

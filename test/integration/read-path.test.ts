@@ -104,7 +104,7 @@ test('two concurrent poppers never hold overlapping leases (random interleavings
           const mine = held[step.who]!;
           if (step.op === 'pop') {
             // Both poppers pop at once: real concurrency on the cursor rows.
-            const [a, b] = await Promise.all([0, 1].map((w) => s.client.queue(queue).pop({ group: 'g', batch: step.batch, leaseSeconds: 300 })));
+            const [a, b] = await Promise.all([0, 1].map(() => s.client.queue(queue).pop({ group: 'g', batch: step.batch, leaseSeconds: 300 })));
             held[0]!.push(...a!);
             held[1]!.push(...b!);
           } else if (step.op === 'expire' && mine.length > 0) {

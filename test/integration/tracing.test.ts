@@ -1,7 +1,7 @@
 import { register } from 'node:module';
 import { Writable } from 'node:stream';
 import anyTest, { type TestFn } from 'ava';
-import { context, propagation, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { context, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
@@ -141,7 +141,7 @@ test.serial('HTTP push: the server span continues the request traceparent, links
     t.is(res.status, 201);
     await res.arrayBuffer();
     const leaks = t.context.h.leaks;
-    const server = await leaks.waitFor('server span', () => exporter.getFinishedSpans().find((s) => s.kind === 1 /* SERVER */ && s.spanContext().traceId === reqTrace));
+    const server = await leaks.waitFor('server span', () => exporter.getFinishedSpans().find((s) => s.kind === SpanKind.SERVER && s.spanContext().traceId === reqTrace));
     t.is(server.name, 'POST /api/v1/push');
     t.is(parentOf(server), reqSpan, 'continues the caller trace');
     t.is(server.attributes['http.route'], '/api/v1/push');
@@ -152,7 +152,10 @@ test.serial('HTTP push: the server span continues the request traceparent, links
 
     // Logs: a line written inside a span carries its ids; outside, none.
     const lines: Record<string, unknown>[] = [];
-    const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(JSON.parse(String(chunk))), done()) });
+    const sink = new Writable({ write: (chunk, _enc, done) => {
+    lines.push(JSON.parse(String(chunk)));
+    done();
+  } });
     const { pino } = await import('pino');
     const log = pino({ mixin: t.context.h.logger.traceFields }, sink);
     const tracer = trace.getTracer('test');
