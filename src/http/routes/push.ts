@@ -46,8 +46,8 @@ export function registerPush(app: FastifyInstance, path: PushPath, maxItems: num
     if (recording(span)) {
       const links: Link[] = [];
       for (const r of raw) {
-        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- r is one element of a JSON body: null may arrive
-        const sc = typeof (r as { traceContext?: unknown })?.traceContext === 'string' ? spanContextOf((r as { traceContext: string }).traceContext) : undefined;
+        // r is one element of a JSON body: null may arrive.
+        const sc = typeof (r as { traceContext?: unknown } | null | undefined)?.traceContext === 'string' ? spanContextOf((r as { traceContext: string }).traceContext) : undefined;
         if (sc && links.length < MAX_LINKS) links.push({ context: sc });
       }
       span.addLinks(links);
