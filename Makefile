@@ -4,11 +4,13 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 STAMP := node_modules/.install-stamp
 
-.PHONY: help install build test test-unit run bench bench-quick clean lint-sql
+.PHONY: help install build test test-unit run bench bench-quick clean lint-sql lint format
 
 help:
 	@echo "make run         start PostgreSQL + Kafka locally (unless DATABASE_URL / KAFKA_BROKERS are set) and the service"
-	@echo "make test        every test (unit + integration) against real PostgreSQL and Kafka"
+	@echo "make test        make lint, then every test (unit + integration) against real PostgreSQL and Kafka"
+	@echo "make lint        ESLint (type-aware, zero warnings) and prettier --check"
+	@echo "make format      prettier --write . (the formatting make lint checks)"
 	@echo "make bench       full side-by-side benchmarks (results in bench/results/)"
 	@echo "make bench-quick the same benchmarks at small sizes"
 	@echo "make soak        long soaks (soak-retention: 30 min, table sizes flat under retention; soak-memory: RSS/heap over ~10 min of mixed HTTP)"
@@ -28,7 +30,18 @@ install: $(STAMP)
 build: install
 	npx tsc -p tsconfig.json
 
-test: build
+# Lint first: ESLint reads types from tsconfig.json (not dist/), so it needs
+# only the npm packages. Both checks always run; either failing fails lint.
+lint: install
+	@status=0; \
+	npx eslint --max-warnings 0 . || status=1; \
+	npx prettier --check . || status=1; \
+	exit $$status
+
+format: install
+	npx prettier --write .
+
+test: lint build
 	scripts/with-deps.sh --kafka --profile test -- npx ava
 
 test-unit: build

@@ -122,7 +122,7 @@ main().then(
     process.exitCode = code;
     setTimeout(() => process.exit(code), 200).unref();
   },
-  async (err) => {
+  async (err: unknown) => {
     process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     await dropAllBenchDatabases();
     process.exit(1);

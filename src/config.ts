@@ -297,13 +297,14 @@ function kafkaSasl(env: Env): KafkaSasl | undefined {
       throw new ConfigError(`KAFKA_SASL_PASSWORD_FILE: cannot read ${passwordFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
   }
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the default '' (not set) is typed 'plain' only to fit oneOf()'s signature
   if (!mechanism) {
     if (username || password) throw new ConfigError('KAFKA_SASL_USERNAME/PASSWORD are set but KAFKA_SASL_MECHANISM is not (plain, scram-sha-256 or scram-sha-512)');
     return undefined;
   }
   if (!username) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_USERNAME`);
   if (!password) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE`);
-  return { mechanism, username, password } as KafkaSasl;
+  return { mechanism, username, password };
 }
 
 /** A connection string with its password replaced, safe to log. */

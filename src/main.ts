@@ -55,7 +55,7 @@ async function main(): Promise<void> {
         log.info('stopped');
         process.exit(0);
       },
-      (err) => {
+      (err: unknown) => {
         log.error({ err }, 'error during shutdown');
         process.exit(1);
       },

@@ -204,7 +204,7 @@ export async function waitJoined(admin: Admin, c: RunningConnect, members: numbe
     }
     const { groups } = await admin.describeGroups([c.group]);
     const g = groups[0];
-    if (g && g.state === 'Stable' && g.members.length >= members) return;
+    if (g?.state === 'Stable' && g.members.length >= members) return;
     if (performance.now() > deadline) throw new Error(`Kafka Connect group ${c.group} not joined within ${timeoutMs} ms (state ${g?.state}, ${g?.members.length ?? 0} members); log tail:\n${(await c.log()).split('\n').slice(-30).join('\n')}`);
     await sleep(50);
   }

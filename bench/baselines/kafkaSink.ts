@@ -89,6 +89,7 @@ async function startLoop(
     autoCommit: false,
     eachBatchAutoResolve: false,
     partitionsConsumedConcurrently: s.partitionsConsumedConcurrently,
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs builds these payload functions as closures; none uses this
     eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload) => {
       for (let i = 0; i < batch.messages.length; i += s.commitEvery) {
         if (!isRunning() || isStale()) return;

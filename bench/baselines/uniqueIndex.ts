@@ -16,7 +16,7 @@ function sections(): Record<string, string> {
     if (m) {
       name = m[1]!;
       out[name] = '';
-    } else if (name) out[name] += line + '\n';
+    } else if (name) out[name] = (out[name] ?? '') + line + '\n';
   }
   return out;
 }

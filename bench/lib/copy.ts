@@ -23,7 +23,7 @@ export class BinaryCopyWriter {
 
   constructor(client: pg.PoolClient | pg.Client, sql: string) {
     const s = client.query(copyFrom(sql));
-    this.stream = s as unknown as typeof this.stream;
+    this.stream = s;
     this.done = new Promise<void>((resolve, reject) => {
       s.on('finish', () => resolve());
       s.on('error', (e: Error) => {
@@ -99,6 +99,7 @@ export class BinaryCopyWriter {
     while (this.ready.length > 0) {
       const c = this.ready.shift()!;
       if (!this.stream.write(c)) await Promise.race([once(this.stream as never, 'drain'), this.done]);
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition, @typescript-eslint/only-throw-error -- set by the stream's error listener while the write awaited (TypeScript keeps the narrowing from the check above across the await)
       if (this.failed) throw this.failed;
     }
   }

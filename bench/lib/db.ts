@@ -50,7 +50,7 @@ export async function createBenchDatabase(adminUrl: string, label: string, opts:
       p.end = (async () => {
         pools.delete(p);
         if (!p.ended && !p.ending) await end();
-      }) as typeof p.end;
+      });
       return p;
     },
     async drop() {

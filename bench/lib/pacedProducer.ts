@@ -62,6 +62,7 @@ async function produce(o: PacedProducerParams, post: (m: PacedProducerMessage) =
   }
 }
 
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- workerData is whatever the parent passed, undefined in a worker started elsewhere
 if (!isMainThread && parentPort && (workerData as { pacedProducer?: PacedProducerParams })?.pacedProducer) {
   const port = parentPort;
   produce((workerData as { pacedProducer: PacedProducerParams }).pacedProducer, (m) => port.postMessage(m)).catch((err: unknown) => port.postMessage({ kind: 'error', message: err instanceof Error ? err.message : String(err) }));

@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   let dead = false;
   void exited.then(() => (dead = true));
@@ -116,6 +116,7 @@ async function main(): Promise<void> {
   const started = Date.now();
   try {
     for (let i = 0; ; i++) {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the child's exit listener while start-up awaited
       if (dead) throw new Error(`the service exited during start-up: ${stderr}`);
       if (await fetch(`${base}/health`).then((r) => r.ok).catch(() => false)) break;
       if (i > 600) throw new Error('the service did not become healthy within 60 s');
@@ -172,6 +173,7 @@ async function main(): Promise<void> {
           }
         } catch (err) {
           count(`error:${(err as Error).message}`);
+          // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the child's exit listener
           if (dead) return;
         }
       }
@@ -196,6 +198,7 @@ async function main(): Promise<void> {
       clearInterval(scrape);
       clearInterval(progress);
     }
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the child's exit listener while the soak awaited
     if (dead) throw new Error(`the service died during the soak: ${stderr}`);
   } finally {
     child.kill('SIGTERM');
@@ -277,7 +280,7 @@ function readProbe(file: string): Sample[] {
     .map((l) => JSON.parse(l) as Sample);
 }
 
-main().catch((err) => {
-  process.stderr.write(`soak-memory failed: ${(err as Error).stack ?? err}\n`);
+main().catch((err: unknown) => {
+  process.stderr.write(`soak-memory failed: ${(err as Error).stack ?? String(err)}\n`);
   process.exit(1);
 });

@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import { QUEUE_MODE_GROUP, type AckItem } from '../../src/engine/acks.js';
 import type { PopRequest } from '../../src/engine/pop.js';
 import { ReadPath } from '../../src/read/readPath.js';
@@ -125,13 +124,15 @@ export const consume: Suite = {
       const lat: number[] = [];
       let stop = false;
       const consumer = (async () => {
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the producer task while this loop awaits
         while (!stop || lat.length < committedAt.size) {
-          const r = await read!.pop({ queue: latQ, consumerGroup: 'lat', batch: 1_000, subscriptionMode: 'all', autoAck: true }, 1_000);
+          const r = await read.pop({ queue: latQ, consumerGroup: 'lat', batch: 1_000, subscriptionMode: 'all', autoAck: true }, 1_000);
           const now = performance.now();
           for (const m of r.messages) {
             const c = committedAt.get(m.transactionId);
             if (c !== undefined) lat.push(now - c);
           }
+          // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the producer task while this loop awaits
           if (stop && r.messages.length === 0) break;
         }
       })();

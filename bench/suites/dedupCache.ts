@@ -174,7 +174,7 @@ export async function runDedupCacheBench(opts: { quick: boolean }): Promise<Benc
       absentProbeNsPerHashExactOnly: mExact,
       absentProbeSpeedup: mExact / mWith,
       bloomFalsePositiveRate: median(fpRate),
-      bytesPerHashAfterHydration: (entry.bytes as number) / entry.hashCount,
+      bytesPerHashAfterHydration: (entry.bytes) / entry.hashCount,
       arrayBuffersBytesPerHash: (abAfter - abBefore) / total,
       bytesPerHashSteadyMedian: median(rateAware.steady),
       bytesPerHashSteadyMax: Math.max(...rateAware.steady),

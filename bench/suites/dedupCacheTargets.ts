@@ -17,7 +17,7 @@ export const dedupCacheSuite: Suite = {
     ctx.progress.step(1, 1, 'absent-probe ns/hash (bloom vs exact), bytes/hash, false-positive rate at a 300-block window');
     const r = await runDedupCacheBench({ quick: ctx.quick });
     const res = r.results as Record<string, number | undefined>;
-    const num = (k: string): number => (typeof res[k] === 'number' ? res[k]! : NaN);
+    const num = (k: string): number => (typeof res[k] === 'number' ? res[k] : NaN);
     const speedup = num('absentProbeSpeedup');
     const bloomNs = num('absentProbeNsPerHashBloom');
     const exactNs = num('absentProbeNsPerHashExactOnly');

@@ -3,7 +3,7 @@ import { addCpu, cpuShares, cpuSince, cpuSnapshot, fmtShares, type CpuDelta } fr
 import { checkpoint, createBenchDatabase } from '../lib/db.js';
 import { settle } from '../lib/gc.js';
 import { counterValue, provisionQueue, pushAll, startEngineRig, type EngineRig } from '../lib/engine.js';
-import { fmt, fmtRatio, median } from '../lib/stats.js';
+import { fmt, median } from '../lib/stats.js';
 import { bulkLoad, makeItems, MessageFactory, spread, type PartitionCursor } from '../lib/synth.js';
 import { target, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
 

@@ -12,7 +12,7 @@ import { settle } from '../lib/gc.js';
 import { createTopic, deleteTopicsAndGroups, endOffsets, kafkaClient, uniqueName, withAdmin } from '../lib/kafka.js';
 import { histogramNames, parsePromText, promHistogram, promSum, type PromSample } from '../lib/promText.js';
 import { CONSUMER_SETTINGS, POOL_SIZE, startIngestStack } from '../lib/stack.js';
-import { fmt, fmtRatio, median, sleep } from '../lib/stats.js';
+import { fmt, median, sleep } from '../lib/stats.js';
 import { bulkLoad, MessageFactory, type PartitionCursor } from '../lib/synth.js';
 import { target, type Info, type Suite, type SuiteContext, type SuiteResult, type Target } from '../lib/types.js';
 import { rng } from '../lib/rng.js';
@@ -480,7 +480,7 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
     const t = target(name, r.value, '>=', goal, { ratio: true, value: `${fmt(rateMed(...a))} rec/s`, baseline: `${fmt(rateMed(...b))} rec/s` });
     if (!r.ok) {
       t.met = false;
-      t.value += ' (a run behind it was not exact or timed out)';
+      t.value = t.value! + ' (a run behind it was not exact or timed out)';
     }
     return t;
   };
@@ -521,7 +521,7 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
       const h = xs.map((r) => r.probes?.hist).filter((x) => x !== undefined);
       info.push({
         name: `service probes, ${WLABEL[w]} at ${fmt(size)}: run / skipped / hinted; hashes per probe p50, p99`,
-        value: `${na(sum((r) => r.probes?.run))} / ${na(sum((r) => r.probes?.skipped))} / ${na(sum((r) => r.probes?.hinted))}; ${h.length === xs.length && h.length > 0 ? `${fmt(median(h.map((x) => x!.p50)))}, ${fmt(median(h.map((x) => x!.p99)))} (${h[0]!.name})` : 'n/a'}`,
+        value: `${na(sum((r) => r.probes?.run))} / ${na(sum((r) => r.probes?.skipped))} / ${na(sum((r) => r.probes?.hinted))}; ${h.length === xs.length && h.length > 0 ? `${fmt(median(h.map((x) => x.p50)))}, ${fmt(median(h.map((x) => x.p99)))} (${h[0]!.name})` : 'n/a'}`,
       });
     }
   }

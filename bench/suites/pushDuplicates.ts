@@ -108,7 +108,7 @@ export const pushDuplicates: Suite = {
       // Stored offsets: the bulk load and every push append in sequence order per partition, so offset == seq.
       const check = (res: PushResult[], expect: (number | null)[], arm: string): void => {
         res.forEach((r, j) => {
-          const e = expect[j]!;
+          const e = expect[j] as number | null;
           const ok = e === null ? r.status === 'queued' : r.status === 'duplicate' && r.offset === e;
           if (!ok) throw new Error(`${arm}: item ${j} answered ${r.status}@${r.offset}, expected ${e === null ? 'queued' : `duplicate@${e}`}`);
         });
@@ -133,7 +133,7 @@ export const pushDuplicates: Suite = {
         stores[s].rig.engine.probeSizes.probe.reset();
         stores[s].rig.engine.probeSizes.hinted.reset();
       }
-      const arms: Arm[] = STORES.flatMap((s) => WORKLOADS.map((w) => `${w}@${s}` as Arm));
+      const arms: Arm[] = STORES.flatMap((s) => WORKLOADS.map((w): Arm => `${w}@${s}`));
       const rates = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
       const ratio = { dup10: { empty: [] as number[], large: [] as number[] }, replay: { empty: [] as number[], large: [] as number[] } };
       for (let r = 0; r < p.reps; r++) {

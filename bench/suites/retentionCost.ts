@@ -91,7 +91,7 @@ export const retentionCost: Suite = {
           } finally {
             await svc?.stop();
           }
-          (arm === 'with' ? withR : without).push(got[arm]!);
+          (arm === 'with' ? withR : without).push(got[arm]);
         }
         pairs.push(got.with! / got.without!);
         ctx.progress.note(`rep ${r + 1}/${p.reps}: with ${fmt(got.with!)} msg/s, without ${fmt(got.without!)} msg/s (${fmtRatio(pairs.at(-1)!)})`);

@@ -77,6 +77,7 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
     const samples: { s: number; segmentsMB: number; txnsMB: number }[] = [];
     let done = false;
     const sampler = (async () => {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the timer callback while this loop awaits
       while (!done) {
         const s = (Date.now() - t0) / 1000;
         const segmentsMB = (await relationBytes(admin, ['queen.log_segments'])) / 1e6;

@@ -94,11 +94,11 @@ async function timedIngest(env: Record<string, string>, kafka: ReturnType<typeof
   const child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   try {
     const consumingAt = await new Promise<number>((resolve, reject) => {
       let buf = '';
-      child.stdout!.on('data', (d: Buffer) => {
+      child.stdout.on('data', (d: Buffer) => {
         buf += d.toString();
         if (buf.includes('"msg":"consuming"')) resolve(performance.now());
         if (buf.length > 1 << 20) buf = buf.slice(-4096);

@@ -140,6 +140,7 @@ function readManifest(node: unknown, file: string, at: At, lc: LineCounter): Que
       }
     }
   }
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- fail() above clears it from a callback
   if (!ok) return undefined;
   return { name, config, file, line: lc.linePos(startOf(node) ?? 0).line };
 }
@@ -164,7 +165,7 @@ function startOf(node: unknown): number | undefined {
 
 /** The key written at a duplicate-key error's offset ("name", or "\"name\"" in JSON). */
 function keyAt(text: string, offset: number): string {
-  const rest = text.slice(offset, text.indexOf('\n', offset) === -1 ? undefined : text.indexOf('\n', offset));
+  const rest = text.slice(offset, !text.includes('\n', offset) ? undefined : text.indexOf('\n', offset));
   const m = /^\s*("(?:[^"\\]|\\.)*"|'[^']*'|[^:]+?)\s*:/.exec(rest);
   return m ? m[1]!.replace(/^["']|["']$/g, '') : rest.trim();
 }

@@ -170,12 +170,13 @@ function report(err: unknown, io: CliIo): number {
   if (err instanceof CliError) io.err(`queenctl: error: ${err.message}\n`);
   else if (err instanceof QueenHttpError) io.err(`queenctl: error: the server refused: ${serverMessage(err)}\n`);
   else if (err instanceof QueenNetworkError) io.err(`queenctl: error: cannot reach the server: ${err.message}\n`);
-  else io.err(`queenctl: error: ${(err as Error)?.stack ?? String(err)}\n`);
+  else io.err(`queenctl: error: ${(err as Error | null | undefined)?.stack ?? String(err)}\n`);
   return EXIT.error;
 }
 
 function serverMessage(err: QueenHttpError): string {
   const b = err.body as { message?: unknown } | undefined;
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the body of a non-JSON error answer is a string; an object without a message is shown as it is
   const msg = typeof b?.message === 'string' ? b.message : String(err.body ?? '');
   return `${msg} (HTTP ${err.status} on ${err.method} ${err.path})`;
 }

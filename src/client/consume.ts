@@ -130,7 +130,7 @@ export class TransactionBuilder {
   constructor(private readonly transport: Transport) {}
 
   ack(msg: Message | readonly Message[], status: AckStatus = 'completed', error?: string): this {
-    for (const m of Array.isArray(msg) ? msg : [msg as Message]) {
+    for (const m of (Array.isArray(msg) ? msg : [msg]) as readonly Message[]) {
       this.ops.push({ type: 'ack', ...ackItem(m, status, error) });
       if (m.leaseId) this.leases.add(m.leaseId);
     }
@@ -256,7 +256,7 @@ export class Consumer {
       const length = Math.max(1_000, Date.parse(msgs[0]!.leaseExpiresAt) - Date.now());
       const seconds = Math.max(1, Math.ceil(length / 1000));
       renew = setInterval(() => {
-        this.transport.request('POST', `api/v1/lease/${leaseId}/extend`, { seconds }).catch((err) => opts.onError?.(err));
+        this.transport.request('POST', `api/v1/lease/${leaseId}/extend`, { seconds }).catch((err: unknown) => opts.onError?.(err));
       }, Math.max(250, Math.floor(length / 3)));
     }
     const items: Record<string, unknown>[] = [];

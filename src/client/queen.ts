@@ -37,6 +37,7 @@ export class Queen {
   private readonly transport: Transport;
 
   constructor(opts: QueenOptions) {
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- plain JavaScript callers may pass no options at all
     if (!opts?.url) throw new TypeError('Queen: url is required');
     const retry: RetryPolicy = {
       retries: nonNegative(opts.retries, 5, 'retries'),
@@ -156,7 +157,8 @@ export class PartitionRef {
   async push(items: readonly PushInput[]): Promise<PushOutcome[]> {
     if (!Array.isArray(items)) throw new TypeError('push: items must be an array');
     if (items.length === 0) return [];
-    const wire = items.map((it) => ({
+    // Plain JavaScript callers may put null or undefined in the array: the guards below must not throw on it.
+    const wire = (items as readonly (PushInput | null | undefined)[]).map((it) => ({
       queue: this.queue,
       partition: this.name,
       transactionId: it?.transactionId ?? randomUUID(),

@@ -106,8 +106,8 @@ async function readBody(res: Response): Promise<unknown> {
 
 /** fetch says only "fetch failed"; the reason (ECONNREFUSED, a timeout ...) is in its cause. */
 function describe(err: unknown): string {
-  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } } | null | undefined;
   if (e?.name === 'TimeoutError') return 'timed out';
   const reason = e?.cause?.code ?? e?.cause?.message;
-  return reason ? `${e.message} (${reason})` : (e?.message ?? String(err));
+  return reason ? `${e!.message} (${reason})` : (e?.message ?? String(err));
 }

@@ -142,8 +142,8 @@ export class BlockRing {
   /** Exact membership of the hash with big-endian words q0..q3. */
   has(q0: number, q1: number, q2: number, q3: number): boolean {
     const blocks = this.blocks;
-    for (let b = 0; b < blocks.length; b++) {
-      if (sortedContains(blocks[b]!.view, BLOCK_HASHES, q0, q1, q2, q3)) return true;
+    for (const block of blocks) {
+      if (sortedContains(block.view, BLOCK_HASHES, q0, q1, q2, q3)) return true;
     }
     return this.hotView !== null && scanContains(this.hotView, this.hotCount, q0, q1, q2, q3);
   }

@@ -59,7 +59,7 @@ export async function deadLetterExists(pool: pg.Pool, id: number): Promise<boole
   return (r.rowCount ?? 0) > 0;
 }
 
-function toDeadLetter(r: Record<string, any>): DeadLetter {
+function toDeadLetter(r: pg.QueryResultRow): DeadLetter {
   return {
     id: r.id,
     queue: r.queue,

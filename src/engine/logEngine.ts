@@ -9,6 +9,7 @@ import { uuidToString } from '../util/uuidv7.js';
 /** int8 as JS number: offsets and ids stay far below 2^53. */
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 /** int8[]: the same, element-wise. */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- OID 1016 (int8[]) is not in pg-types' builtins enum, which lists scalar types only
 pg.types.setTypeParser(1016 as number, (v: string) => (v === '{}' ? [] : v.slice(1, -1).split(',').map(Number)));
 
 export interface PartitionInfo {

@@ -39,7 +39,7 @@ export function classifySqlState(code: string | undefined): boolean {
 /** Wraps whatever pg threw into a DatabaseError with the right `retriable`. */
 export function toDatabaseError(err: unknown, what: string): QueenError {
   if (err instanceof QueenError) return err;
-  const e = err as { code?: string; message?: string };
+  const e = err as { code?: string; message?: string } | null | undefined;
   const code = typeof e?.code === 'string' ? e.code : undefined;
   const message = `${what}: ${e?.message ?? String(err)}`;
   if (code && NETWORK_CODES.has(code)) return new DatabaseError(message, undefined, { retriable: true, cause: err });

@@ -157,6 +157,7 @@ export class LogWriter {
 
   /** Validates one item; throws ValidationError naming the field. */
   accept(item: PushItem, index: number): Accepted {
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- items come from JSON bodies and JS callers: null or a non-object arrives whatever the type says
     if (item === null || typeof item !== 'object') throw new ValidationError('item must be an object');
     const queue = checkQueueName(item.queue);
     const partition = checkPartitionName(item.partition);
@@ -433,6 +434,7 @@ function toFrame(l: Leader): Frame {
 }
 
 function failed(item: PushItem, error: string): PushResult {
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- called for items that failed validation, which may be null
   const o = (item ?? {}) as Partial<PushItem>;
   return {
     status: 'failed',

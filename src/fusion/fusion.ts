@@ -101,7 +101,9 @@ export class Fusion extends Component {
     return this.pressure;
   }
 
-  protected async onStart(): Promise<void> {}
+  protected async onStart(): Promise<void> {
+    // Nothing to open: fusion's state is in memory.
+  }
 
   protected async onStop(): Promise<void> {
     if (this.queues.size === 0 && this.flushing === 0) return;
@@ -120,7 +122,7 @@ export class Fusion extends Component {
     if (this.state !== 'running') return Promise.reject(new LifecycleError(`Fusion is ${this.state}; not accepting items`));
     if (items.length === 0) return Promise.resolve([]);
     return new Promise<PushResult[]>((resolve, reject) => {
-      const request: Request = { results: new Array(items.length), remaining: items.length, settled: false, resolve, reject, link: activeLink() };
+      const request: Request = { results: new Array<PushResult>(items.length), remaining: items.length, settled: false, resolve, reject, link: activeLink() };
       items.forEach((item, index) => this.enqueue(item, request, index));
       this.updatePressure();
       this.schedule(false);
@@ -128,8 +130,11 @@ export class Fusion extends Component {
   }
 
   private enqueue(item: PushItem, request: Request, index: number): void {
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- items come from JSON bodies and JS callers and are validated later: null may arrive
     const partition = typeof item?.partition === 'string' ? item.partition : LIMITS.defaultPartition;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition, @typescript-eslint/no-unnecessary-type-conversion -- items come from JSON bodies and JS callers and are validated later: null may arrive, and a non-string queue must still make a key
     const key = `${String(item?.queue)}\x1f${partition}`;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- items come from JSON bodies and JS callers and are validated later: null may arrive
     const bytes = Buffer.isBuffer(item?.payload) ? item.payload.length : 0;
     let q = this.queues.get(key);
     if (!q) {

@@ -92,7 +92,7 @@ export function toHttpError(err: unknown, retryAfterSeconds: number): HttpErrorA
     if (err.retriable) return unavailable('PostgreSQL is unavailable; retry later');
     return answer(500, 'internal', 'internal error', undefined, false);
   }
-  const fw = err as FrameworkError;
+  const fw = err as FrameworkError | null | undefined;
   if (typeof fw?.statusCode === 'number' && fw.statusCode >= 400 && fw.statusCode < 500) {
     const message = typeof fw.message === 'string' ? fw.message : 'bad request';
     return answer(fw.statusCode, FRAMEWORK_CODES[fw.statusCode] ?? 'bad_request', message);

@@ -72,7 +72,7 @@ export function translateItem(raw: unknown): Translated {
       partition: o.partition as string | undefined,
       transactionId: o.transactionId as string | undefined,
       payload,
-      traceContext: o.traceContext as string | undefined,
+      traceContext: o.traceContext,
     },
   };
 }

@@ -140,7 +140,7 @@ export class HttpApi extends Component {
         // whose body then fails to parse must not get a second response after
         // the first one's "Connection: close".
         const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-        if (socket.writable && !inFlight?.headersSent) socket.write(clientErrorResponse(err as { code?: unknown }));
+        if (socket.writable && !inFlight?.headersSent) socket.write(clientErrorResponse(err));
         socket.destroy(err);
       },
     });
@@ -156,9 +156,9 @@ export class HttpApi extends Component {
       try {
         text = utf8.decode(body as Buffer);
       } catch {
-        return done(new ValidationError('the body is not valid UTF-8', 'body'), undefined);
+        done(new ValidationError('the body is not valid UTF-8', 'body'), undefined); return;
       }
-      if (text.trim() === '') return done(new ValidationError('the body is empty; send a JSON object', 'body'), undefined);
+      if (text.trim() === '') { done(new ValidationError('the body is empty; send a JSON object', 'body'), undefined); return; }
       try {
         done(null, JSON.parse(text));
       } catch (err) {

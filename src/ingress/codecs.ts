@@ -91,7 +91,7 @@ function zigzagVarint(n: number, out: number[]): void {
 }
 
 function varBytes(b: Buffer | null, out: number[], chunks: Buffer[]): void {
-  if (b === null) return zigzagVarint(-1, out);
+  if (b === null) { zigzagVarint(-1, out); return; }
   zigzagVarint(b.length, out);
   flush(out, chunks);
   chunks.push(b);
@@ -141,7 +141,7 @@ function batchShape(compressed: Buffer): { count: number; lastOffsetDelta: numbe
 function standInBatch(codec: CodecName, compressed: Buffer, err: unknown): Buffer | undefined {
   const shape = batchShape(compressed);
   if (!shape) return undefined;
-  const reason = `undecodable ${codec} batch: ${(err as Error)?.message ?? String(err)}`;
+  const reason = `undecodable ${codec} batch: ${(err as Error | null | undefined)?.message ?? String(err)}`;
   const marker = Buffer.from(`${NONCE}\x1f${codec}\x1f${reason}`);
   const raw = compressed.length <= MAX_KEPT_BYTES ? Buffer.from(compressed) : Buffer.alloc(0);
   const records: Buffer[] = [];

@@ -67,7 +67,7 @@ export class DeadLetterProducer extends Component {
     const now = Date.now();
     for (const l of letters) {
       const headers: IHeaders = {};
-      for (const [k, v] of Object.entries(l.record.headers ?? {})) if (v !== undefined && k !== UNDECODABLE_HEADER) headers[k] = v as IHeaders[string];
+      for (const [k, v] of Object.entries(l.record.headers ?? {})) if (v !== undefined && k !== UNDECODABLE_HEADER) headers[k] = v;
       headers[CONNECT_HEADERS.topic] = l.topic;
       headers[CONNECT_HEADERS.partition] = String(l.partition);
       headers[CONNECT_HEADERS.offset] = l.record.offset;

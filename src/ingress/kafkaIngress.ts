@@ -309,6 +309,7 @@ export class KafkaIngress extends Component {
   }
 
   private async handleBatch(payload: EachBatchPayload): Promise<void> {
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs builds these payload functions as closures; none uses this
     const { batch, heartbeat, isRunning, isStale } = payload;
     if (batch.messages.length === 0 || this.draining) return;
     if (this.halted.has(`${batch.topic}\x1f${batch.partition}`)) return;
@@ -323,6 +324,7 @@ export class KafkaIngress extends Component {
       // commit what is verified without waiting for the rest of the batch.
       const chunk = this.opts.commitEvery ?? 5000;
       for (let i = 0; i < batch.messages.length; i += chunk) {
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- drain() sets it while this batch awaits its verdicts
         if (this.draining || !isRunning() || isStale()) return;
         const messages = batch.messages.slice(i, i + chunk);
         const { parent, links } = parentOrLinks(producerContexts(messages));
@@ -343,6 +345,7 @@ export class KafkaIngress extends Component {
 
   /** One chunk of a batch: verdicts for all, then resolve and commit its last offset. False = abandoned. */
   private async handleChunk(payload: EachBatchPayload, messages: KafkaMessage[]): Promise<boolean> {
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs builds these payload functions as closures; none uses this
     const { batch, isRunning, isStale, resolveOffset } = payload;
     const queue = this.queueOf.get(batch.topic)!;
     const letters: DeadLetter[] = [];

@@ -25,7 +25,7 @@ export class OffsetCommitter {
       } else {
         this.waiting = { offset, done: [resolve] };
       }
-      if (!this.inFlight) this.inFlight = this.drain();
+      this.inFlight ??= this.drain();
     });
   }
 

@@ -36,8 +36,10 @@ function headerString(headers: KafkaRecord['headers'], name: string): string | u
  * (dead-lettered); everything else the engine judges.
  */
 export function mapRecord(topic: string, queue: string, kafkaPartition: number, rec: KafkaRecord): Mapped {
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
   if (rec.value === null || rec.value === undefined) return { ok: false, reason: 'record value is null (a tombstone carries no message)' };
   let partition: string = LIMITS.defaultPartition;
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
   if (rec.key !== null && rec.key !== undefined) {
     try {
       partition = utf8.decode(rec.key);
@@ -57,8 +59,8 @@ export function mapRecord(topic: string, queue: string, kafkaPartition: number, 
   } catch {
     return { ok: false, reason: 'a transactionId/traceparent/tracestate header is not valid UTF-8' };
   }
-  if (transactionId === undefined) transactionId = transactionIdFromValue(rec.value);
-  if (transactionId === undefined) transactionId = `${topic}/${kafkaPartition}/${rec.offset}`;
+  transactionId ??= transactionIdFromValue(rec.value);
+  transactionId ??= `${topic}/${kafkaPartition}/${rec.offset}`;
   return { ok: true, item: { queue, partition, transactionId, payload: rec.value, traceContext } };
 }
 

@@ -201,7 +201,7 @@ export class ConsumerSupervisor {
 }
 
 function causeOf(err: Error): Error {
-  let e = err;
+  let e = err as Error | undefined;
   for (let i = 0; i < 10 && e && (e as { cause?: unknown }).cause instanceof Error; i++) e = (e as { cause: Error }).cause;
   return e ?? err;
 }

@@ -139,6 +139,7 @@ export class RetentionService extends Component {
         const page = await retentionCandidates(client, after, this.opts.pageSize ?? 500);
         for (const pid of page.ids) {
           for (;;) {
+            // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() sets it while a retention step awaits
             if (this.loop.stopping) break;
             const t0 = performance.now();
             const r = await retentionStep(client, pid, this.opts.batchRows);

@@ -32,7 +32,7 @@ function keyOf(keys: readonly string[], labels: Labels): string {
 
 export class Counter {
   private readonly values = new Map<string, number>();
-  private readonly prom: client.Counter<string>;
+  private readonly prom: client.Counter;
   constructor(
     readonly name: string,
     readonly help: string,
@@ -84,7 +84,7 @@ export class Gauge {
   private fn: (() => number) | undefined;
   private labeledFn: (() => Iterable<[Labels, number]>) | undefined;
   private value = 0;
-  private readonly prom: client.Gauge<string>;
+  private readonly prom: client.Gauge;
   constructor(
     readonly name: string,
     readonly help: string,
@@ -134,7 +134,7 @@ export const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.
 export class Histogram {
   private readonly counts = new Map<string, number>();
   private readonly sums = new Map<string, number>();
-  private readonly prom: client.Histogram<string>;
+  private readonly prom: client.Histogram;
   constructor(
     readonly name: string,
     readonly help: string,

@@ -68,7 +68,7 @@ export function spanContextOf(header: string | undefined): SpanContext | undefin
 
 /** Whether a span is being recorded (tracing on and sampled): guards work done only for attributes. */
 export function recording(span: Span | undefined): span is Span {
-  return span !== undefined && span.isRecording();
+  return span?.isRecording() ?? false;
 }
 
 /** `queen.verdict.{queued,duplicate,failed}` counts of a set of results, as span attributes. */

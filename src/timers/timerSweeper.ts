@@ -101,6 +101,7 @@ export class TimerSweeper extends Component {
       this.failures.inc();
       await client.query('ROLLBACK').catch(() => (broken = true));
       const e = toDatabaseError(err, 'firing timers');
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the ROLLBACK's catch callback just above
       if (claimed.length > 0 && !broken) {
         await recordFireFailure(this.opts.pool, claimed.map((c) => c.messageId), e.message).catch(() => undefined);
       }

@@ -47,7 +47,7 @@ export class SerialLoop<T> {
       if (this.halted) return;
       this.runNow().then(
         (value) => this.schedule(this.next({ ok: true, value })),
-        (error) => this.schedule(this.next({ ok: false, error })),
+        (error: unknown) => this.schedule(this.next({ ok: false, error })),
       );
     }, delayMs);
     // A pending wait never keeps the process alive; stop() is what ends the loop.

@@ -302,7 +302,7 @@ async function storedCount(sql: pg.Pool, queue: string): Promise<number> {
   }
 }
 
-main().catch((err) => {
+main().catch((err: unknown) => {
   log('chaos run failed', { err: (err as Error).stack });
   process.exit(1);
 });

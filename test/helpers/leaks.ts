@@ -19,7 +19,7 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
-    if (v !== undefined && v !== false) return v as T;
+    if (v !== undefined && v !== false) return v;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }

@@ -121,7 +121,7 @@ export class SecureKafka {
   }
 
   async stop(): Promise<void> {
-    if (this.child && this.child.exitCode === null && this.child.signalCode === null) {
+    if (this.child?.exitCode === null && this.child.signalCode === null) {
       this.child.kill('SIGTERM');
       const timer = setTimeout(() => this.child?.kill('SIGKILL'), 20_000);
       await this.exited;

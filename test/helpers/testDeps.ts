@@ -95,8 +95,8 @@ async function main(argv: string[]): Promise<number> {
 
 main(process.argv.slice(2)).then(
   (code) => (process.exitCode = code),
-  (err: Error) => {
-    process.stderr.write(`with-deps: ${err.message}\n`);
+  (err: unknown) => {
+    process.stderr.write(`with-deps: ${(err as Error).message}\n`);
     process.exitCode = 2;
   },
 );

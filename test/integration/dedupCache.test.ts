@@ -91,7 +91,7 @@ test.serial('random histories: verdicts with the cache equal verdicts with -1 (i
             const a = await w[0]!.push(op.txns.map((x) => item(qa, `p${op.part}`, `t${x}`)));
             const b = await w[1]!.push(op.txns.map((x) => item(qb, `p${op.part}`, `t${x}`)));
             if (JSON.stringify(verdicts(a)) !== JSON.stringify(verdicts(b))) {
-              throw new Error(`verdicts differ at ${JSON.stringify(op)}: ${verdicts(a)} vs ${verdicts(b)}`);
+              throw new Error(`verdicts differ at ${JSON.stringify(op)}: ${verdicts(a).join(',')} vs ${verdicts(b).join(',')}`);
             }
           } else if (op.kind === 'window') {
             await t.context.sql.query('UPDATE queen.queues SET dedup_window_seconds = $2 WHERE name = ANY ($1)', [[qa, qb], op.seconds]);
@@ -218,7 +218,7 @@ test.serial('hints: verdicts of a hinting broker equal -1 verdicts on random his
             const a = await w[0]!.push(txns.map((x) => item(qa, `p${op.part}`, x)));
             const b = await w[1]!.push(txns.map((x) => item(qb, `p${op.part}`, x)));
             if (JSON.stringify(verdicts(a)) !== JSON.stringify(verdicts(b))) {
-              throw new Error(`verdicts differ at ${JSON.stringify({ ...op, txns: op.txns })}: ${verdicts(a).slice(-12)} vs ${verdicts(b).slice(-12)}`);
+              throw new Error(`verdicts differ at ${JSON.stringify({ ...op, txns: op.txns })}: ${verdicts(a).slice(-12).join(',')} vs ${verdicts(b).slice(-12).join(',')}`);
             }
           } else if (op.kind === 'window') {
             await t.context.sql.query('UPDATE queen.queues SET dedup_window_seconds = $2 WHERE name = ANY ($1)', [[qa, qb], op.seconds]);

@@ -197,7 +197,7 @@ test.serial('auth through the client: the token is sent; a wrong one is a 401 th
   let retries = 0;
   const bad = new Queen({ url: t.context.guarded.url, token: 'nope', onRetry: () => retries++ });
   const err = await t.throwsAsync(bad.queue('bad-in').get(), { instanceOf: QueenHttpError });
-  t.is(err!.status, 401);
+  t.is(err.status, 401);
   t.is(retries, 0);
 });
 

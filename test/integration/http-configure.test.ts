@@ -101,9 +101,9 @@ test('bad mode, unknown option and wrong types are 400 naming the key, and chang
   ];
   for (const [options, opts, field, message] of cases) {
     const err = await t.throwsAsync(q.configure(options as QueueOptionsPatch, opts as { mode?: 'merge' }), { instanceOf: QueenHttpError });
-    t.is(err!.status, 400);
-    t.is(err!.field, field);
-    t.regex(err!.message, message);
+    t.is(err.status, 400);
+    t.is(err.field, field);
+    t.regex(err.message, message);
   }
   t.is(await stored(t, 'cfg-invalid'), 42);
 });
@@ -113,7 +113,7 @@ test('concurrent configures serialise: all succeed and the final value is one of
   const values = Array.from({ length: 20 }, (_, i) => 100 + i);
   const results = await Promise.all(values.map((v) => q.configure({ dedupWindowSeconds: v })));
   t.is(results.filter((r) => r.created).length, 1, 'exactly one of them created the queue');
-  for (const [i, r] of results.entries()) t.is(r.options.dedupWindowSeconds, values[i], 'each answer shows its own write');
+  for (const [i, r] of results.entries()) t.is(r.options.dedupWindowSeconds, values[i]!, 'each answer shows its own write');
   const final = await stored(t, 'cfg-race');
   t.true(values.includes(final!));
   t.deepEqual((await q.get()).options, all({ dedupWindowSeconds: final! }));

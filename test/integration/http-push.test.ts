@@ -308,8 +308,8 @@ test('a 4xx is not retried and surfaces as QueenHttpError', async (t) => {
   let retries = 0;
   const client = new Queen({ url: t.context.main.api.url, onRetry: () => retries++ });
   const err = await t.throwsAsync(client.queue('no-such-queue-here').get(), { instanceOf: QueenHttpError });
-  t.is(err!.status, 404);
-  t.is(err!.code, 'not_found');
+  t.is(err.status, 404);
+  t.is(err.code, 'not_found');
   t.is(retries, 0);
 });
 

@@ -47,7 +47,7 @@ test('consumer lag rises while ingest is stopped and falls to zero after; verdic
     await waitFor('lag of the 30 unread records', () => lag.total() === 30n, 30_000, 50);
     const scraped = await watch.render();
     const perPartition = [0, 1].map((p) => sample(scraped, `queen_kafka_consumer_lag{topic="${topic}",partition="${p}"}`) ?? NaN);
-    t.is(perPartition[0]! + perPartition[1]!, 30, `per-partition lag in the scrape: ${perPartition}`);
+    t.is(perPartition[0]! + perPartition[1]!, 30, `per-partition lag in the scrape: ${perPartition.join(',')}`);
     t.true(perPartition.every((v) => v > 0), 'both partitions hold unread records');
 
     let stack = await startIngestStack({ databaseUrl: t.context.db.url, topic, group });

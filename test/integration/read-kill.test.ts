@@ -31,7 +31,7 @@ function consumer(t: { context: Ctx }, env: Record<string, string>): { child: Ch
   t.context.children.push(child);
   const handled: string[] = [];
   let buf = '';
-  child.stdout!.on('data', (d: Buffer) => {
+  child.stdout.on('data', (d: Buffer) => {
     buf += d.toString();
     let nl;
     while ((nl = buf.indexOf('\n')) >= 0) {

@@ -104,7 +104,7 @@ test('two concurrent poppers never hold overlapping leases (random interleavings
           const mine = held[step.who]!;
           if (step.op === 'pop') {
             // Both poppers pop at once: real concurrency on the cursor rows.
-            const [a, b] = await Promise.all([0, 1].map((w) => s.client.queue(queue).pop({ group: 'g', batch: step.batch, leaseSeconds: 300 })));
+            const [a, b] = await Promise.all([0, 1].map(() => s.client.queue(queue).pop({ group: 'g', batch: step.batch, leaseSeconds: 300 })));
             held[0]!.push(...a!);
             held[1]!.push(...b!);
           } else if (step.op === 'expire' && mine.length > 0) {
@@ -299,7 +299,7 @@ test('transaction: ack + push commit together; a stale lease rolls everything ba
   const [taken] = await s.client.queue('tx-in').pop({ group: 'g' });
   t.is(taken!.offset, m1!.offset);
   const err = await t.throwsAsync(s.client.transaction().ack(m1!).queue('tx-out').partition('o').push([{ transactionId: 'out-1', data: 'y' }]).commit(), { instanceOf: QueenHttpError });
-  t.is(err!.status, 409);
+  t.is(err.status, 409);
   const written = await s.sql.query("SELECT count(*)::int AS n FROM queen.log_txns t JOIN queen.log_partitions lp ON lp.id = t.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'tx-out'");
   t.is(written.rows[0].n, 1);
   // Pushes inside a transaction get the same dedup verdicts as /push.

@@ -96,8 +96,8 @@ test.serial('bad schedules get a clear 400 and store nothing', async (t) => {
   const { client, sql } = t.context.stack;
   const bad = async (f: () => Promise<unknown>, field: string) => {
     const err = await t.throwsAsync(f, { instanceOf: QueenHttpError });
-    t.is(err!.status, 400);
-    t.is(err!.field, field);
+    t.is(err.status, 400);
+    t.is(err.field, field);
   };
   await bad(() => client.timer('bq').key('k').delay('91d').payload(1).schedule(), 'delayMs');
   await bad(() => client.timer('bq').key('k').at(Date.now() + 91 * 86_400_000).payload(1).schedule(), 'deliverAt');

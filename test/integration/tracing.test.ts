@@ -1,7 +1,7 @@
 import { register } from 'node:module';
 import { Writable } from 'node:stream';
 import anyTest, { type TestFn } from 'ava';
-import { context, propagation, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { context, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
@@ -11,14 +11,14 @@ import { tracingInstrumentations } from '../../src/telemetry/sdk.js';
 // Serial tests: they share one in-memory exporter.
 // Everything that loads kafkajs, pg or node:http is imported in before(), after
 // the instrumentations are registered, exactly as main.ts does.
-type Helpers = {
+interface Helpers {
   db: typeof import('../helpers/db.js');
   kafka: typeof import('../helpers/kafka.js');
   leaks: typeof import('../helpers/leaks.js');
   stack: typeof import('../helpers/stack.js');
   http: typeof import('../helpers/httpStack.js');
   logger: typeof import('../../src/telemetry/logger.js');
-};
+}
 const test = anyTest as TestFn<{ db: import('../helpers/db.js').TestDatabase; h: Helpers }>;
 const exporter = new InMemorySpanExporter();
 
@@ -142,7 +142,7 @@ test.serial('HTTP push: the server span continues the request traceparent, links
     t.is(res.status, 201);
     await res.arrayBuffer();
     const leaks = t.context.h.leaks;
-    const server = await leaks.waitFor('server span', () => exporter.getFinishedSpans().find((s) => s.kind === 1 /* SERVER */ && s.spanContext().traceId === reqTrace));
+    const server = await leaks.waitFor('server span', () => exporter.getFinishedSpans().find((s) => s.kind === SpanKind.SERVER && s.spanContext().traceId === reqTrace));
     t.is(server.name, 'POST /api/v1/push');
     t.is(parentOf(server), reqSpan, 'continues the caller trace');
     t.is(server.attributes['http.route'], '/api/v1/push');
@@ -153,7 +153,10 @@ test.serial('HTTP push: the server span continues the request traceparent, links
 
     // Logs: a line written inside a span carries its ids; outside, none.
     const lines: Record<string, unknown>[] = [];
-    const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(JSON.parse(String(chunk))), done()) });
+    const sink = new Writable({ write: (chunk, _enc, done) => {
+    lines.push(JSON.parse(String(chunk)));
+    done();
+  } });
     const { pino } = await import('pino');
     const log = pino({ mixin: t.context.h.logger.traceFields }, sink);
     const tracer = trace.getTracer('test');

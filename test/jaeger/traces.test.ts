@@ -69,7 +69,7 @@ exporters:
   );
   const jaeger = spawn(bin, ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
-  jaeger.stderr!.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4000)));
+  jaeger.stderr.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4000)));
   const queryUrl = `http://127.0.0.1:${query}`;
   await waitFor(`Jaeger query API (${log})`, () => fetch(`${queryUrl}/api/services`).then((r) => r.ok, () => false), 60_000, 200);
   t.context = { db: await createTestDatabase('jaeger'), jaeger, query: queryUrl, otlp: `http://127.0.0.1:${http}` };

@@ -74,10 +74,10 @@ test('4xx is thrown at once as QueenHttpError with the server body', async (t) =
   const s = await scripted([{ status: 400, body: { error: 'bad_request', message: 'mode must be "merge" or "replace"', field: 'mode', retriable: false } }]);
   t.teardown(() => s.close());
   const err = await t.throwsAsync(new Queen({ url: s.url, baseDelayMs: 1 }).queue('q').configure({}, { mode: 'merge' }), { instanceOf: QueenHttpError });
-  t.is(err!.status, 400);
-  t.is(err!.code, 'bad_request');
-  t.is(err!.field, 'mode');
-  t.regex(err!.message, /HTTP 400: mode must be/);
+  t.is(err.status, 400);
+  t.is(err.code, 'bad_request');
+  t.is(err.field, 'mode');
+  t.regex(err.message, /HTTP 400: mode must be/);
   t.is(s.bodies.length, 1);
 });
 
@@ -85,7 +85,7 @@ test('retries are bounded: the last 503 is thrown after retries + 1 attempts', a
   const s = await scripted([unavailable]);
   t.teardown(() => s.close());
   const err = await t.throwsAsync(new Queen({ url: s.url, retries: 2, baseDelayMs: 1 }).queue('q').get(), { instanceOf: QueenHttpError });
-  t.is(err!.status, 503);
+  t.is(err.status, 503);
   t.is(s.bodies.length, 3);
 });
 
@@ -97,7 +97,7 @@ test('network errors are retried, then thrown as QueenNetworkError', async (t) =
   let retries = 0;
   const err = await t.throwsAsync(new Queen({ url, retries: 3, baseDelayMs: 1, onRetry: () => retries++ }).queue('q').get(), { instanceOf: QueenNetworkError });
   t.is(retries, 3);
-  t.regex(err!.message, /ECONNREFUSED.*after 4 attempts/);
+  t.regex(err.message, /ECONNREFUSED.*after 4 attempts/);
 });
 
 test('backoff delays grow and stay within the ceiling; Retry-After is honoured up to it', async (t) => {

@@ -24,7 +24,7 @@ interface Service {
   tmpfs?: string[];
   cap_drop?: string[];
 }
-type Compose = { services: Record<string, Service> };
+interface Compose { services: Record<string, Service> }
 
 const compose = async (): Promise<Compose> => parseYaml(await read('docker-compose.yml'));
 

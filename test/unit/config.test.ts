@@ -49,7 +49,7 @@ test('a bad value names the variable and its limit', (t) => {
   ];
   for (const [env, re] of cases) {
     const err = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
-    t.regex(err!.message, re);
+    t.regex(err.message, re);
   }
 });
 

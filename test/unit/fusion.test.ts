@@ -94,7 +94,7 @@ test('a failed bundle rejects its callers with the (retriable) error; stop drain
   const p = f.submit([item('a', 1)]);
   await sink.releaseAll();
   const err = await t.throwsAsync(p, { instanceOf: DatabaseError });
-  t.true(err!.retriable);
+  t.true(err.retriable);
   sink.fail = undefined;
   const pending = f.submit([item('b', 1)]);
   const stopping = f.stop();

@@ -30,7 +30,7 @@ export async function apply(client: Queen, io: CliIo, file: string | undefined, 
     if (dryRun) {
       const live = await q.get().then(
         (info) => info.options,
-        (err) => {
+        (err: unknown) => {
           if (err instanceof QueenHttpError && err.status === 404) return undefined;
           throw err;
         },

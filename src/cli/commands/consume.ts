@@ -89,7 +89,7 @@ export async function tail(client: Queen, io: CliIo, args: string[], o: { group:
       throw err;
     }
     for (const m of msgs) {
-      io.out(format === 'table' ? table(HEADER, messageRows([m])).split('\n')[1] + '\n' : format === 'json' ? JSON.stringify(m) + '\n' : structured([m], 'yaml'));
+      io.out(format === 'table' ? table(HEADER, messageRows([m])).split('\n')[1]! + '\n' : format === 'json' ? JSON.stringify(m) + '\n' : structured([m], 'yaml'));
     }
     shown += msgs.length;
   }

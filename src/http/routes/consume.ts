@@ -78,7 +78,7 @@ export function registerConsume(app: FastifyInstance, read: ReadPath, maxItemsPe
         throw new ValidationError(`operations[${i}].type must be "ack" or "push", got ${JSON.stringify(o.type)}`, `operations[${i}].type`);
       }
     });
-    const r = await read.transaction(pushes, acks, required as string[]);
+    const r = await read.transaction(pushes, acks, required);
     return { committed: true, pushes: r.pushes.map((p, i) => toWire(i, p)), acks: r.acks.map((o, i) => ({ index: i, ...ackWire(acks[i]!, o) })) };
   });
 
@@ -129,6 +129,7 @@ async function pop(read: ReadPath, reply: FastifyReply, queue: string, partition
   reply.raw.once('close', onClose);
   try {
     const r = await read.pop(req, wait ? timeout : 0, gone.signal);
+    // eslint-disable-next-line @typescript-eslint/return-await -- a FastifyReply is a thenable: fastify wants the reply returned, not awaited
     if (r.messages.length === 0) return reply.code(204).send();
     return popWire(r);
   } finally {

@@ -20,7 +20,7 @@ export interface PushPath {
 export function registerPush(app: FastifyInstance, path: PushPath, maxItems: number, verdicts?: Counter): void {
   app.post('/api/v1/push', async (req, reply) => {
     const raw = readItems(req.body, maxItems);
-    const results: WireResult[] = new Array(raw.length);
+    const results = new Array<WireResult>(raw.length);
     const items: PushItem[] = [];
     const at: number[] = [];
     raw.forEach((r, index) => {
@@ -46,7 +46,8 @@ export function registerPush(app: FastifyInstance, path: PushPath, maxItems: num
     if (recording(span)) {
       const links: Link[] = [];
       for (const r of raw) {
-        const sc = typeof (r as { traceContext?: unknown })?.traceContext === 'string' ? spanContextOf((r as { traceContext: string }).traceContext) : undefined;
+        // r is one element of a JSON body: null may arrive.
+        const sc = typeof (r as { traceContext?: unknown } | null | undefined)?.traceContext === 'string' ? spanContextOf((r as { traceContext: string }).traceContext) : undefined;
         if (sc && links.length < MAX_LINKS) links.push({ context: sc });
       }
       span.addLinks(links);

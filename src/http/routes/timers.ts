@@ -33,12 +33,12 @@ export function registerTimers(app: FastifyInstance, pool: pg.Pool): void {
       pool,
       {
         queue: o.queue as string,
-        partition: o.partition as string | undefined,
+        partition: o.partition,
         key: o.key as string,
         deliverAtMs,
         payload: Buffer.from(JSON.stringify(hasPayload ? o.payload : o.data), 'utf8'),
         transactionId: o.transactionId as string | undefined,
-        traceContext: o.traceContext as string | undefined,
+        traceContext: o.traceContext,
       },
       now,
     );

@@ -173,6 +173,11 @@ interface Totals {
   probeSkipped: number;
   vouchedButDupAbove: number;
   duplicates: number;
+  knowledgeChecks: number;
+  hintedItems: number;
+  refutedHints: number;
+  multiOffsetHints: number;
+  vouchedWithHints: number;
   [k: string]: number;
 }
 
