@@ -85,7 +85,7 @@ soak-retention: build
 
 # Mixed HTTP traffic at a real service process; RSS/heap/dedup-cache curve in bench/results/.
 # QUEEN_SOAK_SECONDS (default 600), QUEEN_SOAK_CONCURRENCY (8), QUEEN_SOAK_PARTITIONS (2000),
-# QUEEN_SOAK_DEDUP_CACHE_MB, QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1). See docs/memory.md.
+# QUEEN_SOAK_DEDUP_CACHE_MB, QUEEN_SOAK_WINDOW_SECONDS, QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1). See docs/memory.md.
 soak-memory: build
 	scripts/with-deps.sh --profile run -- node dist/bench/soak/memory.js
 

@@ -42,6 +42,13 @@ const cacheMb = process.env.QUEEN_SOAK_DEDUP_CACHE_MB;
 const maxSlope = Number(process.env.QUEEN_SOAK_MAX_SLOPE_MIB_MIN ?? 1);
 /** Partition names per queue the traffic reaches (new ones appear at 20/s until then); 5 queues. */
 const partitionCap = Number(process.env.QUEEN_SOAK_PARTITIONS ?? 2000);
+/**
+ * The dedup window the traffic configures. Unset: 600-3600 s at random, so over
+ * a 10-minute run every hash stays in the cache and the cache only grows. Set
+ * it well below the run length (e.g. 90) to see the cache reach a steady state,
+ * which is what makes "RSS minus the cache levels off" a test of the rest.
+ */
+const windowSeconds = process.env.QUEEN_SOAK_WINDOW_SECONDS === undefined ? undefined : Number(process.env.QUEEN_SOAK_WINDOW_SECONDS);
 
 interface Sample {
   t: number;
@@ -157,7 +164,7 @@ async function main(): Promise<void> {
             });
             await send('POST', '/api/v1/push', JSON.stringify({ items }));
           } else if (x < 0.75) {
-            await send('POST', '/api/v1/configure', JSON.stringify({ queue, options: { dedupWindowSeconds: 600 + Math.floor(r() * 3000) } }));
+            await send('POST', '/api/v1/configure', JSON.stringify({ queue, options: { dedupWindowSeconds: windowSeconds ?? 600 + Math.floor(r() * 3000) } }));
           } else if (x < 0.85) {
             await send('GET', `/api/v1/resources/queues/${queue}`);
           } else if (x < 0.95) {
@@ -231,7 +238,7 @@ async function main(): Promise<void> {
   const result = {
     name: 'soak-memory',
     date: new Date().toISOString(),
-    params: { seconds, concurrency, dedupCacheMb: budget, maxSlopeMibPerMin: maxSlope, partitionsPerQueue: partitionCap, queues: 5 },
+    params: { seconds, concurrency, dedupWindowSeconds: windowSeconds ?? '600-3600 at random', dedupCacheMb: budget, maxSlopeMibPerMin: maxSlope, partitionsPerQueue: partitionCap, queues: 5 },
     results: {
       requests,
       requestsPerSecond: Math.round(requests / ((Date.now() - started) / 1000)),
