@@ -27,10 +27,17 @@
 -- age-based removal, the window in which a pop could lease a span whose
 -- segments a step removed between the pop's statements.
 --
+-- A step is also bounded by bytes: at most p_max_rows segments AND, past the
+-- first segment, no more than p_max_bytes of segment blobs (octet_length
+-- reads the TOAST pointer's size, not the data). Deleting a segment costs in
+-- proportion to its TOASTed blob, so a row count alone let a step of large
+-- segments hold the row lock for tens of milliseconds (docs/retention.md,
+-- "How long a step holds the lock").
+--
 -- Everything else is as in version 1: one partition row lock per step, only
--- a contiguous prefix is removed, at most p_max_rows segments and p_max_rows
--- log_txns rows, log_start / txns_start rise in the same transaction, the
--- log_txns horizon is GREATEST(dedup window, completedRetentionSeconds, 900 s).
+-- a contiguous prefix is removed, at most p_max_rows log_txns rows,
+-- log_start / txns_start rise in the same transaction, the log_txns horizon
+-- is GREATEST(dedup window, completedRetentionSeconds, 900 s).
 
 CREATE FUNCTION queen.retention_candidates_v2(p_after bigint, p_limit integer)
 RETURNS TABLE (partition_id bigint, last_id bigint)
@@ -106,7 +113,7 @@ $$;
 -- One bounded retention step on one partition (see the header; the output
 -- is version 1's, plus completed_upto: the completed offset the step used,
 -- -1 when nothing was completed or completedRetentionSeconds is 0).
-CREATE FUNCTION queen.retention_step_v2(p_partition_id bigint, p_max_rows integer)
+CREATE FUNCTION queen.retention_step_v2(p_partition_id bigint, p_max_rows integer, p_max_bytes bigint)
 RETURNS TABLE (
     queue_name        text,
     segments_removed  integer,
@@ -131,6 +138,7 @@ DECLARE
     v_now       timestamptz;
     v_done      bigint := -1;
     v_cut       bigint;
+    v_cut_all   bigint;
     v_more      boolean := false;
 BEGIN
     -- The partition row lock: the same serializer the push takes, so a push
@@ -159,16 +167,19 @@ BEGIN
         IF v_cret = 0 THEN
             v_done := -1;
         END IF;
-        SELECT max(h.end_offset) FILTER (WHERE h.prefix_gone)
-        INTO v_cut
+        SELECT max(h.end_offset) FILTER (WHERE h.prefix_gone AND h.bytes_before < p_max_bytes),
+               max(h.end_offset) FILTER (WHERE h.prefix_gone)
+        INTO v_cut, v_cut_all
         FROM (
             SELECT s.end_offset,
                    bool_and(
                        (v_ret > 0 AND s.created_at < v_now - make_interval(secs => v_ret))
                     OR (v_cret > 0 AND s.end_offset <= v_done AND s.created_at < v_now - make_interval(secs => v_cret))
-                   ) OVER (ORDER BY s.base_offset) AS prefix_gone
+                   ) OVER (ORDER BY s.base_offset) AS prefix_gone,
+                   -- Bytes of the segments before this one (so the first always fits).
+                   sum(s.b) OVER (ORDER BY s.base_offset) - s.b AS bytes_before
             FROM (
-                SELECT s.base_offset, s.end_offset, s.created_at
+                SELECT s.base_offset, s.end_offset, s.created_at, octet_length(s.blob)::bigint AS b
                 FROM queen.log_segments s
                 WHERE s.partition_id = p_partition_id AND s.base_offset >= v_start
                 ORDER BY s.base_offset
@@ -185,7 +196,8 @@ BEGIN
             INTO segments_removed, messages_removed, bytes_removed
             FROM d;
             v_start := v_cut + 1;
-            v_more := segments_removed = p_max_rows;
+            -- Full by rows, or stopped by the byte budget before the end of what is gone.
+            v_more := segments_removed = p_max_rows OR v_cut < v_cut_all;
         END IF;
     END IF;
 

@@ -30,7 +30,7 @@ export interface QueueRetentionState {
 }
 
 const STEP_SQL = `SELECT queue_name, segments_removed, messages_removed, bytes_removed, txns_rows_removed, log_start, txns_start, more, completed_upto
-  FROM queen.retention_step_v2($1::bigint, $2::integer)`;
+  FROM queen.retention_step_v2($1::bigint, $2::integer, $3::bigint)`;
 const CANDIDATES_SQL = 'SELECT partition_id, last_id FROM queen.retention_candidates_v2($1::bigint, $2::integer)';
 const GET_SQL = `SELECT retention_seconds, completed_retention_seconds, segments_removed, messages_removed, bytes_removed,
   txns_rows_removed, last_removal_at, purge_lag_seconds, oldest_retained_age_seconds FROM queen.queue_retention_get_v1($1)`;
@@ -53,10 +53,10 @@ export async function retentionCandidates(db: pg.ClientBase | pg.Pool, after: nu
 }
 
 /** One bounded step (its own transaction) on one partition; undefined when the partition is gone. */
-export async function retentionStep(db: pg.ClientBase | pg.Pool, partitionId: number, maxRows: number): Promise<RetentionStepResult | undefined> {
+export async function retentionStep(db: pg.ClientBase | pg.Pool, partitionId: number, maxRows: number, maxBytes: number): Promise<RetentionStepResult | undefined> {
   let r: pg.QueryResult;
   try {
-    r = await db.query({ name: 'queen_retention_step_v2', text: STEP_SQL, values: [partitionId, maxRows] });
+    r = await db.query({ name: 'queen_retention_step_v2', text: STEP_SQL, values: [partitionId, maxRows, maxBytes] });
   } catch (err) {
     throw toDatabaseError(err, `retention step on partition ${partitionId}`);
   }
