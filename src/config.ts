@@ -31,7 +31,7 @@ export const DEFAULTS = {
   retentionEnabled: true,
   retentionIntervalMs: 10_000,
   retentionBatchRows: 100,
-  retentionBatchBytes: 262_144,
+  retentionBatchBytes: 131_072,
   timersEnabled: true,
   timerPollMs: 100,
   timerBatch: 1000,
