@@ -282,3 +282,37 @@ test.serial('a cursor that age-based retention overtook skips to log_start and s
   );
   t.is(Number(stored.rows[0].n), 0, 'nothing below log_start is stored');
 });
+
+test.serial('a step waits for a pop or ack that holds one of the partition cursor rows, so no pop leases what a step removes', async (t) => {
+  const { sql, writer, db } = t.context;
+  await configureQueue(sql, 'ser', { retentionSeconds: 60 }, 'merge');
+  for (let s = 0; s < 3; s++) await writer.push([item('ser', 'p', `s-${s}`)]);
+  const first = await pop(t, 'ser', 'g', 1, 'p');
+  await ackAll(t, 'g', first);
+  // The service's own first pass (at start) is over before anything is aged, so no pass but ours runs below.
+  const metrics = new MetricsRegistry();
+  const svc = new RetentionService({ connectionString: db.url, intervalMs: 3_600_000, batchRows: 100, metrics });
+  await svc.start();
+  t.teardown(() => svc.stop());
+  await waitFor('the first automatic pass', () => metrics.counter('queen_retention_passes_total', '').get() >= 1);
+  await age(sql, 'ser', 'p', 1_000_000, 120);
+  // A session holding the cursor row the way a pop does (FOR UPDATE, until its transaction ends).
+  const holder = new pg.Client({ connectionString: db.url });
+  await holder.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM queen.log_cursors WHERE partition_id = $1 FOR UPDATE', [first.partitionId]);
+    const pass = svc.runOnce();
+    await waitFor('the retention step to wait for the cursor row', async () =>
+      Number((await sql.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'queen-retention' AND datname = current_database() AND wait_event_type = 'Lock'`)).rows[0].n) === 1,
+    );
+    t.is((await logStart(sql, 'ser', 'p')).logStart, 0, 'nothing removed while the pop holds the cursor');
+    await holder.query('COMMIT');
+    t.is((await pass).segmentsRemoved, 3);
+    t.is((await logStart(sql, 'ser', 'p')).logStart, 3);
+  } finally {
+    await holder.end();
+  }
+  const after = await pop(t, 'ser', 'g', 10, 'p');
+  t.deepEqual([after.skipped, after.messages.length], [2, 0], 'the pop after the step skips what it removed and says so');
+});
