@@ -83,6 +83,12 @@ soak: soak-retention soak-memory
 soak-retention: build
 	scripts/with-deps.sh --profile run -- node dist/bench/soak.js retention $(SOAK_ARGS)
 
+# How long one retention step holds its partition row lock (p50/p99/max per
+# segment size) at the default batch; RETENTION_LOCK_ARGS="500" for another row batch.
+.PHONY: retention-lock-hold
+retention-lock-hold: build
+	scripts/with-deps.sh --profile run -- node dist/bench/retentionLock.js $(RETENTION_LOCK_ARGS)
+
 # Mixed HTTP traffic at a real service process; RSS/heap/dedup-cache curve in bench/results/.
 # QUEEN_SOAK_SECONDS (default 600), QUEEN_SOAK_CONCURRENCY (8), QUEEN_SOAK_PARTITIONS (2000),
 # QUEEN_SOAK_DEDUP_CACHE_MB, QUEEN_SOAK_WINDOW_SECONDS, QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1). See docs/memory.md.

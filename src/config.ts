@@ -31,6 +31,7 @@ export const DEFAULTS = {
   retentionEnabled: true,
   retentionIntervalMs: 10_000,
   retentionBatchRows: 100,
+  retentionBatchBytes: 131_072,
   timersEnabled: true,
   timerPollMs: 100,
   timerBatch: 1000,
@@ -95,6 +96,8 @@ export interface Config {
   retentionEnabled: boolean;
   retentionIntervalMs: number;
   retentionBatchRows: number;
+  /** Most segment bytes one retention step removes past its first segment (bounds the row-lock hold). */
+  retentionBatchBytes: number;
   timersEnabled: boolean;
   timerPollMs: number;
   timerBatch: number;
@@ -228,6 +231,7 @@ export function loadConfig(env: Env = process.env): Config {
     retentionEnabled: bool(env, 'QUEEN_RETENTION', DEFAULTS.retentionEnabled),
     retentionIntervalMs: int(env, 'QUEEN_RETENTION_INTERVAL_MS', DEFAULTS.retentionIntervalMs, 100, 3_600_000),
     retentionBatchRows: int(env, 'QUEEN_RETENTION_BATCH_ROWS', DEFAULTS.retentionBatchRows, 1, 100_000),
+    retentionBatchBytes: int(env, 'QUEEN_RETENTION_BATCH_BYTES', DEFAULTS.retentionBatchBytes, 1024, 1_073_741_824),
     timersEnabled: bool(env, 'QUEEN_TIMERS', DEFAULTS.timersEnabled),
     timerPollMs: int(env, 'QUEEN_TIMER_POLL_MS', DEFAULTS.timerPollMs, 10, 60_000),
     timerBatch: int(env, 'QUEEN_TIMER_BATCH', DEFAULTS.timerBatch, 1, 10_000),

@@ -61,6 +61,7 @@ export class Service extends Component {
         connectionString: config.databaseUrl!,
         intervalMs: config.retentionIntervalMs,
         batchRows: config.retentionBatchRows,
+        batchBytes: config.retentionBatchBytes,
         metrics: this.metrics,
         logger: log.child({ component: 'retention' }),
       });

@@ -41,6 +41,8 @@ export interface PopOptions {
   subscriptionFrom?: string | Date;
   leaseSeconds?: number;
   signal?: AbortSignal;
+  /** Called when retention removed offsets under the group's cursor and the pop skipped them (the answer's `skipped`). */
+  onSkipped?: (skipped: number, partition: string) => void;
 }
 
 export interface AckOutcome {
@@ -58,6 +60,7 @@ interface WirePop {
   leaseExpiresAt: string | null;
   partition: string;
   partitionId: number;
+  skipped?: number;
   messages: Omit<Message, 'queue' | 'leaseId' | 'leaseExpiresAt' | 'consumerGroup'>[];
 }
 
@@ -91,6 +94,7 @@ export async function popMessages(transport: Transport, queue: string, o: PopOpt
   const waitMs = o.wait ? (o.timeoutMs ?? 30_000) : 0;
   const r = await transport.request<WirePop | undefined>('GET', q ? `${path}?${q}` : path, undefined, { timeoutMs: waitMs + 30_000, ...(o.signal ? { signal: o.signal } : {}) });
   if (!r) return [];
+  if (r.skipped && o.onSkipped) o.onSkipped(r.skipped, r.partition);
   const group = o.group ?? QUEUE_MODE_GROUP;
   return r.messages.map((m) => ({ ...m, queue, leaseId: r.leaseId, leaseExpiresAt: r.leaseExpiresAt, consumerGroup: group }));
 }

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { toDatabaseError } from './sqlstate.js';
 
-/** What one retention step removed from one partition (queen.retention_step_v1). */
+/** What one retention step removed from one partition (queen.retention_step_v2). */
 export interface RetentionStepResult {
   queue: string;
   segmentsRemoved: number;
@@ -12,6 +12,8 @@ export interface RetentionStepResult {
   txnsStart: number;
   /** A batch was full: step the partition again. */
   more: boolean;
+  /** The offset every consumer group had completed, as the step used it (-1: nothing, or completedRetentionSeconds 0). */
+  completedUpto: number;
 }
 
 /** Retention state of one queue, for GET /api/v1/resources/queues/:queue. */
@@ -27,9 +29,9 @@ export interface QueueRetentionState {
   oldestRetainedAgeSeconds: number;
 }
 
-const STEP_SQL = `SELECT queue_name, segments_removed, messages_removed, bytes_removed, txns_rows_removed, log_start, txns_start, more
-  FROM queen.retention_step_v1($1::bigint, $2::integer)`;
-const CANDIDATES_SQL = 'SELECT partition_id, last_id FROM queen.retention_candidates_v1($1::bigint, $2::integer)';
+const STEP_SQL = `SELECT queue_name, segments_removed, messages_removed, bytes_removed, txns_rows_removed, log_start, txns_start, more, completed_upto
+  FROM queen.retention_step_v2($1::bigint, $2::integer, $3::bigint)`;
+const CANDIDATES_SQL = 'SELECT partition_id, last_id FROM queen.retention_candidates_v2($1::bigint, $2::integer)';
 const GET_SQL = `SELECT retention_seconds, completed_retention_seconds, segments_removed, messages_removed, bytes_removed,
   txns_rows_removed, last_removal_at, purge_lag_seconds, oldest_retained_age_seconds FROM queen.queue_retention_get_v1($1)`;
 const CONFIGURE_SQL = 'SELECT retention_seconds, completed_retention_seconds FROM queen.queue_retention_configure_v1($1, $2::jsonb, $3)';
@@ -37,7 +39,7 @@ const CONFIGURE_SQL = 'SELECT retention_seconds, completed_retention_seconds FRO
 /** One page of partitions that need a retention step; `lastId` pages on (null: no partitions past `after`). */
 export async function retentionCandidates(db: pg.ClientBase | pg.Pool, after: number, limit: number): Promise<{ ids: number[]; lastId: number | null }> {
   try {
-    const r = await db.query({ name: 'queen_retention_candidates_v1', text: CANDIDATES_SQL, values: [after, limit] });
+    const r = await db.query({ name: 'queen_retention_candidates_v2', text: CANDIDATES_SQL, values: [after, limit] });
     const ids: number[] = [];
     let lastId: number | null = null;
     for (const row of r.rows) {
@@ -51,10 +53,10 @@ export async function retentionCandidates(db: pg.ClientBase | pg.Pool, after: nu
 }
 
 /** One bounded step (its own transaction) on one partition; undefined when the partition is gone. */
-export async function retentionStep(db: pg.ClientBase | pg.Pool, partitionId: number, maxRows: number): Promise<RetentionStepResult | undefined> {
+export async function retentionStep(db: pg.ClientBase | pg.Pool, partitionId: number, maxRows: number, maxBytes: number): Promise<RetentionStepResult | undefined> {
   let r: pg.QueryResult;
   try {
-    r = await db.query({ name: 'queen_retention_step_v1', text: STEP_SQL, values: [partitionId, maxRows] });
+    r = await db.query({ name: 'queen_retention_step_v2', text: STEP_SQL, values: [partitionId, maxRows, maxBytes] });
   } catch (err) {
     throw toDatabaseError(err, `retention step on partition ${partitionId}`);
   }
@@ -69,6 +71,7 @@ export async function retentionStep(db: pg.ClientBase | pg.Pool, partitionId: nu
     logStart: Number(row.log_start),
     txnsStart: Number(row.txns_start),
     more: row.more as boolean,
+    completedUpto: Number(row.completed_upto),
   };
 }
 

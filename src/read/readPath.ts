@@ -103,6 +103,10 @@ export class ReadPath extends Component {
     const timer = this.popDuration.startTimer();
     let outcome = 'error';
     const aborts = signal ? AbortSignal.any([signal, this.closing.signal]) : this.closing.signal;
+    // Offsets skipped below log_start by every pop of this call, so the
+    // answer says so even when the skip itself found nothing to deliver and
+    // the call went on to look again (docs/retention.md).
+    let skipped = 0;
     try {
       for (;;) {
         // Taken before the query: a wake during it is not lost (waiters.ts).
@@ -116,6 +120,7 @@ export class ReadPath extends Component {
         }
         if (r.partitionId !== null) this.bus.remember(r.partitionId, req.queue);
         if (r.skipped > 0) this.skips.inc(r.skipped);
+        skipped += r.skipped;
         if (r.messages.length > 0) {
           ticket.cancel();
           recordPopSpan(req, r, started);
@@ -123,7 +128,7 @@ export class ReadPath extends Component {
           this.pops.inc(1, 'messages');
           outcome = 'messages';
           this.popped.inc(r.messages.length);
-          return r;
+          return { ...r, skipped };
         }
         // A skip to log_start that found nothing left: look again at once.
         if (r.skipped > 0 || r.leaseId !== null) {
@@ -135,7 +140,7 @@ export class ReadPath extends Component {
           ticket.cancel();
           this.pops.inc(1, 'empty');
           outcome = 'empty';
-          return EMPTY_POP;
+          return skipped > 0 ? { ...EMPTY_POP, skipped } : EMPTY_POP;
         }
         // A live lease over pending messages expires at nextExpiry: look again then.
         const untilExpiry = r.nextExpiry ? Math.max(1, r.nextExpiry.getTime() - Date.now() + 5) : Infinity;

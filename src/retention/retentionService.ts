@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { DEFAULTS } from '../config.js';
 import { retentionCandidates, retentionOverview, retentionStep, type RetentionStepResult } from '../engine/retentionStore.js';
 import { silentLogger, type Logger } from '../telemetry/logger.js';
 import type { Counter, Gauge, Histogram, MetricsRegistry } from '../telemetry/metrics.js';
@@ -14,6 +15,8 @@ export interface RetentionServiceOptions {
   intervalMs: number;
   /** Most segments and most log_txns rows one step removes (bounds the row-lock hold). */
   batchRows: number;
+  /** Most segment bytes one step removes past its first segment (bounds the row-lock hold; default DEFAULTS.retentionBatchBytes). */
+  batchBytes?: number;
   /** Partitions listed per candidate query. */
   pageSize?: number;
   metrics: MetricsRegistry;
@@ -142,7 +145,7 @@ export class RetentionService extends Component {
             // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() sets it while a retention step awaits
             if (this.loop.stopping) break;
             const t0 = performance.now();
-            const r = await retentionStep(client, pid, this.opts.batchRows);
+            const r = await retentionStep(client, pid, this.opts.batchRows, this.opts.batchBytes ?? DEFAULTS.retentionBatchBytes);
             const ms = performance.now() - t0;
             if (!r) break;
             this.account(sum, r, ms);

@@ -359,6 +359,30 @@ test('a cursor below log_start skips to it, says so in the pop response and coun
   // A new group starts at log_start too.
   const fresh = await s.client.queue('start').pop({ group: 'new-group', batch: 10 });
   t.deepEqual(fresh.map((x) => x.offset), [4, 5]);
+
+  // A skip that leaves nothing to deliver still says so: the empty answer (204) carries it in a header.
+  await s.client.queue('skip-empty').partition('p').push([{ transactionId: 'e0', data: 0 }, { transactionId: 'e1', data: 1 }]);
+  const [e0] = await s.client.queue('skip-empty').pop({ group: 'g' });
+  const k = { partitionId: e0!.partitionId };
+  t.is(e0!.offset, 0);
+  await s.client.ack(e0!);
+  // Retention removes the segment [0, 1]: offset 1 was never delivered to g.
+  await s.sql.query('UPDATE queen.log_partitions SET log_start = 2 WHERE id = $1', [k.partitionId]);
+  await s.sql.query('DELETE FROM queen.log_segments WHERE partition_id = $1', [k.partitionId]);
+  const before2 = skips.get();
+  const res = await fetch(`${s.api.url}/api/v1/pop/queue/skip-empty?consumerGroup=g&batch=10`);
+  t.is(res.status, 204);
+  t.is(res.headers.get('x-queen-skipped'), '1');
+  t.is(skips.get(), before2 + 1);
+  // The client reports a skip through onSkipped.
+  await s.client.queue('skip-empty').partition('p').push([{ transactionId: 'e2', data: 2 }]);
+  await s.client.queue('skip-empty').partition('p').push([{ transactionId: 'e3', data: 3 }]);
+  await s.sql.query('UPDATE queen.log_partitions SET log_start = 3 WHERE id = $1', [k.partitionId]);
+  await s.sql.query('DELETE FROM queen.log_segments WHERE partition_id = $1 AND end_offset < 3', [k.partitionId]);
+  const seen: [number, string][] = [];
+  const got = await s.client.queue('skip-empty').pop({ group: 'g', batch: 10, onSkipped: (n, p) => seen.push([n, p]) });
+  t.deepEqual(got.map((x) => x.offset), [3]);
+  t.deepEqual(seen, [[1, 'p']]);
 });
 
 test('browse decodes a span; by transactionId finds the message; the SQL decode function agrees', async (t) => {

@@ -269,7 +269,7 @@ test.serial('two brokers never run retention at once: one leader, the other take
     await s2.stop();
   });
   const lockHolders = async () =>
-    Number((await sql.query(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`, [RETENTION_LOCK_KEY.toString()])).rows[0].n);
+    Number((await sql.query(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`, [RETENTION_LOCK_KEY.toString()])).rows[0].n);
   for (let round = 0; round < 3; round++) {
     for (let i = 0; i < 6; i++) await b.writer.push([item('lead', `p${i}`, `l-${round}-${i}`)]);
     for (let i = 0; i < 6; i++) await age(sql, 'lead', `p${i}`, 1_000_000, 120, 'segments');

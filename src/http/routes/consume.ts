@@ -129,8 +129,9 @@ async function pop(read: ReadPath, reply: FastifyReply, queue: string, partition
   reply.raw.once('close', onClose);
   try {
     const r = await read.pop(req, wait ? timeout : 0, gone.signal);
+    // An empty answer still says that retention removed offsets under the cursor.
     // eslint-disable-next-line @typescript-eslint/return-await -- a FastifyReply is a thenable: fastify wants the reply returned, not awaited
-    if (r.messages.length === 0) return reply.code(204).send();
+    if (r.messages.length === 0) return (r.skipped > 0 ? reply.header('x-queen-skipped', String(r.skipped)) : reply).code(204).send();
     return popWire(r);
   } finally {
     reply.raw.off('close', onClose);
