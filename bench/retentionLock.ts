@@ -47,7 +47,8 @@ try {
       await configureQueue(pool, queue, { retentionSeconds: 60 }, 'merge');
       const factory = new MessageFactory(queue, 200);
       // Enough full batches for a few dozen steps per shape.
-      for (let s = 0; s < (perSegment === 100 ? 3 : 10) * batchRows; s++) await rig.writer.push(makeItems(queue, cursors, perSegment, factory));
+      for (let s = 0; s < (perSegment === 100 ? 3 : 10) * batchRows; s++)
+        await rig.writer.push(makeItems(queue, cursors, perSegment, factory));
       for (const table of ['log_segments', 'log_txns']) {
         await pool.query(
           `UPDATE queen.${table} x SET created_at = x.created_at - interval '2 hours'

@@ -24,7 +24,18 @@ import { retentionCost } from './suites/retentionCost.js';
 import { consume } from './suites/consume.js';
 import { tracingCost } from './suites/tracingCost.js';
 
-const SUITES: Suite[] = [pushVsStored, pushDuplicates, dedupCost, dedupCacheSuite, kafkaE2e, kafkaDuplicates, memoryPressure, retentionCost, consume, tracingCost];
+const SUITES: Suite[] = [
+  pushVsStored,
+  pushDuplicates,
+  dedupCost,
+  dedupCacheSuite,
+  kafkaE2e,
+  kafkaDuplicates,
+  memoryPressure,
+  retentionCost,
+  consume,
+  tracingCost,
+];
 
 function usage(msg?: string): never {
   if (msg) process.stderr.write(`bench: ${msg}\n`);
@@ -42,7 +53,12 @@ function parseArgs(argv: string[]): { quick: boolean; only: Set<string> | undefi
     else if (a === '--only' || a.startsWith('--only=')) {
       const v = a === '--only' ? argv[++i] : a.slice('--only='.length);
       if (!v) usage('--only needs a comma-separated list of suite names');
-      only = new Set(v.split(',').map((s) => s.trim()).filter(Boolean));
+      only = new Set(
+        v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      );
       for (const n of only) if (!SUITES.some((s) => s.name === n)) usage(`unknown suite "${n}"`);
     } else if (a === '--help' || a === '-h') usage();
     else usage(`unknown argument "${a}"`);
@@ -55,10 +71,17 @@ async function main(): Promise<number> {
   const { quick, only } = parseArgs(process.argv.slice(2));
   const adminUrl = process.env.DATABASE_URL;
   if (!adminUrl) usage('DATABASE_URL is not set (make bench / make bench-quick set it)');
-  const brokers = process.env.KAFKA_BROKERS?.split(',').map((s) => s.trim()).filter(Boolean);
+  const brokers = process.env.KAFKA_BROKERS?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const suites = SUITES.filter((s) => !only || only.has(s.name));
   const started = new Date();
-  const meta: RunMeta = { mode: quick ? 'quick' : 'full', date: started.toISOString().slice(0, 10), startedAt: started.toISOString(), machine: await machineInfo(adminUrl, brokers) };
+  const meta: RunMeta = {
+    mode: quick ? 'quick' : 'full',
+    date: started.toISOString().slice(0, 10),
+    startedAt: started.toISOString(),
+    machine: await machineInfo(adminUrl, brokers),
+  };
   const progress = new StderrProgress();
   const rows: Row[] = [];
   const written: string[] = [];
@@ -88,7 +111,12 @@ async function main(): Promise<number> {
   const missed = rows.filter((r) => r.status === 'MISSED').length;
   const met = rows.filter((r) => r.status === 'MET').length;
   const totalS = ((Date.now() - started.getTime()) / 1000).toFixed(0);
-  const footer = [`${met} target(s) met, ${missed} missed; mode ${meta.mode}; ${totalS} s.`, '', 'Files:', ...written.map((p) => `- ${p.replace(/^.*\/bench\/results\//, 'bench/results/')}`)];
+  const footer = [
+    `${met} target(s) met, ${missed} missed; mode ${meta.mode}; ${totalS} s.`,
+    '',
+    'Files:',
+    ...written.map((p) => `- ${p.replace(/^.*\/bench\/results\//, 'bench/results/')}`),
+  ];
   written.push(await writeSummary(meta, table, footer, only !== undefined && suites.length < SUITES.length));
   process.stdout.write(`\n${table}\n\n${footer[0]}\n`);
   process.stdout.write(`results: ${written.map((p) => p.replace(/^.*\/bench\/results\//, 'bench/results/')).join(', ')}\n`);

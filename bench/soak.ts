@@ -28,7 +28,12 @@ async function main(): Promise<number> {
   for (const [k, v] of Object.entries(sp)) if (!(v > 0)) throw new Error(`--${k} must be a positive number`);
   const started = new Date();
   const quick = sp.minutes < 30;
-  const meta: RunMeta = { mode: quick ? 'quick' : 'full', date: started.toISOString().slice(0, 10), startedAt: started.toISOString(), machine: await machineInfo(adminUrl, undefined) };
+  const meta: RunMeta = {
+    mode: quick ? 'quick' : 'full',
+    date: started.toISOString().slice(0, 10),
+    startedAt: started.toISOString(),
+    machine: await machineInfo(adminUrl, undefined),
+  };
   const progress = new StderrProgress();
   progress.setSuite(1, 1, 'soak-retention');
   const t0 = Date.now();

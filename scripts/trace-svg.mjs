@@ -25,7 +25,10 @@ const walk = (id, depth) => {
 walk('', 0);
 const t0 = Math.min(...spans.map((s) => s.startTime));
 const t1 = Math.max(...spans.map((s) => s.startTime + s.duration));
-const W = 1000, label = 380, rowH = 22, top = 40;
+const W = 1000,
+  label = 380,
+  rowH = 22,
+  top = 40;
 const x = (t) => label + ((t - t0) / Math.max(1, t1 - t0)) * (W - label - 20);
 const esc = (v) => String(v).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 const colors = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#b07aa1'];
@@ -40,8 +43,13 @@ rows.forEach(({ s, depth }, i) => {
   const c = colors[services.indexOf(s.processID) % colors.length];
   const svc = tr.processes[s.processID]?.serviceName ?? '';
   out.push(`<text x="${10 + depth * 14}" y="${y + 15}">${esc(s.operationName)}</text>`);
-  out.push(`<rect x="${x(s.startTime).toFixed(1)}" y="${y + 4}" width="${Math.max(2, x(s.startTime + s.duration) - x(s.startTime)).toFixed(1)}" height="${rowH - 8}" fill="${c}"><title>${esc(svc)}: ${esc(s.operationName)} ${(s.duration / 1000).toFixed(3)} ms</title></rect>`);
+  out.push(
+    `<rect x="${x(s.startTime).toFixed(1)}" y="${y + 4}" width="${Math.max(2, x(s.startTime + s.duration) - x(s.startTime)).toFixed(1)}" height="${rowH - 8}" fill="${c}"><title>${esc(svc)}: ${esc(s.operationName)} ${(s.duration / 1000).toFixed(3)} ms</title></rect>`,
+  );
   out.push(`<text x="${W - 15}" y="${y + 15}" text-anchor="end" fill="#555">${(s.duration / 1000).toFixed(2)} ms</text>`);
 });
-out.push(`<text x="10" y="${top + rows.length * rowH + 20}" fill="#555">${services.map((p) => esc(tr.processes[p].serviceName)).join(', ')}</text>`, '</svg>');
+out.push(
+  `<text x="10" y="${top + rows.length * rowH + 20}" fill="#555">${services.map((p) => esc(tr.processes[p].serviceName)).join(', ')}</text>`,
+  '</svg>',
+);
 process.stdout.write(out.join('\n') + '\n');

@@ -54,9 +54,7 @@ export interface KafkaTls {
 
 /** SASL towards the brokers (KAFKA_SASL_*). The password is never logged. */
 export type KafkaSasl = { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string } & (
-  | { mechanism: 'plain' }
-  | { mechanism: 'scram-sha-256' }
-  | { mechanism: 'scram-sha-512' }
+  { mechanism: 'plain' } | { mechanism: 'scram-sha-256' } | { mechanism: 'scram-sha-512' }
 );
 
 export interface TopicMapping {
@@ -143,7 +141,8 @@ function ratio(env: Env, name: string, dflt: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return dflt;
   const n = Number(raw.trim());
-  if (!/^\s*(0|1|0?\.\d+|1\.0*)\s*$/.test(raw) || !(n >= 0 && n <= 1)) throw new ConfigError(`${name} must be a number between 0 and 1, got "${raw}"`);
+  if (!/^\s*(0|1|0?\.\d+|1\.0*)\s*$/.test(raw) || !(n >= 0 && n <= 1))
+    throw new ConfigError(`${name} must be a number between 0 and 1, got "${raw}"`);
   return n;
 }
 
@@ -182,8 +181,16 @@ export function parseTopics(raw: string | undefined, name = 'QUEEN_INGRESS_TOPIC
     const entry = part.trim();
     if (!entry) continue;
     const [topic, queue, dlq, extra] = entry.split(':');
-    if (extra !== undefined || !topic || !TOPIC_NAME.test(topic) || (queue !== undefined && !queue) || (dlq !== undefined && !TOPIC_NAME.test(dlq))) {
-      throw new ConfigError(`${name} entries must be "topic", "topic:queue" or "topic:queue:dlq" with topic and dlq matching ${TOPIC_NAME}, got "${entry}"`);
+    if (
+      extra !== undefined ||
+      !topic ||
+      !TOPIC_NAME.test(topic) ||
+      (queue !== undefined && !queue) ||
+      (dlq !== undefined && !TOPIC_NAME.test(dlq))
+    ) {
+      throw new ConfigError(
+        `${name} entries must be "topic", "topic:queue" or "topic:queue:dlq" with topic and dlq matching ${TOPIC_NAME}, got "${entry}"`,
+      );
     }
     if (seen.has(topic)) throw new ConfigError(`${name} names topic "${topic}" twice`);
     if (dlq === topic) throw new ConfigError(`${name}: topic "${topic}" cannot be its own dead-letter topic`);
@@ -253,7 +260,9 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`QUEEN_DLQ_SUFFIX must be non-empty and match [A-Za-z0-9._-]+, got "${cfg.dlqSuffix}"`);
   }
   if (cfg.bundleMaxBytes < cfg.maxPayloadBytes) {
-    throw new ConfigError(`QUEEN_BUNDLE_MAX_BYTES (${cfg.bundleMaxBytes}) must be at least QUEEN_MAX_PAYLOAD_BYTES (${cfg.maxPayloadBytes})`);
+    throw new ConfigError(
+      `QUEEN_BUNDLE_MAX_BYTES (${cfg.bundleMaxBytes}) must be at least QUEEN_MAX_PAYLOAD_BYTES (${cfg.maxPayloadBytes})`,
+    );
   }
   if (cfg.ingressTopics.length > 0 && cfg.kafkaBrokers.length === 0) {
     throw new ConfigError('QUEEN_INGRESS_TOPICS is set but KAFKA_BROKERS is empty: name the brokers to consume from');
@@ -284,8 +293,14 @@ function kafkaTls(env: Env): KafkaTls | undefined {
     if (ca || cert || key) throw new ConfigError('KAFKA_SSL=false contradicts the KAFKA_SSL_*_FILE settings');
     return undefined;
   }
-  if ((cert === undefined) !== (key === undefined)) throw new ConfigError('KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together (client certificate and its key)');
-  return { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}), rejectUnauthorized: bool(env, 'KAFKA_SSL_REJECT_UNAUTHORIZED', true) };
+  if ((cert === undefined) !== (key === undefined))
+    throw new ConfigError('KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together (client certificate and its key)');
+  return {
+    ...(ca ? { ca } : {}),
+    ...(cert ? { cert } : {}),
+    ...(key ? { key } : {}),
+    rejectUnauthorized: bool(env, 'KAFKA_SSL_REJECT_UNAUTHORIZED', true),
+  };
 }
 
 function kafkaSasl(env: Env): KafkaSasl | undefined {
@@ -298,12 +313,15 @@ function kafkaSasl(env: Env): KafkaSasl | undefined {
     try {
       password = readFileSync(passwordFile, 'utf8').replace(/\r?\n$/, '');
     } catch (err) {
-      throw new ConfigError(`KAFKA_SASL_PASSWORD_FILE: cannot read ${passwordFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new ConfigError(
+        `KAFKA_SASL_PASSWORD_FILE: cannot read ${passwordFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
     }
   }
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the default '' (not set) is typed 'plain' only to fit oneOf()'s signature
   if (!mechanism) {
-    if (username || password) throw new ConfigError('KAFKA_SASL_USERNAME/PASSWORD are set but KAFKA_SASL_MECHANISM is not (plain, scram-sha-256 or scram-sha-512)');
+    if (username || password)
+      throw new ConfigError('KAFKA_SASL_USERNAME/PASSWORD are set but KAFKA_SASL_MECHANISM is not (plain, scram-sha-256 or scram-sha-512)');
     return undefined;
   }
   if (!username) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_USERNAME`);

@@ -33,7 +33,13 @@ async function main(): Promise<void> {
     log.fatal({ err, origin }, 'unhandled error; exiting');
     process.exit(1);
   });
-  const stopTracing = startTracing({ endpoint: config.otlpEndpoint, serviceName: config.serviceName, serviceVersion: buildInfo(config.buildCommit).version, sampleRatio: config.traceSampleRatio, kafkajsInstrumentation: config.traceKafkaRecords });
+  const stopTracing = startTracing({
+    endpoint: config.otlpEndpoint,
+    serviceName: config.serviceName,
+    serviceVersion: buildInfo(config.buildCommit).version,
+    sampleRatio: config.traceSampleRatio,
+    kafkajsInstrumentation: config.traceKafkaRecords,
+  });
   // Imported only now, so the tracing instrumentations see kafkajs, pg and node:http load.
   const { Service } = await import('./service.js');
   const service = new Service(config, log);
@@ -51,15 +57,15 @@ async function main(): Promise<void> {
       .stop()
       .then(() => stopTracing().catch(() => undefined))
       .then(
-      () => {
-        log.info('stopped');
-        process.exit(0);
-      },
-      (err: unknown) => {
-        log.error({ err }, 'error during shutdown');
-        process.exit(1);
-      },
-    );
+        () => {
+          log.info('stopped');
+          process.exit(0);
+        },
+        (err: unknown) => {
+          log.error({ err }, 'error during shutdown');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));

@@ -41,9 +41,16 @@ export class Service extends Component {
       ...pipelineOptions(config, this.metrics),
       onCacheWarning: (message) => log.warn(message),
       onHydrationError: (err, partitionId) =>
-        log.warn({ err: (err as Error).message, partitionId }, 'dedup cache hydration failed; the partition probes the full window meanwhile'),
+        log.warn(
+          { err: (err as Error).message, partitionId },
+          'dedup cache hydration failed; the partition probes the full window meanwhile',
+        ),
     });
-    this.read = new ReadPath(this.pipeline.engine, this.pipeline.writer, { connectionString: config.databaseUrl, metrics: this.metrics, logger: log.child({ component: 'read' }) });
+    this.read = new ReadPath(this.pipeline.engine, this.pipeline.writer, {
+      connectionString: config.databaseUrl,
+      metrics: this.metrics,
+      logger: log.child({ component: 'read' }),
+    });
     this.http = new HttpApi({
       read: this.read,
       fusion: this.pipeline.fusion,

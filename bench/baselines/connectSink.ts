@@ -38,7 +38,9 @@ export interface ConnectHome {
 /** Fetches the jars once (idempotent and offline when cached) and returns their folders. */
 export async function fetchConnect(): Promise<ConnectHome> {
   const out = await new Promise<string>((ok, fail) =>
-    execFile('bash', [CONNECT_SH, 'fetch'], { maxBuffer: 1 << 20 }, (err, stdout, stderr) => (err ? fail(new Error(`connect.sh fetch failed: ${stderr || err.message}`)) : ok(stdout))),
+    execFile('bash', [CONNECT_SH, 'fetch'], { maxBuffer: 1 << 20 }, (err, stdout, stderr) =>
+      err ? fail(new Error(`connect.sh fetch failed: ${stderr || err.message}`)) : ok(stdout),
+    ),
   );
   const get = (k: string): string => {
     const line = out.split('\n').find((l) => l.startsWith(`${k}=`));
@@ -122,7 +124,14 @@ export interface RunningConnect {
  * Resolves once the JVM is launched; use waitJoined() for the moment its
  * tasks' consumers form the group.
  */
-export async function startConnectSink(opts: { home: ConnectHome; brokers: string[]; databaseUrl: string; topic: string; table: string; connector: string }): Promise<RunningConnect> {
+export async function startConnectSink(opts: {
+  home: ConnectHome;
+  brokers: string[];
+  databaseUrl: string;
+  topic: string;
+  table: string;
+  connector: string;
+}): Promise<RunningConnect> {
   if (!/^[a-z_][a-z0-9_]*$/.test(opts.table)) throw new Error(`bad Connect sink table name ${opts.table}`);
   const dir = await mkdtemp(join(tmpdir(), 'queen-bench-connect-'));
   const jdbc = jdbcOf(opts.databaseUrl);
@@ -165,7 +174,17 @@ export async function startConnectSink(opts: { home: ConnectHome; brokers: strin
   const fd = openSync(logFile, 'a');
   const child = spawn(
     'java',
-    [...CONNECT_SETTINGS.heapOpts, '-XX:+UseG1GC', '-Djava.awt.headless=true', `-Dlog4j2.configurationFile=${join(dir, 'log4j2.properties')}`, '-cp', `${opts.home.libs}/*`, 'org.apache.kafka.connect.cli.ConnectStandalone', join(dir, 'worker.properties'), join(dir, 'sink.properties')],
+    [
+      ...CONNECT_SETTINGS.heapOpts,
+      '-XX:+UseG1GC',
+      '-Djava.awt.headless=true',
+      `-Dlog4j2.configurationFile=${join(dir, 'log4j2.properties')}`,
+      '-cp',
+      `${opts.home.libs}/*`,
+      'org.apache.kafka.connect.cli.ConnectStandalone',
+      join(dir, 'worker.properties'),
+      join(dir, 'sink.properties'),
+    ],
     { stdio: ['ignore', fd, fd] },
   );
   closeSync(fd);
@@ -200,12 +219,17 @@ export async function waitJoined(admin: Admin, c: RunningConnect, members: numbe
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     if (c.child.exitCode !== null || c.child.signalCode !== null) {
-      throw new Error(`Kafka Connect exited (${c.child.exitCode ?? c.child.signalCode}) before joining; log tail:\n${(await c.log()).split('\n').slice(-30).join('\n')}`);
+      throw new Error(
+        `Kafka Connect exited (${c.child.exitCode ?? c.child.signalCode}) before joining; log tail:\n${(await c.log()).split('\n').slice(-30).join('\n')}`,
+      );
     }
     const { groups } = await admin.describeGroups([c.group]);
     const g = groups[0];
     if (g?.state === 'Stable' && g.members.length >= members) return;
-    if (performance.now() > deadline) throw new Error(`Kafka Connect group ${c.group} not joined within ${timeoutMs} ms (state ${g?.state}, ${g?.members.length ?? 0} members); log tail:\n${(await c.log()).split('\n').slice(-30).join('\n')}`);
+    if (performance.now() > deadline)
+      throw new Error(
+        `Kafka Connect group ${c.group} not joined within ${timeoutMs} ms (state ${g?.state}, ${g?.members.length ?? 0} members); log tail:\n${(await c.log()).split('\n').slice(-30).join('\n')}`,
+      );
     await sleep(50);
   }
 }

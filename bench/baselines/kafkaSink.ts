@@ -73,7 +73,12 @@ async function startLoop(
   onChunk: (topic: string, partition: number, messages: KafkaMessage[]) => Promise<void>,
   onCommitted?: (chunk: CommittedRecords) => void,
 ): Promise<RunningConsumer> {
-  const kafka = new Kafka({ clientId: 'queen-bench-baseline', brokers, logLevel: logLevel.NOTHING, retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 } });
+  const kafka = new Kafka({
+    clientId: 'queen-bench-baseline',
+    brokers,
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
+  });
   const consumer = kafka.consumer({
     groupId: group,
     sessionTimeout: s.sessionTimeoutMs,
@@ -99,7 +104,13 @@ async function startLoop(
         resolveOffset(last);
         await consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
         // The same observer contract as KafkaIngress's onCommitted.
-        onCommitted?.({ topic: batch.topic, partition: batch.partition, records: chunk.map((m) => ({ offset: m.offset, timestamp: m.timestamp })), committed: true, committedAtMs: Date.now() });
+        onCommitted?.({
+          topic: batch.topic,
+          partition: batch.partition,
+          records: chunk.map((m) => ({ offset: m.offset, timestamp: m.timestamp })),
+          committed: true,
+          committedAtMs: Date.now(),
+        });
         count += chunk.length;
         await heartbeat();
       }
@@ -115,28 +126,50 @@ async function startLoop(
 }
 
 /** The ON CONFLICT sink; creates bench_sink.<table> first unless `tableExists` (a table pre-loaded with SINK_DDL's shape). */
-export async function startKafkaSink(opts: { brokers: string[]; group: string; topic: string; pool: pg.Pool; table: string; settings: ConsumerSettings; onCommitted?: (chunk: CommittedRecords) => void; tableExists?: boolean }): Promise<RunningConsumer> {
+export async function startKafkaSink(opts: {
+  brokers: string[];
+  group: string;
+  topic: string;
+  pool: pg.Pool;
+  table: string;
+  settings: ConsumerSettings;
+  onCommitted?: (chunk: CommittedRecords) => void;
+  tableExists?: boolean;
+}): Promise<RunningConsumer> {
   if (!/^[a-z_][a-z0-9_]*$/.test(opts.table)) throw new Error(`bad sink table name ${opts.table}`);
   if (!opts.tableExists) await opts.pool.query(SINK_DDL(opts.table));
   const text = SINK_INSERT(opts.table);
   const name = `bench_sink_${opts.table}`;
-  return startLoop(opts.brokers, opts.group, opts.topic, opts.settings, async (_topic, _partition, messages) => {
-    const parts: string[] = [];
-    const txns: string[] = [];
-    const lens: number[] = [];
-    const payloads: Buffer[] = [];
-    for (const m of messages) {
-      if (m.value === null) continue;
-      parts.push(m.key === null ? 'Default' : m.key.toString('utf8'));
-      txns.push(header(m, 'transactionId') ?? `${_topic}/${_partition}/${m.offset}`);
-      lens.push(m.value.length);
-      payloads.push(m.value);
-    }
-    if (parts.length > 0) await opts.pool.query({ name, text, values: [parts, txns, Buffer.concat(payloads), lens] });
-  }, opts.onCommitted);
+  return startLoop(
+    opts.brokers,
+    opts.group,
+    opts.topic,
+    opts.settings,
+    async (_topic, _partition, messages) => {
+      const parts: string[] = [];
+      const txns: string[] = [];
+      const lens: number[] = [];
+      const payloads: Buffer[] = [];
+      for (const m of messages) {
+        if (m.value === null) continue;
+        parts.push(m.key === null ? 'Default' : m.key.toString('utf8'));
+        txns.push(header(m, 'transactionId') ?? `${_topic}/${_partition}/${m.offset}`);
+        lens.push(m.value.length);
+        payloads.push(m.value);
+      }
+      if (parts.length > 0) await opts.pool.query({ name, text, values: [parts, txns, Buffer.concat(payloads), lens] });
+    },
+    opts.onCommitted,
+  );
 }
 
 /** kafkajs alone: resolve and commit each chunk, nothing else. */
-export async function startConsumeOnly(opts: { brokers: string[]; group: string; topic: string; settings: ConsumerSettings; onCommitted?: (chunk: CommittedRecords) => void }): Promise<RunningConsumer> {
+export async function startConsumeOnly(opts: {
+  brokers: string[];
+  group: string;
+  topic: string;
+  settings: ConsumerSettings;
+  onCommitted?: (chunk: CommittedRecords) => void;
+}): Promise<RunningConsumer> {
   return startLoop(opts.brokers, opts.group, opts.topic, opts.settings, async () => undefined, opts.onCommitted);
 }

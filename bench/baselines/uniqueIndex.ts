@@ -24,7 +24,8 @@ function sections(): Record<string, string> {
 const SQL = sections();
 
 /** The baseline table's COPY target, in the column order bench/lib/synth.ts writes. */
-export const BASELINE_COPY_SQL = 'COPY bench_baseline.messages (partition_id, txn_hash, message_id, payload, created_at) FROM STDIN (FORMAT binary)';
+export const BASELINE_COPY_SQL =
+  'COPY bench_baseline.messages (partition_id, txn_hash, message_id, payload, created_at) FROM STDIN (FORMAT binary)';
 export const BASELINE_RELATIONS = ['bench_baseline.messages'];
 
 export async function createUniqueIndexBaseline(pool: pg.Pool): Promise<void> {

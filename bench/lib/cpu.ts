@@ -126,7 +126,13 @@ export function addCpu(xs: readonly CpuDelta[]): CpuDelta {
 /** "client 45% / postgres 50% / kafka 3% of 2 cores" style summary (shares of capacity). */
 export function cpuShares(d: CpuDelta): { client: number; postgres: number; kafka: number; external: number; machine: number } {
   const cap = d.capacityMs;
-  return { client: d.clientMs / cap, postgres: d.postgresMs / cap, kafka: d.kafkaMs / cap, external: externalMs(d) / cap, machine: d.machineMs / cap };
+  return {
+    client: d.clientMs / cap,
+    postgres: d.postgresMs / cap,
+    kafka: d.kafkaMs / cap,
+    external: externalMs(d) / cap,
+    machine: d.machineMs / cap,
+  };
 }
 
 /** "client 45%, pg 50%, kafka 3%, other 2%" of the machine's capacity. */

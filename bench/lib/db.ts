@@ -32,8 +32,15 @@ export function withDatabase(url: string, db: string): string {
  * rows; the template must have no open connections). A clone is not migrated
  * again.
  */
-export async function createBenchDatabase(adminUrl: string, label: string, opts: { migrate?: boolean; template?: string } = {}): Promise<BenchDatabase> {
-  const name = `bench_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase().slice(0, 30)}_${randomBytes(4).toString('hex')}`;
+export async function createBenchDatabase(
+  adminUrl: string,
+  label: string,
+  opts: { migrate?: boolean; template?: string } = {},
+): Promise<BenchDatabase> {
+  const name = `bench_${label
+    .replace(/[^a-z0-9]/gi, '_')
+    .toLowerCase()
+    .slice(0, 30)}_${randomBytes(4).toString('hex')}`;
   const url = withDatabase(adminUrl, name);
   const pools = new Set<pg.Pool>();
   let dropped = false;
@@ -47,10 +54,10 @@ export async function createBenchDatabase(adminUrl: string, label: string, opts:
       p.on('error', () => undefined);
       pools.add(p);
       const end = p.end.bind(p);
-      p.end = (async () => {
+      p.end = async () => {
         pools.delete(p);
         if (!p.ended && !p.ending) await end();
-      });
+      };
       return p;
     },
     async drop() {
@@ -72,7 +79,8 @@ export async function createBenchDatabase(adminUrl: string, label: string, opts:
   const admin = new pg.Client({ connectionString: adminUrl });
   try {
     await admin.connect();
-    if (opts.template) await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE ${pg.escapeIdentifier(opts.template)} STRATEGY FILE_COPY`);
+    if (opts.template)
+      await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE ${pg.escapeIdentifier(opts.template)} STRATEGY FILE_COPY`);
     else await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE template0`);
   } catch (err) {
     open.delete(db);

@@ -22,7 +22,10 @@ export interface EngineRig {
   stop(): Promise<void>;
 }
 
-export async function startEngineRig(pool: pg.Pool, opts: { cacheMb: number | false; metrics?: MetricsRegistry; hints?: boolean }): Promise<EngineRig> {
+export async function startEngineRig(
+  pool: pg.Pool,
+  opts: { cacheMb: number | false; metrics?: MetricsRegistry; hints?: boolean },
+): Promise<EngineRig> {
   const metrics = opts.metrics ?? new MetricsRegistry();
   const engine = new LogEngine({ pool, metrics });
   await engine.start();
@@ -43,7 +46,13 @@ export async function startEngineRig(pool: pg.Pool, opts: { cacheMb: number | fa
 }
 
 /** Creates the queue with the given window and provisions its partitions (names p0000 ...); returns cursors. */
-export async function provisionQueue(pool: pg.Pool, engine: LogEngine, queue: string, windowSeconds: number, partitions: number): Promise<PartitionCursor[]> {
+export async function provisionQueue(
+  pool: pg.Pool,
+  engine: LogEngine,
+  queue: string,
+  windowSeconds: number,
+  partitions: number,
+): Promise<PartitionCursor[]> {
   await configureQueue(pool, queue, { dedupWindowSeconds: windowSeconds }, 'merge');
   const names = Array.from({ length: partitions }, (_, i) => `p${String(i).padStart(5, '0')}`);
   const byName = new Map<string, number>();
@@ -64,7 +73,10 @@ export function counterValue(metrics: MetricsRegistry, name: string, label = '')
  * connection each, disjoint partitions), each pushing its bundles in order.
  * Every item must come back queued (the benchmarks push only new messages).
  */
-export async function pushAll(writer: LogWriter, bundles: readonly (readonly import('../../src/engine/writer.js').PushItem[])[][]): Promise<void> {
+export async function pushAll(
+  writer: LogWriter,
+  bundles: readonly (readonly import('../../src/engine/writer.js').PushItem[])[][],
+): Promise<void> {
   await Promise.all(
     bundles.map(async (list) => {
       for (const items of list) {
@@ -77,7 +89,12 @@ export async function pushAll(writer: LogWriter, bundles: readonly (readonly imp
 }
 
 /** Like provisionQueue, with the partition names given (e.g. the Kafka record keys the ingress maps to partitions). */
-export async function provisionQueueNamed(pool: pg.Pool, queue: string, windowSeconds: number, names: readonly string[]): Promise<PartitionCursor[]> {
+export async function provisionQueueNamed(
+  pool: pg.Pool,
+  queue: string,
+  windowSeconds: number,
+  names: readonly string[],
+): Promise<PartitionCursor[]> {
   await configureQueue(pool, queue, { dedupWindowSeconds: windowSeconds }, 'merge');
   const engine = new LogEngine({ pool, metrics: new MetricsRegistry() });
   await engine.start();

@@ -23,7 +23,9 @@ export async function withAdmin<T>(kafka: Kafka, fn: (admin: Admin) => Promise<T
 }
 
 export async function createTopic(kafka: Kafka, topic: string, partitions: number): Promise<void> {
-  await withAdmin(kafka, (a) => a.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true }).then(() => undefined));
+  await withAdmin(kafka, (a) =>
+    a.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true }).then(() => undefined),
+  );
 }
 
 /** Best effort: topics and groups a benchmark created. */
@@ -37,7 +39,14 @@ export async function deleteTopicsAndGroups(kafka: Kafka, topics: string[], grou
 }
 
 /** Produces in chunks (acks=all), `inFlight` sends at once; per-key order within a chunk is kept. */
-export async function produceAll(kafka: Kafka, topic: string, messages: Message[], chunk = 5000, inFlight = 2, onProgress?: (done: number) => void): Promise<void> {
+export async function produceAll(
+  kafka: Kafka,
+  topic: string,
+  messages: Message[],
+  chunk = 5000,
+  inFlight = 2,
+  onProgress?: (done: number) => void,
+): Promise<void> {
   const producer = kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();
   try {
@@ -67,7 +76,14 @@ export async function endOffsets(admin: Admin, topic: string): Promise<Map<numbe
  * Polls the group's committed offsets until every partition reached `ends`;
  * resolves with the time (performance.now()) the caught-up state was seen.
  */
-export async function waitCommitted(admin: Admin, group: string, topic: string, ends: Map<number, number>, timeoutMs: number, everyMs = 25): Promise<number> {
+export async function waitCommitted(
+  admin: Admin,
+  group: string,
+  topic: string,
+  ends: Map<number, number>,
+  timeoutMs: number,
+  everyMs = 25,
+): Promise<number> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });

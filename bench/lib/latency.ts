@@ -47,9 +47,29 @@ export interface LatencyResult {
 export async function pacedLatency(
   progress: Progress,
   probe: CommitLatencyProbe,
-  o: { brokers: string[]; topic: string; group: string; rate: number; seconds: number; warmupSeconds: number; keys: number; payloadBytes: number; tickMs: number; label: string },
+  o: {
+    brokers: string[];
+    topic: string;
+    group: string;
+    rate: number;
+    seconds: number;
+    warmupSeconds: number;
+    keys: number;
+    payloadBytes: number;
+    tickMs: number;
+    label: string;
+  },
 ): Promise<LatencyResult> {
-  const params: PacedProducerParams = { brokers: o.brokers, topic: o.topic, rate: o.rate, seconds: o.seconds, keys: o.keys, payloadBytes: o.payloadBytes, tickMs: o.tickMs, label: o.label };
+  const params: PacedProducerParams = {
+    brokers: o.brokers,
+    topic: o.topic,
+    rate: o.rate,
+    seconds: o.seconds,
+    keys: o.keys,
+    payloadBytes: o.payloadBytes,
+    tickMs: o.tickMs,
+    label: o.label,
+  };
   const worker = new Worker(new URL('./pacedProducer.js', import.meta.url), { workerData: { pacedProducer: params } });
   let done: { sent: number; achievedRate: number };
   try {

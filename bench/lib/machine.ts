@@ -23,7 +23,17 @@ export interface MachineInfo {
 }
 
 /** Settings that move write throughput; recorded so runs on different clusters can be compared. */
-const PG_SETTINGS = ['shared_buffers', 'fsync', 'synchronous_commit', 'full_page_writes', 'wal_level', 'max_wal_size', 'checkpoint_timeout', 'work_mem', 'max_connections'];
+const PG_SETTINGS = [
+  'shared_buffers',
+  'fsync',
+  'synchronous_commit',
+  'full_page_writes',
+  'wal_level',
+  'max_wal_size',
+  'checkpoint_timeout',
+  'work_mem',
+  'max_connections',
+];
 
 export async function machineInfo(adminUrl: string, brokers: string[] | undefined): Promise<MachineInfo> {
   const cpus = os.cpus();
@@ -59,8 +69,18 @@ function codeVersion(): { commit: string | undefined; uncommitted: string[] } {
     // The repository holding bench/ (realpath: a run from a copied dist/ with a bench/ symlink still finds it).
     const cwd = dirname(realpathSync(REPO + 'bench'));
     const commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const status = execFileSync('git', ['status', '--porcelain', '--', 'src', 'sql'], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-    return { commit, uncommitted: status.split('\n').filter(Boolean).map((l) => l.slice(3)) };
+    const status = execFileSync('git', ['status', '--porcelain', '--', 'src', 'sql'], {
+      cwd,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    return {
+      commit,
+      uncommitted: status
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.slice(3)),
+    };
   } catch {
     return { commit: undefined, uncommitted: [] };
   }

@@ -22,7 +22,11 @@ export interface PacedProducerParams {
   label: string;
 }
 
-export type PacedProducerMessage = { kind: 'started'; startMs: number } | { kind: 'progress'; sent: number } | { kind: 'done'; sent: number; achievedRate: number } | { kind: 'error'; message: string };
+export type PacedProducerMessage =
+  | { kind: 'started'; startMs: number }
+  | { kind: 'progress'; sent: number }
+  | { kind: 'done'; sent: number; achievedRate: number }
+  | { kind: 'error'; message: string };
 
 const MAX_PER_SEND = 2000;
 
@@ -46,7 +50,13 @@ async function produce(o: PacedProducerParams, post: (m: PacedProducerMessage) =
       if (due > 0) {
         const stamp = String(Date.now());
         const batch: Message[] = [];
-        for (let i = 0; i < due; i++, sent++) batch.push({ key: `key-${String(sent % o.keys).padStart(2, '0')}`, value: f.payload(sent % o.keys, sent), timestamp: stamp, headers: { transactionId: `lat-${o.label}-${sent}` } });
+        for (let i = 0; i < due; i++, sent++)
+          batch.push({
+            key: `key-${String(sent % o.keys).padStart(2, '0')}`,
+            value: f.payload(sent % o.keys, sent),
+            timestamp: stamp,
+            headers: { transactionId: `lat-${o.label}-${sent}` },
+          });
         await producer.send({ topic: o.topic, acks: -1, messages: batch });
         if (due === MAX_PER_SEND) continue;
       }
@@ -65,5 +75,7 @@ async function produce(o: PacedProducerParams, post: (m: PacedProducerMessage) =
 // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- workerData is whatever the parent passed, undefined in a worker started elsewhere
 if (!isMainThread && parentPort && (workerData as { pacedProducer?: PacedProducerParams })?.pacedProducer) {
   const port = parentPort;
-  produce((workerData as { pacedProducer: PacedProducerParams }).pacedProducer, (m) => port.postMessage(m)).catch((err: unknown) => port.postMessage({ kind: 'error', message: err instanceof Error ? err.message : String(err) }));
+  produce((workerData as { pacedProducer: PacedProducerParams }).pacedProducer, (m) => port.postMessage(m)).catch((err: unknown) =>
+    port.postMessage({ kind: 'error', message: err instanceof Error ? err.message : String(err) }),
+  );
 }

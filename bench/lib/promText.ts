@@ -66,5 +66,7 @@ export function promHistogram(samples: readonly PromSample[], name: string): Pro
 
 /** Names of the histograms in the text whose name matches `re`. */
 export function histogramNames(samples: readonly PromSample[], re: RegExp): string[] {
-  return [...new Set(samples.filter((s) => s.name.endsWith('_bucket')).map((s) => s.name.slice(0, -'_bucket'.length)))].filter((n) => re.test(n));
+  return [...new Set(samples.filter((s) => s.name.endsWith('_bucket')).map((s) => s.name.slice(0, -'_bucket'.length)))].filter((n) =>
+    re.test(n),
+  );
 }

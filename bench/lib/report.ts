@@ -63,7 +63,8 @@ export interface Row {
 
 export function rowsOf(r: SuiteResult, error?: string): Row[] {
   const rows: Row[] = [];
-  if (error) rows.push({ suite: r.name, metric: 'suite run', measured: 'ERROR', baseline: '-', ratio: '-', target: 'completes', status: 'MISSED' });
+  if (error)
+    rows.push({ suite: r.name, metric: 'suite run', measured: 'ERROR', baseline: '-', ratio: '-', target: 'completes', status: 'MISSED' });
   for (const t of r.targets) {
     const goal = `${t.op} ${t.ratio ? fmtRatio(t.target) : fmt(t.target)}${!t.ratio && t.unit ? ' ' + t.unit : ''}`;
     rows.push({
@@ -77,7 +78,15 @@ export function rowsOf(r: SuiteResult, error?: string): Row[] {
     });
   }
   for (const i of r.info ?? []) {
-    rows.push({ suite: r.name, metric: i.name, measured: i.value, baseline: i.baseline ?? '-', ratio: i.ratio === undefined ? '-' : fmtRatio(i.ratio), target: '-', status: 'info' });
+    rows.push({
+      suite: r.name,
+      metric: i.name,
+      measured: i.value,
+      baseline: i.baseline ?? '-',
+      ratio: i.ratio === undefined ? '-' : fmtRatio(i.ratio),
+      target: '-',
+      status: 'info',
+    });
   }
   return rows;
 }
@@ -85,7 +94,15 @@ export function rowsOf(r: SuiteResult, error?: string): Row[] {
 /** A Markdown table (also readable as plain text). A '|' inside a cell would split it: shown as '/'. */
 export function renderTable(input: Row[]): string {
   const rows = input.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v.replace(/\|/g, '/')])) as unknown as Row);
-  const head: Row = { suite: 'suite', metric: 'metric', measured: 'measured', baseline: 'baseline', ratio: 'ratio', target: 'target', status: 'status' };
+  const head: Row = {
+    suite: 'suite',
+    metric: 'metric',
+    measured: 'measured',
+    baseline: 'baseline',
+    ratio: 'ratio',
+    target: 'target',
+    status: 'status',
+  };
   const cols = Object.keys(head) as (keyof Row)[];
   const width = Object.fromEntries(cols.map((c) => [c, Math.max(...[head, ...rows].map((r) => r[c].length))])) as Record<keyof Row, number>;
   const line = (r: Row): string => '| ' + cols.map((c) => r[c].padEnd(width[c])).join(' | ') + ' |';

@@ -36,7 +36,9 @@ export function lineChartSvg(c: Curve, width = 720, height = 420): string {
   const X = (v: number): number => m.l + (v / xMax) * pw;
   const Y = (v: number): number => m.t + ph - (v / yMax) * ph;
   const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`);
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
+  );
   out.push(`<rect width="${width}" height="${height}" fill="#fff"/>`);
   out.push(`<text x="${width / 2}" y="24" text-anchor="middle" font-size="15" font-weight="bold">${esc(c.title)}</text>`);
   for (const v of yt) {
@@ -57,9 +59,14 @@ export function lineChartSvg(c: Curve, width = 720, height = 420): string {
     const color = COLORS[i % COLORS.length]!;
     const pts = [...s.points].sort((a, b) => a[0] - b[0]);
     if (pts.length > 1) {
-      out.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(' ')}"/>`);
+      out.push(
+        `<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(' ')}"/>`,
+      );
     }
-    for (const p of pts) out.push(`<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="3.5" fill="${color}"><title>${esc(`${s.name}: x=${fmt(p[0])} y=${fmt(p[1])}`)}</title></circle>`);
+    for (const p of pts)
+      out.push(
+        `<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="3.5" fill="${color}"><title>${esc(`${s.name}: x=${fmt(p[0])} y=${fmt(p[1])}`)}</title></circle>`,
+      );
     const ly = m.t + 8 + i * 18;
     const lx = m.l + pw - 190;
     out.push(`<rect x="${lx}" y="${ly - 6}" width="14" height="3" fill="${color}"/>`);

@@ -14,7 +14,9 @@ import { BinaryCopyWriter } from './copy.js';
  * the baselines are always given the same messages.
  */
 
-const FILLER = randomBytes(1 << 16).toString('base64').replace(/[+/=]/g, 'x');
+const FILLER = randomBytes(1 << 16)
+  .toString('base64')
+  .replace(/[+/=]/g, 'x');
 
 export class MessageFactory {
   constructor(
@@ -32,7 +34,10 @@ export class MessageFactory {
     const n = this.payloadBytes - head.length - tail.length;
     if (n < 0) {
       const at = (Math.imul(pid, 2654435761) + Math.imul(seq, 40503)) >>> 0;
-      return Buffer.from(FILLER.slice(at % (FILLER.length - this.payloadBytes), (at % (FILLER.length - this.payloadBytes)) + this.payloadBytes), 'latin1');
+      return Buffer.from(
+        FILLER.slice(at % (FILLER.length - this.payloadBytes), (at % (FILLER.length - this.payloadBytes)) + this.payloadBytes),
+        'latin1',
+      );
     }
     const at = ((Math.imul(pid, 2654435761) + Math.imul(seq, 40503)) >>> 0) % (FILLER.length - n);
     return Buffer.from(head + FILLER.slice(at, at + n) + tail, 'latin1');
@@ -116,10 +121,16 @@ export async function bulkLoad(pool: pg.Pool, plan: LoadPlan): Promise<number> {
     if (plan.engine) {
       const c1 = await pool.connect();
       clients.push(c1);
-      seg = new BinaryCopyWriter(c1, 'COPY queen.log_segments (partition_id, base_offset, end_offset, created_at, blob) FROM STDIN (FORMAT binary)');
+      seg = new BinaryCopyWriter(
+        c1,
+        'COPY queen.log_segments (partition_id, base_offset, end_offset, created_at, blob) FROM STDIN (FORMAT binary)',
+      );
       const c2 = await pool.connect();
       clients.push(c2);
-      txn = new BinaryCopyWriter(c2, 'COPY queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes) FROM STDIN (FORMAT binary)');
+      txn = new BinaryCopyWriter(
+        c2,
+        'COPY queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes) FROM STDIN (FORMAT binary)',
+      );
       writers.push(seg, txn);
     }
     if (plan.baselineCopySql) {
@@ -203,6 +214,8 @@ export async function nextOffsets(pool: pg.Pool, ids: readonly number[]): Promis
 
 /** Total on-disk bytes (heap + TOAST + indexes) of the given relations. */
 export async function relationBytes(pool: pg.Pool, relations: readonly string[]): Promise<number> {
-  const r = await pool.query('SELECT coalesce(sum(pg_total_relation_size(x::regclass)), 0)::bigint AS b FROM unnest($1::text[]) AS x', [relations]);
+  const r = await pool.query('SELECT coalesce(sum(pg_total_relation_size(x::regclass)), 0)::bigint AS b FROM unnest($1::text[]) AS x', [
+    relations,
+  ]);
   return Number(r.rows[0].b);
 }

@@ -80,7 +80,13 @@ export interface Suite {
   run(ctx: SuiteContext): Promise<SuiteResult>;
 }
 
-export function target(name: string, measured: number, op: Op, goal: number, extra: Omit<Target, 'name' | 'measured' | 'op' | 'target' | 'met'> = {}): Target {
+export function target(
+  name: string,
+  measured: number,
+  op: Op,
+  goal: number,
+  extra: Omit<Target, 'name' | 'measured' | 'op' | 'target' | 'met'> = {},
+): Target {
   const met = Number.isFinite(measured) && (op === '>=' ? measured >= goal : measured <= goal);
   return { name, measured, target: goal, op, met, ...extra };
 }

@@ -14,7 +14,10 @@ if (file) {
   const sample = (): void => {
     const m = process.memoryUsage();
     const h = getHeapStatistics();
-    appendFileSync(file, `${JSON.stringify({ t: Date.now(), rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, heapLimit: h.heap_size_limit })}\n`);
+    appendFileSync(
+      file,
+      `${JSON.stringify({ t: Date.now(), rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers, heapLimit: h.heap_size_limit })}\n`,
+    );
   };
   sample();
   setInterval(sample, every).unref();

@@ -70,7 +70,6 @@ function freePort(): Promise<number> {
   });
 }
 
-
 /** Least-squares slope of y over x. */
 function slope(points: readonly [number, number][]): number {
   const n = points.length;
@@ -125,7 +124,12 @@ async function main(): Promise<void> {
     for (let i = 0; ; i++) {
       // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the child's exit listener while start-up awaited
       if (dead) throw new Error(`the service exited during start-up: ${stderr}`);
-      if (await fetch(`${base}/health`).then((r) => r.ok).catch(() => false)) break;
+      if (
+        await fetch(`${base}/health`)
+          .then((r) => r.ok)
+          .catch(() => false)
+      )
+        break;
       if (i > 600) throw new Error('the service did not become healthy within 60 s');
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -133,7 +137,10 @@ async function main(): Promise<void> {
     const resent: string[] = [];
 
     const send = async (method: string, path: string, body?: string | Buffer): Promise<void> => {
-      const res = await fetch(`${base}${path}`, { method, ...(body !== undefined ? { body, headers: { 'content-type': 'application/json' } } : {}) });
+      const res = await fetch(`${base}${path}`, {
+        method,
+        ...(body !== undefined ? { body, headers: { 'content-type': 'application/json' } } : {}),
+      });
       await res.arrayBuffer();
       requests++;
       count(String(res.status));
@@ -160,18 +167,38 @@ async function main(): Promise<void> {
                 if (resent.length < 10_000) resent.push(txn);
                 else resent[Math.floor(r() * resent.length)] = txn;
               }
-              return { queue, partition: `p-${Math.floor(r() * partitions)}`, transactionId: txn, payload: { at: Date.now(), w, s: 'x'.repeat(150 + Math.floor(r() * 100)) } };
+              return {
+                queue,
+                partition: `p-${Math.floor(r() * partitions)}`,
+                transactionId: txn,
+                payload: { at: Date.now(), w, s: 'x'.repeat(150 + Math.floor(r() * 100)) },
+              };
             });
             await send('POST', '/api/v1/push', JSON.stringify({ items }));
           } else if (x < 0.75) {
-            await send('POST', '/api/v1/configure', JSON.stringify({ queue, options: { dedupWindowSeconds: windowSeconds ?? 600 + Math.floor(r() * 3000) } }));
+            await send(
+              'POST',
+              '/api/v1/configure',
+              JSON.stringify({ queue, options: { dedupWindowSeconds: windowSeconds ?? 600 + Math.floor(r() * 3000) } }),
+            );
           } else if (x < 0.85) {
             await send('GET', `/api/v1/resources/queues/${queue}`);
           } else if (x < 0.95) {
             const bad = Math.floor(r() * 6);
             if (bad === 0) await send('POST', '/api/v1/push', '{"items": [');
-            else if (bad === 1) await send('POST', '/api/v1/push', JSON.stringify({ items: [{ queue, partition: `u-\ud800-${seq++}`, payload: 1 }] }));
-            else if (bad === 2) await send('POST', '/api/v1/push', JSON.stringify({ items: [{ queue: 'no spaces', payload: 1 }, { queue, transactionID: 'typo', payload: 1 }] }));
+            else if (bad === 1)
+              await send('POST', '/api/v1/push', JSON.stringify({ items: [{ queue, partition: `u-\ud800-${seq++}`, payload: 1 }] }));
+            else if (bad === 2)
+              await send(
+                'POST',
+                '/api/v1/push',
+                JSON.stringify({
+                  items: [
+                    { queue: 'no spaces', payload: 1 },
+                    { queue, transactionID: 'typo', payload: 1 },
+                  ],
+                }),
+              );
             else if (bad === 3) await send('GET', `/api/v1/resources/queues/${'x'.repeat(129 + Math.floor(r() * 3000))}`);
             else if (bad === 4) await send('POST', '/api/v1/configure', JSON.stringify({ queue, mode: null }));
             else await send('GET', `/api/v1/nope/${seq++}`);
@@ -197,7 +224,9 @@ async function main(): Promise<void> {
     }, 5000);
     const progress = setInterval(() => {
       const last = readProbe(probeFile).at(-1);
-      process.stderr.write(`soak-memory: ${Math.round((Date.now() - started) / 1000)} s, ${requests} requests, rss ${last ? (last.rss / MIB).toFixed(0) : '?'} MiB\n`);
+      process.stderr.write(
+        `soak-memory: ${Math.round((Date.now() - started) / 1000)} s, ${requests} requests, rss ${last ? (last.rss / MIB).toFixed(0) : '?'} MiB\n`,
+      );
     }, 30_000);
     try {
       await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
@@ -238,7 +267,15 @@ async function main(): Promise<void> {
   const result = {
     name: 'soak-memory',
     date: new Date().toISOString(),
-    params: { seconds, concurrency, dedupWindowSeconds: windowSeconds ?? '600-3600 at random', dedupCacheMb: budget, maxSlopeMibPerMin: maxSlope, partitionsPerQueue: partitionCap, queues: 5 },
+    params: {
+      seconds,
+      concurrency,
+      dedupWindowSeconds: windowSeconds ?? '600-3600 at random',
+      dedupCacheMb: budget,
+      maxSlopeMibPerMin: maxSlope,
+      partitionsPerQueue: partitionCap,
+      queues: 5,
+    },
     results: {
       requests,
       requestsPerSecond: Math.round(requests / ((Date.now() - started) / 1000)),
@@ -277,7 +314,10 @@ async function main(): Promise<void> {
   );
   process.stdout.write(`${JSON.stringify(result.results, null, 1)}\nwrote ${jsonPath}\nwrote ${svgPath}\n`);
   if (fiveHundreds > 0) throw new Error(`${fiveHundreds} requests answered 5xx`);
-  if (!levelsOff) throw new Error(`memory outside the dedup cache still grows at ${secondHalfSlope.toFixed(2)} MiB/min over the second half (limit ${maxSlope})`);
+  if (!levelsOff)
+    throw new Error(
+      `memory outside the dedup cache still grows at ${secondHalfSlope.toFixed(2)} MiB/min over the second half (limit ${maxSlope})`,
+    );
 }
 
 function readProbe(file: string): Sample[] {

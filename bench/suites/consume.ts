@@ -28,8 +28,30 @@ export const consume: Suite = {
   name: 'consume',
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
-      ? { n: 60_000, partitions: 8, consumers: 2, batch: 1_000, pushBundle: 1_000, grownBy: 200_000, latencySamples: 200, latencyRate: 200, payloadBytes: 200, reps: 2 }
-      : { n: 500_000, partitions: 8, consumers: 4, batch: 1_000, pushBundle: 1_000, grownBy: 10_000_000, latencySamples: 2_000, latencyRate: 500, payloadBytes: 200, reps: 3 };
+      ? {
+          n: 60_000,
+          partitions: 8,
+          consumers: 2,
+          batch: 1_000,
+          pushBundle: 1_000,
+          grownBy: 200_000,
+          latencySamples: 200,
+          latencyRate: 200,
+          payloadBytes: 200,
+          reps: 2,
+        }
+      : {
+          n: 500_000,
+          partitions: 8,
+          consumers: 4,
+          batch: 1_000,
+          pushBundle: 1_000,
+          grownBy: 10_000_000,
+          latencySamples: 2_000,
+          latencyRate: 500,
+          payloadBytes: 200,
+          reps: 3,
+        };
     const db = await createBenchDatabase(ctx.adminUrl, 'consume');
     let rig: EngineRig | undefined;
     let read: ReadPath | undefined;
@@ -70,7 +92,13 @@ export const consume: Suite = {
                 continue;
               }
               for (const m of r.messages) JSON.parse(m.payload.toString('utf8'));
-              const acks: AckItem[] = r.messages.map((m) => ({ consumerGroup: group, status: 'completed', partitionId: m.partitionId, transactionId: m.transactionId, leaseId: r.leaseId! }));
+              const acks: AckItem[] = r.messages.map((m) => ({
+                consumerGroup: group,
+                status: 'completed',
+                partitionId: m.partitionId,
+                transactionId: m.transactionId,
+                leaseId: r.leaseId!,
+              }));
               const out = await read!.ack(acks);
               const bad = out.find((o) => o.result !== 'acked');
               if (bad) throw new Error(`consume bench: ack answered ${bad.result}`);
@@ -85,7 +113,11 @@ export const consume: Suite = {
       const pushRates: number[] = [];
       const popRates: number[] = [];
       for (let r = 0; r < p.reps; r++) {
-        ctx.progress.step(1, steps, `rep ${r + 1}/${p.reps}: push ${fmt(p.n)} then pop+ack them (batch ${p.batch}, ${p.consumers} consumers)`);
+        ctx.progress.step(
+          1,
+          steps,
+          `rep ${r + 1}/${p.reps}: push ${fmt(p.n)} then pop+ack them (batch ${p.batch}, ${p.consumers} consumers)`,
+        );
         const q = `cs_${r}`;
         const cursors = await provisionQueue(admin, rig.engine, q, 3600, p.partitions);
         pushRates.push(await pushRate(q, cursors));
@@ -174,18 +206,37 @@ export const consume: Suite = {
       return {
         name: 'consume',
         params: p,
-        results: { pushMsgPerS: push, popAckMsgPerS: pop, endToEndMsgPerS: e2e, skipLockedMsgPerS: jobs, latencyMs: { p50, p99, samples: lat.length }, grownPopAckMsgPerS: grown },
+        results: {
+          pushMsgPerS: push,
+          popAckMsgPerS: pop,
+          endToEndMsgPerS: e2e,
+          skipLockedMsgPerS: jobs,
+          latencyMs: { p50, p99, samples: lat.length },
+          grownPopAckMsgPerS: grown,
+        },
         samples: { pushRates, popRates, jobRates, latencyMs: lat },
         targets: [
-          target('pop+ack (batch 1000) / push, same run', pop / push, '>=', 0.8, { ratio: true, value: `${fmt(pop)} msg/s`, baseline: `${fmt(push)} msg/s` }),
+          target('pop+ack (batch 1000) / push, same run', pop / push, '>=', 0.8, {
+            ratio: true,
+            value: `${fmt(pop)} msg/s`,
+            baseline: `${fmt(push)} msg/s`,
+          }),
           target('push -> pop -> ack end to end', e2e, '>=', 100_000, { value: `${fmt(e2e)} msg/s`, unit: 'msg/s' }),
-          target('pop+ack / SKIP LOCKED job table', pop / jobs, '>=', 3, { ratio: true, value: `${fmt(pop)} msg/s`, baseline: `${fmt(jobs)} msg/s` }),
+          target('pop+ack / SKIP LOCKED job table', pop / jobs, '>=', 3, {
+            ratio: true,
+            value: `${fmt(pop)} msg/s`,
+            baseline: `${fmt(jobs)} msg/s`,
+          }),
           target('push commit -> pop delivery p99 (light load)', p99, '<=', 50, { value: `${fmt(p99)} ms`, unit: 'ms' }),
-          target(`pop+ack at the tail of a log grown by ${fmt(p.grownBy)} / at 0`, grown / pop, '>=', 0.9, { ratio: true, value: `${fmt(grown)} msg/s`, baseline: `${fmt(pop)} msg/s` }),
+          target(`pop+ack at the tail of a log grown by ${fmt(p.grownBy)} / at 0`, grown / pop, '>=', 0.9, {
+            ratio: true,
+            value: `${fmt(grown)} msg/s`,
+            baseline: `${fmt(pop)} msg/s`,
+          }),
         ],
         info: [{ name: 'push -> pop latency p50', value: `${fmt(p50)} ms` }],
         notes: [
-          'in process, no HTTP: ReadPath.pop / ReadPath.ack are what the routes call; acks by transactionId (the client\'s ack), one batch call per pop',
+          "in process, no HTTP: ReadPath.pop / ReadPath.ack are what the routes call; acks by transactionId (the client's ack), one batch call per pop",
           `latency: single-message pushes paced at ${p.latencyRate}/s (light load), one consumer long-polling with autoAck; measured from push commit to pop return`,
           'SKIP LOCKED baseline: claim (UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING) then DELETE, same batch and workers',
         ],

@@ -35,7 +35,6 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
-
 /** Rows for a full window ending at endMs, at RATE_PER_S, ROW_HASHES per row, from one source buffer. */
 function windowRows(source: Buffer, blocks: number, endMs: number): TxnRow[] {
   const total = blocks * BLOCK_HASHES;
@@ -43,7 +42,12 @@ function windowRows(source: Buffer, blocks: number, endMs: number): TxnRow[] {
   const msPerRow = (ROW_HASHES / RATE_PER_S) * 1000;
   const startMs = endMs - (total / RATE_PER_S) * 1000;
   for (let base = 0, r = 0; base < total; base += ROW_HASHES, r++) {
-    rows.push({ baseOffset: base, endOffset: base + ROW_HASHES - 1, createdMs: Math.round(startMs + (r + 1) * msPerRow), hashes: source.subarray(base * HASH_BYTES, (base + ROW_HASHES) * HASH_BYTES) });
+    rows.push({
+      baseOffset: base,
+      endOffset: base + ROW_HASHES - 1,
+      createdMs: Math.round(startMs + (r + 1) * msPerRow),
+      hashes: source.subarray(base * HASH_BYTES, (base + ROW_HASHES) * HASH_BYTES),
+    });
   }
   return rows;
 }
@@ -76,7 +80,13 @@ function probeExactOnly(entry: PartitionEntry, probes: Buffer, count: number): n
  * appends at the same rate through the flush path (verifiedFor runs expiry,
  * recordAppend appends); samples accounted bytes per resident hash.
  */
-function steadyState(source: Buffer, stream: Buffer, blocks: number, bloomMinGenerationsPerWindow: number | undefined, samplesWanted: number): { afterInstall: number; steady: number[]; generations: number[] } {
+function steadyState(
+  source: Buffer,
+  stream: Buffer,
+  blocks: number,
+  bloomMinGenerationsPerWindow: number | undefined,
+  samplesWanted: number,
+): { afterInstall: number; steady: number[]; generations: number[] } {
   let now = 1_000_000_000;
   const cache = new DedupCache({ capBytes: 2 ** 40, now: () => now, bloomMinGenerationsPerWindow });
   const total = blocks * BLOCK_HASHES;
@@ -174,7 +184,7 @@ export async function runDedupCacheBench(opts: { quick: boolean }): Promise<Benc
       absentProbeNsPerHashExactOnly: mExact,
       absentProbeSpeedup: mExact / mWith,
       bloomFalsePositiveRate: median(fpRate),
-      bytesPerHashAfterHydration: (entry.bytes) / entry.hashCount,
+      bytesPerHashAfterHydration: entry.bytes / entry.hashCount,
       arrayBuffersBytesPerHash: (abAfter - abBefore) / total,
       bytesPerHashSteadyMedian: median(rateAware.steady),
       bytesPerHashSteadyMax: Math.max(...rateAware.steady),

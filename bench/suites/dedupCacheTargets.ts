@@ -25,9 +25,16 @@ export const dedupCacheSuite: Suite = {
     const steadyMax = num('bytesPerHashSteadyMax');
     const fp = num('bloomFalsePositiveRate');
     const targets: Target[] = [
-      target('absent probe: exact-only ns / bloom ns per hash (300 blocks)', speedup, '>=', 10, { ratio: true, value: `${bloomNs.toFixed(1)} ns/hash`, baseline: `${exactNs.toFixed(1)} ns/hash (exact only)` }),
+      target('absent probe: exact-only ns / bloom ns per hash (300 blocks)', speedup, '>=', 10, {
+        ratio: true,
+        value: `${bloomNs.toFixed(1)} ns/hash`,
+        baseline: `${exactNs.toFixed(1)} ns/hash (exact only)`,
+      }),
       target('resident bytes/hash after hydration', afterHydration, '<=', 22.5, { unit: 'B', value: `${afterHydration.toFixed(2)} B` }),
-      target('resident bytes/hash, worst over a window of appends', steadyMax, '<=', 22.5, { unit: 'B', value: `${steadyMax.toFixed(2)} B` }),
+      target('resident bytes/hash, worst over a window of appends', steadyMax, '<=', 22.5, {
+        unit: 'B',
+        value: `${steadyMax.toFixed(2)} B`,
+      }),
     ];
     const notes: string[] = [];
     for (const k of ['absentProbeSpeedup', 'bytesPerHashAfterHydration', 'bytesPerHashSteadyMax', 'bloomFalsePositiveRate']) {
@@ -41,7 +48,11 @@ export const dedupCacheSuite: Suite = {
       targets,
       info: [
         { name: 'bloom false-positive rate (absent hashes, all live generations)', value: `${(fp * 100).toFixed(3)} %` },
-        { name: 'bytes/hash steady median: rate-aware | plain x8 ladder', value: `${num('bytesPerHashSteadyMedian').toFixed(2)} B`, baseline: `${num('bytesPerHashLadderSteadyMedian').toFixed(2)} B` },
+        {
+          name: 'bytes/hash steady median: rate-aware | plain x8 ladder',
+          value: `${num('bytesPerHashSteadyMedian').toFixed(2)} B`,
+          baseline: `${num('bytesPerHashLadderSteadyMedian').toFixed(2)} B`,
+        },
         { name: 'absent-probe speed-up', value: fmtRatio(speedup), baseline: `${fmt(exactNs)} ns -> ${fmt(bloomNs)} ns` },
       ],
       notes,

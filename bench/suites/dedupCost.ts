@@ -20,7 +20,13 @@ interface ModeSetup {
 const MODES: ModeSetup[] = [
   { mode: 'on', queue: 'dc_on', window: 3600, cacheMb: 512, what: 'dedup on, warm cache (window 3600 s)' },
   { mode: 'off', queue: 'dc_off', window: 0, cacheMb: 512, what: 'dedup off (window 0)' },
-  { mode: 'nocache', queue: 'dc_nocache', window: 3600, cacheMb: false, what: 'cache disabled: p_verified -1, full-window probe (window 3600 s)' },
+  {
+    mode: 'nocache',
+    queue: 'dc_nocache',
+    window: 3600,
+    cacheMb: false,
+    what: 'cache disabled: p_verified -1, full-window probe (window 3600 s)',
+  },
 ];
 
 /**
@@ -35,8 +41,30 @@ export const dedupCost: Suite = {
   name: 'dedup-cost',
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
-      ? { storedPerQueue: 100_000, workers: 2, partitionsPerWorker: 64, msgsPerSegment: 100, bundlesPerRep: 2, reps: 6, nocacheEvery: 2, warmupBundles: 3, payloadBytes: 100, segFrames: 1000 }
-      : { storedPerQueue: 1_000_000, workers: 2, partitionsPerWorker: 64, msgsPerSegment: 100, bundlesPerRep: 3, reps: 16, nocacheEvery: 4, warmupBundles: 3, payloadBytes: 100, segFrames: 1000 };
+      ? {
+          storedPerQueue: 100_000,
+          workers: 2,
+          partitionsPerWorker: 64,
+          msgsPerSegment: 100,
+          bundlesPerRep: 2,
+          reps: 6,
+          nocacheEvery: 2,
+          warmupBundles: 3,
+          payloadBytes: 100,
+          segFrames: 1000,
+        }
+      : {
+          storedPerQueue: 1_000_000,
+          workers: 2,
+          partitionsPerWorker: 64,
+          msgsPerSegment: 100,
+          bundlesPerRep: 3,
+          reps: 16,
+          nocacheEvery: 4,
+          warmupBundles: 3,
+          payloadBytes: 100,
+          segFrames: 1000,
+        };
     const db = await createBenchDatabase(ctx.adminUrl, 'dedup_cost');
     const rigs = new Map<Mode, EngineRig>();
     try {
@@ -66,7 +94,11 @@ export const dedupCost: Suite = {
       const bundles = (m: Mode, count: number): PushItem[][][] => {
         const cs = cursors.get(m)!;
         const q = MODES.find((x) => x.mode === m)!.queue;
-        return Array.from({ length: p.workers }, (_, w) => Array.from({ length: count }, () => makeItems(q, cs.slice(w * p.partitionsPerWorker, (w + 1) * p.partitionsPerWorker), p.msgsPerSegment, factory)));
+        return Array.from({ length: p.workers }, (_, w) =>
+          Array.from({ length: count }, () =>
+            makeItems(q, cs.slice(w * p.partitionsPerWorker, (w + 1) * p.partitionsPerWorker), p.msgsPerSegment, factory),
+          ),
+        );
       };
       ctx.progress.step(n, n, 'warm-up (the "on" cache hydrates), then interleaved repetitions');
       for (const m of MODES) await pushAll(rigs.get(m.mode)!.writer, bundles(m.mode, p.warmupBundles));
@@ -74,7 +106,15 @@ export const dedupCost: Suite = {
       const rate = new Map<Mode, number[]>(MODES.map((m) => [m.mode, []]));
       const cpu = new Map<Mode, CpuDelta[]>(MODES.map((m) => [m.mode, []]));
       const probes = new Map<Mode, { run: number; skipped: number }>();
-      const base = new Map(MODES.map((m) => [m.mode, { run: counterValue(rigs.get(m.mode)!.metrics, 'queen_probe_run_total'), skipped: counterValue(rigs.get(m.mode)!.metrics, 'queen_probe_skipped_total') }]));
+      const base = new Map(
+        MODES.map((m) => [
+          m.mode,
+          {
+            run: counterValue(rigs.get(m.mode)!.metrics, 'queen_probe_run_total'),
+            skipped: counterValue(rigs.get(m.mode)!.metrics, 'queen_probe_skipped_total'),
+          },
+        ]),
+      );
       const vouched0 = rigs.get('on')!.cache!.stats.vouched;
       const notVouched0 = rigs.get('on')!.cache!.stats.notVouched;
       const pairs: number[] = [];
@@ -103,7 +143,10 @@ export const dedupCost: Suite = {
       }
       for (const m of MODES) {
         const mt = rigs.get(m.mode)!.metrics;
-        probes.set(m.mode, { run: counterValue(mt, 'queen_probe_run_total') - base.get(m.mode)!.run, skipped: counterValue(mt, 'queen_probe_skipped_total') - base.get(m.mode)!.skipped });
+        probes.set(m.mode, {
+          run: counterValue(mt, 'queen_probe_run_total') - base.get(m.mode)!.run,
+          skipped: counterValue(mt, 'queen_probe_skipped_total') - base.get(m.mode)!.skipped,
+        });
       }
       const on = rigs.get('on')!.cache!.stats;
       const med = (m: Mode): number => median(rate.get(m)!);
@@ -112,26 +155,49 @@ export const dedupCost: Suite = {
       const cs = (m: Mode): string => fmtShares(addCpu(cpu.get(m)!));
       return {
         name: 'dedup-cost',
-        params: { ...p, modes: MODES, connections: p.workers, bundle: `${p.partitionsPerWorker} partitions x ${p.msgsPerSegment} msgs per worker` },
+        params: {
+          ...p,
+          modes: MODES,
+          connections: p.workers,
+          bundle: `${p.partitionsPerWorker} partitions x ${p.msgsPerSegment} msgs per worker`,
+        },
         results: {
           msgPerS: Object.fromEntries(MODES.map((m) => [m.mode, med(m.mode)])),
           onOverOff: ratio,
           nocacheOverOff: median(pairsNoCache),
           probes: Object.fromEntries(probes),
-          onCache: { vouched: on.vouched - vouched0, notVouched: on.notVouched - notVouched0, hydrations: on.hydrations, localHits: on.localHits },
+          onCache: {
+            vouched: on.vouched - vouched0,
+            notVouched: on.notVouched - notVouched0,
+            hydrations: on.hydrations,
+            localHits: on.localHits,
+          },
           cpuShares: Object.fromEntries(MODES.map((m) => [m.mode, cpuShares(addCpu(cpu.get(m.mode)!))])),
         },
         samples: { rate: Object.fromEntries(rate), pairsOnOff: pairs, pairsNocacheOff: pairsNoCache, cpu: Object.fromEntries(cpu) },
-        targets: [target('dedup on (warm cache) / dedup off', ratio, '>=', 0.95, { ratio: true, value: `${fmt(med('on'))} msg/s`, baseline: `${fmt(med('off'))} msg/s` })],
+        targets: [
+          target('dedup on (warm cache) / dedup off', ratio, '>=', 0.95, {
+            ratio: true,
+            value: `${fmt(med('on'))} msg/s`,
+            baseline: `${fmt(med('off'))} msg/s`,
+          }),
+        ],
         info: [
-          { name: 'cache disabled (-1, full-window probe) / dedup off', value: `${fmt(med('nocache'))} msg/s`, baseline: `${fmt(med('off'))} msg/s`, ratio: median(pairsNoCache) },
+          {
+            name: 'cache disabled (-1, full-window probe) / dedup off',
+            value: `${fmt(med('nocache'))} msg/s`,
+            baseline: `${fmt(med('off'))} msg/s`,
+            ratio: median(pairsNoCache),
+          },
           { name: 'probes run/skipped in timed reps: on', value: pr('on') },
           { name: 'probes run/skipped in timed reps: off', value: pr('off') },
           { name: 'probes run/skipped in timed reps: cache disabled', value: pr('nocache') },
           { name: 'CPU: on | off', value: cs('on'), baseline: cs('off') },
           { name: 'CPU: cache disabled', value: cs('nocache') },
         ],
-        notes: [`stored ${fmt(p.storedPerQueue)} in-window messages per queue before the first push; each queue then received the same pushes (the cache-disabled queue fewer: it is measured every ${p.nocacheEvery}th repetition)`],
+        notes: [
+          `stored ${fmt(p.storedPerQueue)} in-window messages per queue before the first push; each queue then received the same pushes (the cache-disabled queue fewer: it is measured every ${p.nocacheEvery}th repetition)`,
+        ],
       };
     } finally {
       for (const r of rigs.values()) await r.stop();

@@ -57,8 +57,11 @@ const SINK_TABLE = 'sink_t';
 const NEW_TAG = 'kd';
 const STORED_TAG = 'kh';
 
-const ENVELOPE_HEAD = '{"schema":{"type":"struct","fields":[{"field":"key","type":"string"},{"field":"transactionId","type":"string"},{"field":"seq","type":"int64"},{"field":"body","type":"string"}]},"payload":';
-const FILLER = randomBytes(1 << 15).toString('base64').replace(/[+/=]/g, 'x');
+const ENVELOPE_HEAD =
+  '{"schema":{"type":"struct","fields":[{"field":"key","type":"string"},{"field":"transactionId","type":"string"},{"field":"seq","type":"int64"},{"field":"body","type":"string"}]},"payload":';
+const FILLER = randomBytes(1 << 15)
+  .toString('base64')
+  .replace(/[+/=]/g, 'x');
 
 function keyName(k: number): string {
   return `key-${String(k).padStart(2, '0')}`;
@@ -72,7 +75,6 @@ function envelope(k: number, txn: string, seq: number, bytes: number): { value: 
   const body = FILLER.slice(at % (FILLER.length - n), (at % (FILLER.length - n)) + n);
   return { value: Buffer.from(`${ENVELOPE_HEAD}${JSON.stringify({ key: keyName(k), transactionId: txn, seq, body })}}`, 'utf8'), body };
 }
-
 
 interface TopicPlan {
   name: string;
@@ -116,7 +118,13 @@ interface Run {
 }
 
 /** Produces the topic (records generated on the fly, 2 sends in flight, acks=all). */
-async function produceTopic(brokers: string[], plan: TopicPlan, p: { records: number; keys: number; topicPartitions: number; valueBytes: number; dupShare: number }, store: { storedPerKey: number[]; pidOf: number[] } | undefined, seed: number): Promise<void> {
+async function produceTopic(
+  brokers: string[],
+  plan: TopicPlan,
+  p: { records: number; keys: number; topicPartitions: number; valueBytes: number; dupShare: number },
+  store: { storedPerKey: number[]; pidOf: number[] } | undefined,
+  seed: number,
+): Promise<void> {
   const kafka = kafkaClient(brokers, 'queen-bench-dups-producer');
   await createTopic(kafka, plan.name, p.topicPartitions);
   const producer = kafka.producer({ allowAutoTopicCreation: false });
@@ -145,7 +153,12 @@ async function produceTopic(brokers: string[], plan: TopicPlan, p: { records: nu
         seq = next[k]!++;
         txn = `${NEW_TAG}-${k}-${seq}`;
       }
-      out.push({ key: keyName(k), partition: k % p.topicPartitions, value: envelope(k, txn, seq, p.valueBytes).value, headers: { transactionId: txn } });
+      out.push({
+        key: keyName(k),
+        partition: k % p.topicPartitions,
+        value: envelope(k, txn, seq, p.valueBytes).value,
+        headers: { transactionId: txn },
+      });
     }
     return out;
   };
@@ -166,14 +179,25 @@ async function produceTopic(brokers: string[], plan: TopicPlan, p: { records: nu
  * history by lib/synth.ts bulkLoad with real hashes in log_txns), the Connect
  * sink's table and the kafkajs sink's table (the same (key, transactionId)s).
  */
-async function buildStore(ctx: SuiteContext, size: number, p: { keys: number; valueBytes: number; windowSeconds: number; segFrames: number }): Promise<Store> {
+async function buildStore(
+  ctx: SuiteContext,
+  size: number,
+  p: { keys: number; valueBytes: number; windowSeconds: number; segFrames: number },
+): Promise<Store> {
   const t0 = Date.now();
   const template = await createBenchDatabase(ctx.adminUrl, `kafka_dups_tmpl_${size}`);
   const pool = template.pool(4, 'queen-bench-load');
   try {
-    const cursors: PartitionCursor[] = await provisionQueueNamed(pool, QUEUE, p.windowSeconds, Array.from({ length: p.keys }, (_, k) => keyName(k)));
+    const cursors: PartitionCursor[] = await provisionQueueNamed(
+      pool,
+      QUEUE,
+      p.windowSeconds,
+      Array.from({ length: p.keys }, (_, k) => keyName(k)),
+    );
     const pidOf = cursors.map((c) => c.id);
-    await pool.query(`CREATE TABLE public.${CONNECT_TABLE} (key text NOT NULL, transactionid text NOT NULL, seq bigint NOT NULL, body text NOT NULL, PRIMARY KEY (key, transactionid))`);
+    await pool.query(
+      `CREATE TABLE public.${CONNECT_TABLE} (key text NOT NULL, transactionid text NOT NULL, seq bigint NOT NULL, body text NOT NULL, PRIMARY KEY (key, transactionid))`,
+    );
     await pool.query(SINK_DDL(SINK_TABLE));
     const storedPerKey = Array.from({ length: p.keys }, (_, k) => Math.floor(size / p.keys) + (k < size % p.keys ? 1 : 0));
     if (size > 0) {
@@ -183,7 +207,10 @@ async function buildStore(ctx: SuiteContext, size: number, p: { keys: number; va
         const c2 = await pool.connect();
         try {
           const con = new BinaryCopyWriter(c1, `COPY public.${CONNECT_TABLE} (key, transactionid, seq, body) FROM STDIN (FORMAT binary)`);
-          const snk = new BinaryCopyWriter(c2, `COPY bench_sink.${SINK_TABLE} (partition, transaction_id, payload, created_at) FROM STDIN (FORMAT binary)`);
+          const snk = new BinaryCopyWriter(
+            c2,
+            `COPY bench_sink.${SINK_TABLE} (partition, transaction_id, payload, created_at) FROM STDIN (FORMAT binary)`,
+          );
           const maxPer = Math.max(...storedPerKey);
           for (let s = 0; s < maxPer; s++) {
             for (let k = 0; k < p.keys; k++) {
@@ -219,12 +246,15 @@ async function buildStore(ctx: SuiteContext, size: number, p: { keys: number; va
           segFrames: p.segFrames,
           createdMs,
           engine: true,
-          onProgress: (d, t) => ctx.progress.note(`stored ${fmt(size)}: COPY ${fmt(d)}/${fmt(t)} messages into the engine store (and both sink tables)`),
+          onProgress: (d, t) =>
+            ctx.progress.note(`stored ${fmt(size)}: COPY ${fmt(d)}/${fmt(t)} messages into the engine store (and both sink tables)`),
         }),
         loadTables(),
       ]);
     }
-    await pool.query(`ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions; ANALYZE public.${CONNECT_TABLE}; ANALYZE bench_sink.${SINK_TABLE}`);
+    await pool.query(
+      `ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions; ANALYZE public.${CONNECT_TABLE}; ANALYZE bench_sink.${SINK_TABLE}`,
+    );
     await checkpoint(pool);
     return { size, storedPerKey, pidOf, template, loadSeconds: (Date.now() - t0) / 1000 };
   } finally {
@@ -233,7 +263,12 @@ async function buildStore(ctx: SuiteContext, size: number, p: { keys: number; va
 }
 
 /** Committed offsets of the group summed, and whether every partition reached its end. */
-async function groupProgress(admin: Admin, group: string, topic: string, ends: Map<number, number>): Promise<{ committed: number; done: boolean }> {
+async function groupProgress(
+  admin: Admin,
+  group: string,
+  topic: string,
+  ends: Map<number, number>,
+): Promise<{ committed: number; done: boolean }> {
   const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
   const c = new Map((t?.partitions ?? []).map((x) => [x.partition, Number(x.offset)]));
   let committed = 0;
@@ -247,7 +282,15 @@ async function groupProgress(admin: Admin, group: string, topic: string, ends: M
 }
 
 /** Polls until the group caught up or the timeout; the rate is then committed records over elapsed time. */
-async function waitCaughtUp(admin: Admin, group: string, topic: string, ends: Map<number, number>, t0: number, timeoutMs: number, alive: () => void): Promise<{ t1: number; committed: number; timedOut: boolean }> {
+async function waitCaughtUp(
+  admin: Admin,
+  group: string,
+  topic: string,
+  ends: Map<number, number>,
+  t0: number,
+  timeoutMs: number,
+  alive: () => void,
+): Promise<{ t1: number; committed: number; timedOut: boolean }> {
   for (;;) {
     alive();
     const g = await groupProgress(admin, group, topic, ends);
@@ -260,7 +303,10 @@ async function waitCaughtUp(admin: Admin, group: string, topic: string, ends: Ma
 
 /** Service exactness: each partition's new offsets hold exactly the topic's new transactionIds, each once; history untouched. */
 async function checkService(pool: pg.Pool, store: Store, plan: TopicPlan): Promise<Check> {
-  const r = await pool.query('SELECT lp.id, lp.name, lp.last_offset FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1', [QUEUE]);
+  const r = await pool.query(
+    'SELECT lp.id, lp.name, lp.last_offset FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1',
+    [QUEUE],
+  );
   const byPid = new Map<number, number>(r.rows.map((x) => [Number(x.id), Number(x.last_offset)]));
   let lost = 0;
   let doubled = 0;
@@ -270,7 +316,10 @@ async function checkService(pool: pg.Pool, store: Store, plan: TopicPlan): Promi
     const stored = store.storedPerKey[k]!;
     const expected = new Set<string>();
     for (let j = 0; j < plan.newPerKey[k]!; j++) expected.add(hashTransactionId(`${NEW_TAG}-${k}-${j}`, hash, 0).toString('latin1'));
-    const rows = await pool.query('SELECT base_offset, end_offset, hashes FROM queen.log_txns WHERE partition_id = $1 AND end_offset >= $2 ORDER BY end_offset', [pid, stored]);
+    const rows = await pool.query(
+      'SELECT base_offset, end_offset, hashes FROM queen.log_txns WHERE partition_id = $1 AND end_offset >= $2 ORDER BY end_offset',
+      [pid, stored],
+    );
     const seen = new Set<string>();
     let n = 0;
     for (const row of rows.rows) {
@@ -294,7 +343,9 @@ async function checkService(pool: pg.Pool, store: Store, plan: TopicPlan): Promi
 
 /** Sink exactness: the table holds the history plus each new (key, transactionId) once (its key enforces at most once). */
 async function checkTable(pool: pg.Pool, store: Store, plan: TopicPlan, table: string, txnCol: string): Promise<Check> {
-  const r = await pool.query(`SELECT count(*)::bigint AS n, count(*) FILTER (WHERE ${txnCol} LIKE $1)::bigint AS fresh FROM ${table}`, [`${NEW_TAG}-%`]);
+  const r = await pool.query(`SELECT count(*)::bigint AS n, count(*) FILTER (WHERE ${txnCol} LIKE $1)::bigint AS fresh FROM ${table}`, [
+    `${NEW_TAG}-%`,
+  ]);
   const n = Number(r.rows[0].n);
   const fresh = Number(r.rows[0].fresh);
   const expectedNew = plan.newPerKey.reduce((a, b) => a + b, 0);
@@ -308,8 +359,36 @@ export const kafkaDuplicates: Suite = {
   needsKafka: true,
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
-      ? { records: 40_000, stored: 200_000, keys: 32, topicPartitions: 8, valueBytes: 290, dupShare: 0.1, reps: 1, windowSeconds: 86_400, segFrames: 1000, poolSize: POOL_SIZE, cacheMb: 512, runTimeoutS: 300, joinTimeoutS: 180 }
-      : { records: 1_000_000, stored: 5_000_000, keys: 32, topicPartitions: 8, valueBytes: 290, dupShare: 0.1, reps: 2, windowSeconds: 86_400, segFrames: 1000, poolSize: POOL_SIZE, cacheMb: 512, runTimeoutS: 1200, joinTimeoutS: 180 };
+      ? {
+          records: 40_000,
+          stored: 200_000,
+          keys: 32,
+          topicPartitions: 8,
+          valueBytes: 290,
+          dupShare: 0.1,
+          reps: 1,
+          windowSeconds: 86_400,
+          segFrames: 1000,
+          poolSize: POOL_SIZE,
+          cacheMb: 512,
+          runTimeoutS: 300,
+          joinTimeoutS: 180,
+        }
+      : {
+          records: 1_000_000,
+          stored: 5_000_000,
+          keys: 32,
+          topicPartitions: 8,
+          valueBytes: 290,
+          dupShare: 0.1,
+          reps: 2,
+          windowSeconds: 86_400,
+          segFrames: 1000,
+          poolSize: POOL_SIZE,
+          cacheMb: 512,
+          runTimeoutS: 1200,
+          joinTimeoutS: 180,
+        };
     const sizes = [0, p.stored];
     const brokers = ctx.brokers!;
     const kafka = kafkaClient(brokers);
@@ -334,9 +413,20 @@ export const kafkaDuplicates: Suite = {
       for (const s of stores) if (s.pidOf.join() !== pidOf.join()) throw new Error('partition ids differ between templates');
 
       // 2. Topics: dup-free (also the replay's), and 10 % re-sends per size.
-      ctx.progress.step(++step, totalSteps, `producing ${fmt(p.records)} records x ${1 + sizes.length} topics (${p.keys} keys, ${p.topicPartitions} partitions, ${p.valueBytes}-byte values)`);
+      ctx.progress.step(
+        ++step,
+        totalSteps,
+        `producing ${fmt(p.records)} records x ${1 + sizes.length} topics (${p.keys} keys, ${p.topicPartitions} partitions, ${p.valueBytes}-byte values)`,
+      );
       const mk = (kind: TopicPlan['kind'], storedSize: number): TopicPlan => {
-        const t: TopicPlan = { name: uniqueName(`bench-dups-${kind}-${storedSize}`), kind, storedSize, newPerKey: [], resends: 0, resendsOfStored: 0 };
+        const t: TopicPlan = {
+          name: uniqueName(`bench-dups-${kind}-${storedSize}`),
+          kind,
+          storedSize,
+          newPerKey: [],
+          resends: 0,
+          resendsOfStored: 0,
+        };
         topics.push(t.name);
         return t;
       };
@@ -359,7 +449,15 @@ export const kafkaDuplicates: Suite = {
       // 3. Measurements. Per repetition and size: clone A (dup-free, then the
       // replay of the same topic over it), clone B (10 % dups); systems in a
       // rotating order.
-      const measure = async (rep: number, store: Store, db: BenchDatabase, pool: pg.Pool, system: System, workload: Workload, plan: TopicPlan): Promise<Run> => {
+      const measure = async (
+        rep: number,
+        store: Store,
+        db: BenchDatabase,
+        pool: pg.Pool,
+        system: System,
+        workload: Workload,
+        plan: TopicPlan,
+      ): Promise<Run> => {
         const group = uniqueName(`bench-dups-${system}`);
         let stop: () => Promise<void> = async () => undefined;
         let alive: () => void = () => undefined;
@@ -367,14 +465,37 @@ export const kafkaDuplicates: Suite = {
         let metricsText: (() => Promise<string>) | undefined;
         await settle();
         if (system === 'service') {
-          const s = await startIngestStack({ databaseUrl: db.url, brokers, topic: plan.name, queue: QUEUE, group, poolSize: p.poolSize, cacheMb: p.cacheMb });
+          const s = await startIngestStack({
+            databaseUrl: db.url,
+            brokers,
+            topic: plan.name,
+            queue: QUEUE,
+            group,
+            poolSize: p.poolSize,
+            cacheMb: p.cacheMb,
+          });
           stop = () => s.stop();
           metricsText = () => s.metrics.render();
         } else if (system === 'sink') {
-          const s = await startKafkaSink({ brokers, group, topic: plan.name, pool, table: SINK_TABLE, settings: CONSUMER_SETTINGS, tableExists: true });
+          const s = await startKafkaSink({
+            brokers,
+            group,
+            topic: plan.name,
+            pool,
+            table: SINK_TABLE,
+            settings: CONSUMER_SETTINGS,
+            tableExists: true,
+          });
           stop = () => s.stop();
         } else {
-          const c = await startConnectSink({ home, brokers, databaseUrl: db.url, topic: plan.name, table: CONNECT_TABLE, connector: group });
+          const c = await startConnectSink({
+            home,
+            brokers,
+            databaseUrl: db.url,
+            topic: plan.name,
+            table: CONNECT_TABLE,
+            connector: group,
+          });
           stop = () => c.stop();
           grp = c.group;
           groups.push(grp);
@@ -385,7 +506,8 @@ export const kafkaDuplicates: Suite = {
             throw err;
           }
           alive = () => {
-            if (c.child.exitCode !== null || c.child.signalCode !== null) throw new Error(`Kafka Connect exited (${c.child.exitCode ?? c.child.signalCode}) mid-run`);
+            if (c.child.exitCode !== null || c.child.signalCode !== null)
+              throw new Error(`Kafka Connect exited (${c.child.exitCode ?? c.child.signalCode}) mid-run`);
           };
         }
         if (system !== 'connect') groups.push(grp);
@@ -402,8 +524,26 @@ export const kafkaDuplicates: Suite = {
           await stop();
         }
         const seconds = (w.t1 - t0) / 1000;
-        const check = w.timedOut ? undefined : system === 'service' ? await checkService(pool, store, plan) : system === 'connect' ? await checkTable(pool, store, plan, `public.${CONNECT_TABLE}`, 'transactionid') : await checkTable(pool, store, plan, `bench_sink.${SINK_TABLE}`, 'transaction_id');
-        const run: Run = { rep, size: store.size, workload, system, recordsPerS: w.committed / seconds, seconds, timedOut: w.timedOut, check, exact: !!check && check.lost === 0 && check.doubled === 0, cpu, probes };
+        const check = w.timedOut
+          ? undefined
+          : system === 'service'
+            ? await checkService(pool, store, plan)
+            : system === 'connect'
+              ? await checkTable(pool, store, plan, `public.${CONNECT_TABLE}`, 'transactionid')
+              : await checkTable(pool, store, plan, `bench_sink.${SINK_TABLE}`, 'transaction_id');
+        const run: Run = {
+          rep,
+          size: store.size,
+          workload,
+          system,
+          recordsPerS: w.committed / seconds,
+          seconds,
+          timedOut: w.timedOut,
+          check,
+          exact: !!check && check.lost === 0 && check.doubled === 0,
+          cpu,
+          probes,
+        };
         ctx.progress.note(
           `${system} ${workload} at ${fmt(store.size)}: ${fmt(run.recordsPerS)} rec/s${w.timedOut ? ` (TIMED OUT after ${p.runTimeoutS} s, ${fmt(w.committed)} committed)` : ''}; ${check ? check.detail : 'exactness not checked'}${probes ? `; probes run/skipped/hinted ${probes.run ?? 'n/a'}/${probes.skipped ?? 'n/a'}/${probes.hinted ?? 'n/a'}` : ''}`,
         );
@@ -413,7 +553,11 @@ export const kafkaDuplicates: Suite = {
       for (let rep = 0; rep < p.reps; rep++) {
         for (const store of stores) {
           for (const part of ['A', 'B'] as const) {
-            ctx.progress.step(++step, totalSteps, `rep ${rep + 1}/${p.reps}, stored ${fmt(store.size)}: ${part === 'A' ? 'dup-free, then replay' : '10% dups'}`);
+            ctx.progress.step(
+              ++step,
+              totalSteps,
+              `rep ${rep + 1}/${p.reps}, stored ${fmt(store.size)}: ${part === 'A' ? 'dup-free, then replay' : '10% dups'}`,
+            );
             const tc = Date.now();
             const db = await createBenchDatabase(ctx.adminUrl, `kafka_dups_${store.size}_${part}`, { template: store.template.name });
             clones.push(db);
@@ -440,7 +584,11 @@ export const kafkaDuplicates: Suite = {
       return report(p, sizes, runs, stores, free, dupTopics, notes);
     } finally {
       await admin.disconnect().catch(() => undefined);
-      await deleteTopicsAndGroups(kafka, topics.flatMap((t) => [t, `${t}.dlq`]), groups);
+      await deleteTopicsAndGroups(
+        kafka,
+        topics.flatMap((t) => [t, `${t}.dlq`]),
+        groups,
+      );
       for (const d of clones) await d.drop().catch(() => undefined);
       for (const s of stores) await s.template.drop().catch(() => undefined);
     }
@@ -458,11 +606,21 @@ function readProbes(samples: PromSample[]): Run['probes'] {
   };
 }
 
-function report(p: { records: number; stored: number; reps: number; [k: string]: unknown }, sizes: number[], runs: Run[], stores: Store[], free: TopicPlan, dupTopics: Map<number, TopicPlan>, notes: string[]): SuiteResult {
+function report(
+  p: { records: number; stored: number; reps: number; [k: string]: unknown },
+  sizes: number[],
+  runs: Run[],
+  stores: Store[],
+  free: TopicPlan,
+  dupTopics: Map<number, TopicPlan>,
+  notes: string[],
+): SuiteResult {
   const S = sizes[sizes.length - 1]!;
-  const find = (rep: number, system: System, workload: Workload, size: number): Run | undefined => runs.find((r) => r.rep === rep && r.system === system && r.workload === workload && r.size === size);
+  const find = (rep: number, system: System, workload: Workload, size: number): Run | undefined =>
+    runs.find((r) => r.rep === rep && r.system === system && r.workload === workload && r.size === size);
   const reps = Array.from({ length: p.reps }, (_, i) => i);
-  const rateMed = (system: System, workload: Workload, size: number): number => median(reps.map((r) => find(r, system, workload, size)?.recordsPerS ?? NaN));
+  const rateMed = (system: System, workload: Workload, size: number): number =>
+    median(reps.map((r) => find(r, system, workload, size)?.recordsPerS ?? NaN));
   /** Median over repetitions of a per-repetition ratio; `ok` false if any run behind it was inexact or timed out. */
   const ratio = (a: [System, Workload, number], b: [System, Workload, number]): { value: number; ok: boolean } => {
     const xs: number[] = [];
@@ -477,7 +635,11 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
   };
   const rated = (name: string, a: [System, Workload, number], b: [System, Workload, number], goal: number): Target => {
     const r = ratio(a, b);
-    const t = target(name, r.value, '>=', goal, { ratio: true, value: `${fmt(rateMed(...a))} rec/s`, baseline: `${fmt(rateMed(...b))} rec/s` });
+    const t = target(name, r.value, '>=', goal, {
+      ratio: true,
+      value: `${fmt(rateMed(...a))} rec/s`,
+      baseline: `${fmt(rateMed(...b))} rec/s`,
+    });
     if (!r.ok) {
       t.met = false;
       t.value = t.value! + ' (a run behind it was not exact or timed out)';
@@ -485,9 +647,21 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
     return t;
   };
   const targets: Target[] = [];
-  for (const size of sizes) targets.push(rated(`service: 10% dups / dup-free at ${fmt(size)} stored`, ['service', 'dups10', size], ['service', 'dupfree', size], 0.9));
-  for (const size of sizes) targets.push(rated(`service: replay (100% dups) / dup-free at ${fmt(size)} stored`, ['service', 'replay', size], ['service', 'dupfree', size], 0.7));
-  for (const w of WORKLOADS) targets.push(rated(`service ${WLABEL[w]}: at ${fmt(S)} stored / at 0`, ['service', w, S], ['service', w, 0], 0.9));
+  for (const size of sizes)
+    targets.push(
+      rated(`service: 10% dups / dup-free at ${fmt(size)} stored`, ['service', 'dups10', size], ['service', 'dupfree', size], 0.9),
+    );
+  for (const size of sizes)
+    targets.push(
+      rated(
+        `service: replay (100% dups) / dup-free at ${fmt(size)} stored`,
+        ['service', 'replay', size],
+        ['service', 'dupfree', size],
+        0.7,
+      ),
+    );
+  for (const w of WORKLOADS)
+    targets.push(rated(`service ${WLABEL[w]}: at ${fmt(S)} stored / at 0`, ['service', w, S], ['service', w, 0], 0.9));
   targets.push(rated(`service / Connect JDBC sink, 10% dups at ${fmt(S)} stored`, ['service', 'dups10', S], ['connect', 'dups10', S], 2.0));
   targets.push(rated(`service / Connect JDBC sink, 10% dups at 0 stored`, ['service', 'dups10', 0], ['connect', 'dups10', 0], 1.5));
   for (const system of SYSTEMS) {
@@ -495,29 +669,51 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
     const lost = mine.reduce((a, r) => a + (r.check?.lost ?? 0), 0);
     const doubled = mine.reduce((a, r) => a + (r.check?.doubled ?? 0), 0);
     const unchecked = mine.filter((r) => !r.check).length;
-    const t = target(`exact, ${LABEL[system]}: lost + doubled (key, transactionId) over all runs`, unchecked > 0 ? NaN : lost + doubled, '<=', 0, { value: `${lost} lost, ${doubled} doubled in ${mine.length} runs${unchecked ? `, ${unchecked} not checked (timed out)` : ''}` });
+    const t = target(
+      `exact, ${LABEL[system]}: lost + doubled (key, transactionId) over all runs`,
+      unchecked > 0 ? NaN : lost + doubled,
+      '<=',
+      0,
+      { value: `${lost} lost, ${doubled} doubled in ${mine.length} runs${unchecked ? `, ${unchecked} not checked (timed out)` : ''}` },
+    );
     targets.push(t);
   }
   const info: Info[] = [];
   for (const size of sizes) {
     for (const w of WORKLOADS) {
       const r = ratio(['service', w, size], ['sink', w, size]);
-      info.push({ name: `service / kafkajs ON CONFLICT sink, ${WLABEL[w]} at ${fmt(size)}`, value: `${fmt(rateMed('service', w, size))} rec/s`, baseline: `${fmt(rateMed('sink', w, size))} rec/s`, ratio: r.value });
+      info.push({
+        name: `service / kafkajs ON CONFLICT sink, ${WLABEL[w]} at ${fmt(size)}`,
+        value: `${fmt(rateMed('service', w, size))} rec/s`,
+        baseline: `${fmt(rateMed('sink', w, size))} rec/s`,
+        ratio: r.value,
+      });
     }
     for (const w of ['dupfree', 'replay'] as Workload[]) {
       const r = ratio(['service', w, size], ['connect', w, size]);
-      info.push({ name: `service / Connect JDBC sink, ${WLABEL[w]} at ${fmt(size)}`, value: `${fmt(rateMed('service', w, size))} rec/s`, baseline: `${fmt(rateMed('connect', w, size))} rec/s`, ratio: r.value });
+      info.push({
+        name: `service / Connect JDBC sink, ${WLABEL[w]} at ${fmt(size)}`,
+        value: `${fmt(rateMed('service', w, size))} rec/s`,
+        baseline: `${fmt(rateMed('connect', w, size))} rec/s`,
+        ratio: r.value,
+      });
     }
   }
   for (const system of ['connect', 'sink'] as System[]) {
     const r = ratio([system, 'dups10', S], [system, 'dups10', 0]);
-    info.push({ name: `${LABEL[system]}: 10% dups at ${fmt(S)} / at 0`, value: `${fmt(rateMed(system, 'dups10', S))} rec/s`, baseline: `${fmt(rateMed(system, 'dups10', 0))} rec/s`, ratio: r.value });
+    info.push({
+      name: `${LABEL[system]}: 10% dups at ${fmt(S)} / at 0`,
+      value: `${fmt(rateMed(system, 'dups10', S))} rec/s`,
+      baseline: `${fmt(rateMed(system, 'dups10', 0))} rec/s`,
+      ratio: r.value,
+    });
   }
   const na = (x: number | undefined): string => (x === undefined ? 'n/a' : String(x));
   for (const size of sizes) {
     for (const w of WORKLOADS) {
       const xs = runs.filter((r) => r.system === 'service' && r.size === size && r.workload === w);
-      const sum = (f: (r: Run) => number | undefined): number | undefined => (xs.some((r) => f(r) === undefined) ? undefined : xs.reduce((a, r) => a + f(r)!, 0));
+      const sum = (f: (r: Run) => number | undefined): number | undefined =>
+        xs.some((r) => f(r) === undefined) ? undefined : xs.reduce((a, r) => a + f(r)!, 0);
       const h = xs.map((r) => r.probes?.hist).filter((x) => x !== undefined);
       info.push({
         name: `service probes, ${WLABEL[w]} at ${fmt(size)}: run / skipped / hinted; hashes per probe p50, p99`,
@@ -525,11 +721,24 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
       });
     }
   }
-  for (const system of SYSTEMS) info.push({ name: `CPU while consuming, 10% dups at ${fmt(S)}: ${LABEL[system]}`, value: fmtShares(addCpu(runs.filter((r) => r.system === system && r.size === S && r.workload === 'dups10').map((r) => r.cpu)), true) });
-  info.push({ name: 'topics: records, re-sends (10% dups topic at 0 / at S, of which into stored history)', value: `${fmt(p.records)}; ${[...dupTopics.values()].map((t) => `${fmt(t.resends)} (${fmt(t.resendsOfStored)})`).join(' / ')}` });
-  info.push({ name: 'stored-history templates: load seconds per size', value: stores.map((s) => `${fmt(s.size)}: ${s.loadSeconds.toFixed(0)} s`).join(', ') });
-  for (const r of runs) if (r.timedOut) notes.push(`${r.system} ${r.workload} at ${r.size} (rep ${r.rep + 1}) timed out; its rate is committed records over the time waited`);
-  for (const r of runs) if (r.check && !r.exact) notes.push(`NOT EXACT: ${r.system} ${r.workload} at ${r.size} (rep ${r.rep + 1}): ${r.check.detail}`);
+  for (const system of SYSTEMS)
+    info.push({
+      name: `CPU while consuming, 10% dups at ${fmt(S)}: ${LABEL[system]}`,
+      value: fmtShares(addCpu(runs.filter((r) => r.system === system && r.size === S && r.workload === 'dups10').map((r) => r.cpu)), true),
+    });
+  info.push({
+    name: 'topics: records, re-sends (10% dups topic at 0 / at S, of which into stored history)',
+    value: `${fmt(p.records)}; ${[...dupTopics.values()].map((t) => `${fmt(t.resends)} (${fmt(t.resendsOfStored)})`).join(' / ')}`,
+  });
+  info.push({
+    name: 'stored-history templates: load seconds per size',
+    value: stores.map((s) => `${fmt(s.size)}: ${s.loadSeconds.toFixed(0)} s`).join(', '),
+  });
+  for (const r of runs)
+    if (r.timedOut)
+      notes.push(`${r.system} ${r.workload} at ${r.size} (rep ${r.rep + 1}) timed out; its rate is committed records over the time waited`);
+  for (const r of runs)
+    if (r.check && !r.exact) notes.push(`NOT EXACT: ${r.system} ${r.workload} at ${r.size} (rep ${r.rep + 1}): ${r.check.detail}`);
   notes.push(
     'Connect (kafka CPU share) = the broker plus the Connect worker JVM (both java). The Connect sink is timed from the moment both task consumers joined its group; its offsets are committed every ' +
       `${CONNECT_SETTINGS.offsetFlushIntervalMs} ms (offset.flush.interval.ms), so its measured time includes up to that much commit delay.`,
@@ -537,9 +746,21 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
   );
   return {
     name: 'kafka-dups',
-    params: { ...p, sizes, consumer: CONSUMER_SETTINGS, connect: CONNECT_SETTINGS, queue: QUEUE, topics: { dupfree: free.name, dups10: Object.fromEntries([...dupTopics].map(([s, t]) => [s, t.name])) } },
+    params: {
+      ...p,
+      sizes,
+      consumer: CONSUMER_SETTINGS,
+      connect: CONNECT_SETTINGS,
+      queue: QUEUE,
+      topics: { dupfree: free.name, dups10: Object.fromEntries([...dupTopics].map(([s, t]) => [s, t.name])) },
+    },
     results: {
-      recordsPerS: Object.fromEntries(SYSTEMS.map((s) => [s, Object.fromEntries(sizes.map((size) => [size, Object.fromEntries(WORKLOADS.map((w) => [w, rateMed(s, w, size)]))]))])),
+      recordsPerS: Object.fromEntries(
+        SYSTEMS.map((s) => [
+          s,
+          Object.fromEntries(sizes.map((size) => [size, Object.fromEntries(WORKLOADS.map((w) => [w, rateMed(s, w, size)]))])),
+        ]),
+      ),
       exact: Object.fromEntries(SYSTEMS.map((s) => [s, runs.filter((r) => r.system === s).every((r) => r.exact)])),
     },
     samples: { runs: runs.map((r) => ({ ...r, cpu: r.cpu })) },
@@ -549,7 +770,12 @@ function report(p: { records: number; stored: number; reps: number; [k: string]:
         title: 'Kafka -> PostgreSQL with duplicates: records/s by workload and stored size',
         xLabel: 'stored messages before the run',
         yLabel: 'records/s (median of repetitions)',
-        series: SYSTEMS.flatMap((s) => WORKLOADS.map((w) => ({ name: `${LABEL[s]}, ${WLABEL[w]}`, points: sizes.map((size) => [size, rateMed(s, w, size)] as [number, number]) }))),
+        series: SYSTEMS.flatMap((s) =>
+          WORKLOADS.map((w) => ({
+            name: `${LABEL[s]}, ${WLABEL[w]}`,
+            points: sizes.map((size) => [size, rateMed(s, w, size)] as [number, number]),
+          })),
+        ),
       },
     ],
     targets,

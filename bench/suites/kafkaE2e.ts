@@ -4,7 +4,16 @@ import { startConsumeOnly, startKafkaSink, type RunningConsumer } from '../basel
 import { addCpu, cpuShares, cpuSince, cpuSnapshot, fmtShares, type CpuDelta } from '../lib/cpu.js';
 import { createBenchDatabase } from '../lib/db.js';
 import { settle } from '../lib/gc.js';
-import { createTopic, deleteTopicsAndGroups, endOffsets, kafkaClient, produceAll, uniqueName, waitCommitted, withAdmin } from '../lib/kafka.js';
+import {
+  createTopic,
+  deleteTopicsAndGroups,
+  endOffsets,
+  kafkaClient,
+  produceAll,
+  uniqueName,
+  waitCommitted,
+  withAdmin,
+} from '../lib/kafka.js';
 import { CONSUMER_SETTINGS, POOL_SIZE, startIngestStack } from '../lib/stack.js';
 import { fmt, histogram, median } from '../lib/stats.js';
 import { MessageFactory } from '../lib/synth.js';
@@ -27,8 +36,30 @@ export const kafkaE2e: Suite = {
   needsKafka: true,
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
-      ? { records: 100_000, topicPartitions: 8, keys: 32, payloadBytes: 100, reps: 2, poolSize: POOL_SIZE, cacheMb: 512, latencySeconds: 8, latencyWarmupSeconds: 2, tickMs: 5 }
-      : { records: 500_000, topicPartitions: 8, keys: 32, payloadBytes: 100, reps: 3, poolSize: POOL_SIZE, cacheMb: 512, latencySeconds: 30, latencyWarmupSeconds: 3, tickMs: 5 };
+      ? {
+          records: 100_000,
+          topicPartitions: 8,
+          keys: 32,
+          payloadBytes: 100,
+          reps: 2,
+          poolSize: POOL_SIZE,
+          cacheMb: 512,
+          latencySeconds: 8,
+          latencyWarmupSeconds: 2,
+          tickMs: 5,
+        }
+      : {
+          records: 500_000,
+          topicPartitions: 8,
+          keys: 32,
+          payloadBytes: 100,
+          reps: 3,
+          poolSize: POOL_SIZE,
+          cacheMb: 512,
+          latencySeconds: 30,
+          latencyWarmupSeconds: 3,
+          tickMs: 5,
+        };
     const brokers = ctx.brokers!;
     const kafka = kafkaClient(brokers);
     const topic = uniqueName('bench-e2e');
@@ -40,7 +71,11 @@ export const kafkaE2e: Suite = {
     let step = 0;
     try {
       // 1. Produce once.
-      ctx.progress.step(++step, totalSteps, `producing ${fmt(p.records)} records to ${topic} (${p.topicPartitions} partitions, ${p.keys} keys)`);
+      ctx.progress.step(
+        ++step,
+        totalSteps,
+        `producing ${fmt(p.records)} records to ${topic} (${p.topicPartitions} partitions, ${p.keys} keys)`,
+      );
       await createTopic(kafka, topic, p.topicPartitions);
       const f = new MessageFactory('e2e', p.payloadBytes);
       const messages: Message[] = Array.from({ length: p.records }, (_, i) => ({
@@ -56,8 +91,16 @@ export const kafkaE2e: Suite = {
       if (produced !== p.records) throw new Error(`topic holds ${produced} records, expected ${p.records}`);
 
       // 2. Throughput, interleaved: a b c, c b a, ...
-      const rate = new Map<Mode, number[]>([['queen', []], ['sink', []], ['consume-only', []]]);
-      const cpu = new Map<Mode, CpuDelta[]>([['queen', []], ['sink', []], ['consume-only', []]]);
+      const rate = new Map<Mode, number[]>([
+        ['queen', []],
+        ['sink', []],
+        ['consume-only', []],
+      ]);
+      const cpu = new Map<Mode, CpuDelta[]>([
+        ['queen', []],
+        ['sink', []],
+        ['consume-only', []],
+      ]);
       const pairsSink: number[] = [];
       const pairsOnly: number[] = [];
       const checks: string[] = [];
@@ -76,11 +119,24 @@ export const kafkaE2e: Suite = {
             let after: () => Promise<void> = async () => undefined;
             if (mode === 'queen') {
               const queue = `e2e_r${r}`;
-              const s = await startIngestStack({ databaseUrl: db.url, brokers, topic, queue, group, poolSize: p.poolSize, cacheMb: p.cacheMb });
+              const s = await startIngestStack({
+                databaseUrl: db.url,
+                brokers,
+                topic,
+                queue,
+                group,
+                poolSize: p.poolSize,
+                cacheMb: p.cacheMb,
+              });
               stop = () => s.stop();
               after = async () => {
-                const c = await sinkPool.query("SELECT coalesce(sum(lp.last_offset + 1), 0)::bigint AS n FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1", [queue]);
-                checks.push(`queen rep ${r + 1}: ${c.rows[0].n} messages stored, probes run/skipped ${s.metrics.counter('queen_probe_run_total', '').get()}/${s.metrics.counter('queen_probe_skipped_total', '').get()}`);
+                const c = await sinkPool.query(
+                  'SELECT coalesce(sum(lp.last_offset + 1), 0)::bigint AS n FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1',
+                  [queue],
+                );
+                checks.push(
+                  `queen rep ${r + 1}: ${c.rows[0].n} messages stored, probes run/skipped ${s.metrics.counter('queen_probe_run_total', '').get()}/${s.metrics.counter('queen_probe_skipped_total', '').get()}`,
+                );
               };
             } else if (mode === 'sink') {
               const table = `records_r${r}`;
@@ -139,17 +195,48 @@ export const kafkaE2e: Suite = {
         const probe = new CommitLatencyProbe();
         let stop: () => Promise<void>;
         if (mode === 'queen') {
-          const s = await startIngestStack({ databaseUrl: db.url, brokers, topic: t, queue: `latency_${step}`, group, poolSize: p.poolSize, cacheMb: p.cacheMb, onCommitted: probe.observe });
+          const s = await startIngestStack({
+            databaseUrl: db.url,
+            brokers,
+            topic: t,
+            queue: `latency_${step}`,
+            group,
+            poolSize: p.poolSize,
+            cacheMb: p.cacheMb,
+            onCommitted: probe.observe,
+          });
           stop = () => s.stop();
         } else if (mode === 'sink') {
-          const s = await startKafkaSink({ brokers, group, topic: t, pool: sinkPool, table: `latency_sink_${step}`, settings: CONSUMER_SETTINGS, onCommitted: probe.observe });
+          const s = await startKafkaSink({
+            brokers,
+            group,
+            topic: t,
+            pool: sinkPool,
+            table: `latency_sink_${step}`,
+            settings: CONSUMER_SETTINGS,
+            onCommitted: probe.observe,
+          });
           stop = () => s.stop();
         } else {
           const s = await startConsumeOnly({ brokers, group, topic: t, settings: CONSUMER_SETTINGS, onCommitted: probe.observe });
           stop = () => s.stop();
         }
         try {
-          lat.set(label, await pacedLatency(ctx.progress, probe, { brokers, topic: t, group, rate: runRate, seconds: p.latencySeconds, warmupSeconds: p.latencyWarmupSeconds, keys: p.keys, payloadBytes: p.payloadBytes, tickMs: p.tickMs, label }));
+          lat.set(
+            label,
+            await pacedLatency(ctx.progress, probe, {
+              brokers,
+              topic: t,
+              group,
+              rate: runRate,
+              seconds: p.latencySeconds,
+              warmupSeconds: p.latencyWarmupSeconds,
+              keys: p.keys,
+              payloadBytes: p.payloadBytes,
+              tickMs: p.tickMs,
+              label,
+            }),
+          );
         } finally {
           await stop();
         }
@@ -170,27 +257,67 @@ export const kafkaE2e: Suite = {
           recordsPerS: { queen: med('queen'), sink: med('sink'), consumeOnly: med('consume-only') },
           queenOverSink: median(pairsSink),
           queenOverConsumeOnly: median(pairsOnly),
-          latency: Object.fromEntries([...lat].map(([m, l]) => [m, { rateTarget: runs.find((x) => x.label === m)!.rate, rateAchieved: l.achievedRate, records: l.samples.length, p50Ms: l.p50, p99Ms: l.p99, maxMs: l.max }])),
+          latency: Object.fromEntries(
+            [...lat].map(([m, l]) => [
+              m,
+              {
+                rateTarget: runs.find((x) => x.label === m)!.rate,
+                rateAchieved: l.achievedRate,
+                records: l.samples.length,
+                p50Ms: l.p50,
+                p99Ms: l.p99,
+                maxMs: l.max,
+              },
+            ]),
+          ),
           cpuShares: Object.fromEntries([...cpu].map(([m, xs]) => [m, xs.map(cpuShares)])),
           checks,
         },
-        samples: { rate: Object.fromEntries(rate), pairsSink, pairsOnly, // Latencies are whole ms (Date.now() on both sides): stored as counts per ms.
-          latencyMsHistogram: Object.fromEntries([...lat].map(([m, l]) => [m, histogram(l.samples)])), cpu: Object.fromEntries(cpu) },
+        samples: {
+          rate: Object.fromEntries(rate),
+          pairsSink,
+          pairsOnly, // Latencies are whole ms (Date.now() on both sides): stored as counts per ms.
+          latencyMsHistogram: Object.fromEntries([...lat].map(([m, l]) => [m, histogram(l.samples)])),
+          cpu: Object.fromEntries(cpu),
+        },
         targets: [
-          target('queen ingest / kafkajs ON CONFLICT sink (records/s)', median(pairsSink), '>=', 2, { ratio: true, value: `${fmt(med('queen'))} rec/s`, baseline: `${fmt(med('sink'))} rec/s` }),
-          target('queen ingest / kafkajs consume-only (records/s)', median(pairsOnly), '>=', 0.6, { ratio: true, value: `${fmt(med('queen'))} rec/s`, baseline: `${fmt(med('consume-only'))} rec/s` }),
-          target(`record->commit p99 at ${fmt(targetRate)} rec/s (half of max)`, lq.p99, '<=', 50, { unit: 'ms', value: `${lq.p99.toFixed(1)} ms (p50 ${lq.p50.toFixed(1)})` }),
+          target('queen ingest / kafkajs ON CONFLICT sink (records/s)', median(pairsSink), '>=', 2, {
+            ratio: true,
+            value: `${fmt(med('queen'))} rec/s`,
+            baseline: `${fmt(med('sink'))} rec/s`,
+          }),
+          target('queen ingest / kafkajs consume-only (records/s)', median(pairsOnly), '>=', 0.6, {
+            ratio: true,
+            value: `${fmt(med('queen'))} rec/s`,
+            baseline: `${fmt(med('consume-only'))} rec/s`,
+          }),
+          target(`record->commit p99 at ${fmt(targetRate)} rec/s (half of max)`, lq.p99, '<=', 50, {
+            unit: 'ms',
+            value: `${lq.p99.toFixed(1)} ms (p50 ${lq.p50.toFixed(1)})`,
+          }),
         ],
         info: [
           { name: 'CPU while consuming: queen', value: share('queen') },
           { name: 'CPU while consuming: sink', value: share('sink') },
           { name: 'CPU while consuming: consume-only', value: share('consume-only') },
-          { name: 'queen latency run: records measured, achieved rate, max', value: `${lq.samples.length}, ${fmt(lq.achievedRate)} rec/s, max ${lq.max.toFixed(1)} ms` },
+          {
+            name: 'queen latency run: records measured, achieved rate, max',
+            value: `${lq.samples.length}, ${fmt(lq.achievedRate)} rec/s, max ${lq.max.toFixed(1)} ms`,
+          },
           { name: `sink record->commit p50/p99 at ${fmt(targetRate)} rec/s`, value: `${ls.p50.toFixed(1)} / ${ls.p99.toFixed(1)} ms` },
-          { name: `consume-only record->commit p50/p99 at ${fmt(targetRate)} rec/s`, value: `${lc.p50.toFixed(1)} / ${lc.p99.toFixed(1)} ms` },
-          { name: `queen record->commit p50/p99 at ${fmt(lowRate)} rec/s (10% of max)`, value: `${ll.p50.toFixed(1)} / ${ll.p99.toFixed(1)} ms` },
+          {
+            name: `consume-only record->commit p50/p99 at ${fmt(targetRate)} rec/s`,
+            value: `${lc.p50.toFixed(1)} / ${lc.p99.toFixed(1)} ms`,
+          },
+          {
+            name: `queen record->commit p50/p99 at ${fmt(lowRate)} rec/s (10% of max)`,
+            value: `${ll.p50.toFixed(1)} / ${ll.p99.toFixed(1)} ms`,
+          },
         ],
-        notes: [...checks, `latency = committedAtMs of the chunk (KafkaIngress onCommitted; the baselines implement the same observer) - the record's Kafka timestamp, set at the producer's send call (Date.now(), same machine); records of the first ${p.latencyWarmupSeconds} s excluded; each latency run has its own topic and group; the producer runs in a worker thread`],
+        notes: [
+          ...checks,
+          `latency = committedAtMs of the chunk (KafkaIngress onCommitted; the baselines implement the same observer) - the record's Kafka timestamp, set at the producer's send call (Date.now(), same machine); records of the first ${p.latencyWarmupSeconds} s excluded; each latency run has its own topic and group; the producer runs in a worker thread`,
+        ],
       };
     } finally {
       await sinkPool.end().catch(() => undefined);

@@ -46,8 +46,36 @@ export const memoryPressure: Suite = {
   name: 'memory-pressure',
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
-      ? { partitions: 2000, storedPerPartition: 100, payloadBytes: 64, workers: 2, partitionsPerBundle: 64, msgsPerSegment: 10, measuredSeconds: 35, tinyMb: 2, ampleMb: 512, windowSeconds: 3600, thrashBound: 0.05, slowSeconds: 36, slowPassSeconds: 6 }
-      : { partitions: 10_000, storedPerPartition: 100, payloadBytes: 64, workers: 2, partitionsPerBundle: 64, msgsPerSegment: 10, measuredSeconds: 75, tinyMb: 8, ampleMb: 512, windowSeconds: 3600, thrashBound: 0.05, slowSeconds: 75, slowPassSeconds: 8 };
+      ? {
+          partitions: 2000,
+          storedPerPartition: 100,
+          payloadBytes: 64,
+          workers: 2,
+          partitionsPerBundle: 64,
+          msgsPerSegment: 10,
+          measuredSeconds: 35,
+          tinyMb: 2,
+          ampleMb: 512,
+          windowSeconds: 3600,
+          thrashBound: 0.05,
+          slowSeconds: 36,
+          slowPassSeconds: 6,
+        }
+      : {
+          partitions: 10_000,
+          storedPerPartition: 100,
+          payloadBytes: 64,
+          workers: 2,
+          partitionsPerBundle: 64,
+          msgsPerSegment: 10,
+          measuredSeconds: 75,
+          tinyMb: 8,
+          ampleMb: 512,
+          windowSeconds: 3600,
+          thrashBound: 0.05,
+          slowSeconds: 75,
+          slowPassSeconds: 8,
+        };
     const db = await createBenchDatabase(ctx.adminUrl, 'memory_pressure');
     const rigs = new Map<Mode, EngineRig>();
     try {
@@ -59,12 +87,23 @@ export const memoryPressure: Suite = {
       const steps = 2 + 2 + 1 + 1;
       let step = 0;
       for (const m of modes) {
-        ctx.progress.step(++step, steps, `${m}: provisioning ${fmt(p.partitions)} partitions, loading ${p.storedPerPartition} in-window messages each`);
+        ctx.progress.step(
+          ++step,
+          steps,
+          `${m}: provisioning ${fmt(p.partitions)} partitions, loading ${p.storedPerPartition} in-window messages each`,
+        );
         const rig = await startEngineRig(pool, { cacheMb: m === 'tiny' ? p.tinyMb : p.ampleMb });
         rigs.set(m, rig);
         const cs = await provisionQueue(admin, rig.engine, `mp_${m}`, p.windowSeconds, p.partitions);
         cursors.set(m, cs);
-        await bulkLoad(admin, { partitions: cs.map((cursor) => ({ cursor, nextOffset: 0 })), counts: cs.map(() => p.storedPerPartition), factory, segFrames: 1000, createdMs: Date.now(), engine: true });
+        await bulkLoad(admin, {
+          partitions: cs.map((cursor) => ({ cursor, nextOffset: 0 })),
+          counts: cs.map(() => p.storedPerPartition),
+          factory,
+          segFrames: 1000,
+          createdMs: Date.now(),
+          engine: true,
+        });
       }
       await admin.query('ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions');
       await checkpoint(admin);
@@ -76,7 +115,8 @@ export const memoryPressure: Suite = {
         return Array.from({ length: p.workers }, (_, w) => {
           const mine = cs.filter((_, i) => i % p.workers === w);
           const out: PushItem[][] = [];
-          for (let i = 0; i < mine.length; i += p.partitionsPerBundle) out.push(makeItems(`mp_${m}`, mine.slice(i, i + p.partitionsPerBundle), p.msgsPerSegment, factory));
+          for (let i = 0; i < mine.length; i += p.partitionsPerBundle)
+            out.push(makeItems(`mp_${m}`, mine.slice(i, i + p.partitionsPerBundle), p.msgsPerSegment, factory));
           return out;
         });
       };
@@ -94,12 +134,14 @@ export const memoryPressure: Suite = {
         const t = performance.now();
         if (pauseMs > 0) {
           // A slow cycle: the same round-robin, paced so one pass lasts about minSeconds.
-          await Promise.all(b.map(async (list) => {
-            for (const items of list) {
-              await pushAll(rig.writer, [[items]]);
-              await sleep(pauseMs);
-            }
-          }));
+          await Promise.all(
+            b.map(async (list) => {
+              for (const items of list) {
+                await pushAll(rig.writer, [[items]]);
+                await sleep(pauseMs);
+              }
+            }),
+          );
         } else {
           await pushAll(rig.writer, b);
         }
@@ -126,7 +168,9 @@ export const memoryPressure: Suite = {
       ctx.progress.step(++step, steps, 'warm-up pass per cache (first hydrations)');
       const warm: PassSample[] = [];
       for (const m of modes) warm.push(await runPass(m));
-      ctx.progress.note(`warm-up: tiny ${fmt(warm[0]!.msgPerS)} msg/s (${warm[0]!.hydrations} hydrations), ample ${fmt(warm[1]!.msgPerS)} msg/s (${warm[1]!.hydrations} hydrations)`);
+      ctx.progress.note(
+        `warm-up: tiny ${fmt(warm[0]!.msgPerS)} msg/s (${warm[0]!.hydrations} hydrations), ample ${fmt(warm[1]!.msgPerS)} msg/s (${warm[1]!.hydrations} hydrations)`,
+      );
 
       // Measured passes alternate tiny / ample for at least measuredSeconds of
       // wall time: longer than the 30 s suppression cooldown, so the wave of
@@ -142,7 +186,10 @@ export const memoryPressure: Suite = {
           const s = await runPass(m);
           passes.push(s);
           got.set(m, s);
-          if (s.hydrations || s.suppressions || s.evictions || r % 10 === 0) ctx.progress.note(`rep ${r + 1} ${m}: ${fmt(s.msgPerS)} msg/s, ${s.hydrations} hydrations, ${s.suppressions} suppressions, ${s.evictions} evictions, ${s.residentPartitions} resident`);
+          if (s.hydrations || s.suppressions || s.evictions || r % 10 === 0)
+            ctx.progress.note(
+              `rep ${r + 1} ${m}: ${fmt(s.msgPerS)} msg/s, ${s.hydrations} hydrations, ${s.suppressions} suppressions, ${s.evictions} evictions, ${s.residentPartitions} resident`,
+            );
         }
         pairs.push(got.get('tiny')!.msgPerS / got.get('ample')!.msgPerS);
       }
@@ -157,7 +204,9 @@ export const memoryPressure: Suite = {
       while (slow.length < 2 || (performance.now() - tSlow) / 1000 < p.slowSeconds) {
         const s = await runPass('tiny', p.slowPassSeconds);
         slow.push(s);
-        ctx.progress.note(`slow pass ${slow.length}: ${s.seconds.toFixed(1)} s, ${s.hydrations} hydrations, ${s.suppressions} suppressions, ${s.evictions} evictions, ${s.residentPartitions} resident`);
+        ctx.progress.note(
+          `slow pass ${slow.length}: ${s.seconds.toFixed(1)} s, ${s.hydrations} hydrations, ${s.suppressions} suppressions, ${s.evictions} evictions, ${s.residentPartitions} resident`,
+        );
       }
       ctx.progress.step(++step, steps, 'summarising');
       const of = (m: Mode): PassSample[] => passes.filter((s) => s.mode === m);
@@ -182,26 +231,83 @@ export const memoryPressure: Suite = {
         results: {
           msgPerS: { tiny: median(tiny.map((s) => s.msgPerS)), ample: median(ample.map((s) => s.msgPerS)) },
           tinyOverAmple: ratio,
-          tiny: { hydrationsPerMinute: hydrPerMin, hydrationsPerFlush: hydrPerFlush, suppressions: sum(tiny, 'suppressions'), evictions: sum(tiny, 'evictions'), vouchedShare: sum(tiny, 'vouched') / (sum(tiny, 'vouched') + sum(tiny, 'notVouched')), residentPartitions: tiny[tiny.length - 1]!.residentPartitions, suppressedNow: tiny[tiny.length - 1]!.suppressedNow },
-          ample: { hydrations: sum(ample, 'hydrations'), vouchedShare: sum(ample, 'vouched') / (sum(ample, 'vouched') + sum(ample, 'notVouched')), residentPartitions: ample[ample.length - 1]!.residentPartitions, residentMB: ampleResidentMB },
+          tiny: {
+            hydrationsPerMinute: hydrPerMin,
+            hydrationsPerFlush: hydrPerFlush,
+            suppressions: sum(tiny, 'suppressions'),
+            evictions: sum(tiny, 'evictions'),
+            vouchedShare: sum(tiny, 'vouched') / (sum(tiny, 'vouched') + sum(tiny, 'notVouched')),
+            residentPartitions: tiny[tiny.length - 1]!.residentPartitions,
+            suppressedNow: tiny[tiny.length - 1]!.suppressedNow,
+          },
+          ample: {
+            hydrations: sum(ample, 'hydrations'),
+            vouchedShare: sum(ample, 'vouched') / (sum(ample, 'vouched') + sum(ample, 'notVouched')),
+            residentPartitions: ample[ample.length - 1]!.residentPartitions,
+            residentMB: ampleResidentMB,
+          },
           tinyCapacityPartitionsApprox: fitTiny,
-          slowCycle: slow.map((x) => ({ seconds: x.seconds, hydrationsPerFlush: x.hydrations / x.flushes, hydrationsPerMinute: (x.hydrations / x.seconds) * 60, evictions: x.evictions, suppressions: x.suppressions, residentPartitions: x.residentPartitions })),
+          slowCycle: slow.map((x) => ({
+            seconds: x.seconds,
+            hydrationsPerFlush: x.hydrations / x.flushes,
+            hydrationsPerMinute: (x.hydrations / x.seconds) * 60,
+            evictions: x.evictions,
+            suppressions: x.suppressions,
+            residentPartitions: x.residentPartitions,
+          })),
           cpuShares: { tiny: cpuT, ample: cpuA },
         },
         samples: { warm, passes, pairs, slow },
         targets: [
-          target(`throughput, ${p.tinyMb} MB cap / ${p.ampleMb} MB cap (${fmt(p.partitions)} partitions)`, ratio, '>=', 0.5, { ratio: true, value: `${fmt(median(tiny.map((s) => s.msgPerS)))} msg/s`, baseline: `${fmt(median(ample.map((s) => s.msgPerS)))} msg/s` }),
-          target(`no thrash: rehydrations per partition flush (${p.tinyMb} MB cap)`, hydrPerFlush, '<=', p.thrashBound, { value: `${hydrPerFlush.toFixed(3)} (${fmt(hydrPerMin)}/min)` }),
-          target(`no thrash, slow round-robin (~${p.slowPassSeconds} s/pass > 5 s guard; extra scenario)`, slowPerFlush, '<=', p.thrashBound, { value: `${slowPerFlush.toFixed(3)} (${fmt(slowPerMin)}/min)` }),
+          target(`throughput, ${p.tinyMb} MB cap / ${p.ampleMb} MB cap (${fmt(p.partitions)} partitions)`, ratio, '>=', 0.5, {
+            ratio: true,
+            value: `${fmt(median(tiny.map((s) => s.msgPerS)))} msg/s`,
+            baseline: `${fmt(median(ample.map((s) => s.msgPerS)))} msg/s`,
+          }),
+          target(`no thrash: rehydrations per partition flush (${p.tinyMb} MB cap)`, hydrPerFlush, '<=', p.thrashBound, {
+            value: `${hydrPerFlush.toFixed(3)} (${fmt(hydrPerMin)}/min)`,
+          }),
+          target(
+            `no thrash, slow round-robin (~${p.slowPassSeconds} s/pass > 5 s guard; extra scenario)`,
+            slowPerFlush,
+            '<=',
+            p.thrashBound,
+            { value: `${slowPerFlush.toFixed(3)} (${fmt(slowPerMin)}/min)` },
+          ),
         ],
         info: [
-          { name: `${p.tinyMb} MB cap: suppressions / evictions in measured passes`, value: `${sum(tiny, 'suppressions')} / ${sum(tiny, 'evictions')}` },
-          { name: `resident partitions at the end: tiny | ample`, value: `${tiny[tiny.length - 1]!.residentPartitions} (~${fitTiny} fit at 90%)`, baseline: `${ample[ample.length - 1]!.residentPartitions} (${ampleResidentMB.toFixed(1)} MB)` },
-          { name: 'vouched share of segments: tiny | ample', value: `${((sum(tiny, 'vouched') / (sum(tiny, 'vouched') + sum(tiny, 'notVouched'))) * 100).toFixed(1)}%`, baseline: `${((sum(ample, 'vouched') / (sum(ample, 'vouched') + sum(ample, 'notVouched'))) * 100).toFixed(1)}%` },
-          { name: 'pass duration tiny | ample (recent-use guard is 5 s)', value: `${median(tiny.map((s) => s.seconds)).toFixed(1)} s`, baseline: `${median(ample.map((s) => s.seconds)).toFixed(1)} s` },
-          { name: 'slow cycle: evictions / suppressions / passes', value: `${sum(slow, 'evictions')} / ${sum(slow, 'suppressions')} / ${slow.length}` },
-          { name: `${p.tinyMb} MB cap: suppressions per minute (cooldown re-tests refused)`, value: fmt(sum(tiny, 'suppressions') / tinyMinutes) },
-          { name: 'CPU: tiny | ample', value: fmtShares(addCpu(tiny.map((s) => s.cpu))), baseline: fmtShares(addCpu(ample.map((s) => s.cpu))) },
+          {
+            name: `${p.tinyMb} MB cap: suppressions / evictions in measured passes`,
+            value: `${sum(tiny, 'suppressions')} / ${sum(tiny, 'evictions')}`,
+          },
+          {
+            name: `resident partitions at the end: tiny | ample`,
+            value: `${tiny[tiny.length - 1]!.residentPartitions} (~${fitTiny} fit at 90%)`,
+            baseline: `${ample[ample.length - 1]!.residentPartitions} (${ampleResidentMB.toFixed(1)} MB)`,
+          },
+          {
+            name: 'vouched share of segments: tiny | ample',
+            value: `${((sum(tiny, 'vouched') / (sum(tiny, 'vouched') + sum(tiny, 'notVouched'))) * 100).toFixed(1)}%`,
+            baseline: `${((sum(ample, 'vouched') / (sum(ample, 'vouched') + sum(ample, 'notVouched'))) * 100).toFixed(1)}%`,
+          },
+          {
+            name: 'pass duration tiny | ample (recent-use guard is 5 s)',
+            value: `${median(tiny.map((s) => s.seconds)).toFixed(1)} s`,
+            baseline: `${median(ample.map((s) => s.seconds)).toFixed(1)} s`,
+          },
+          {
+            name: 'slow cycle: evictions / suppressions / passes',
+            value: `${sum(slow, 'evictions')} / ${sum(slow, 'suppressions')} / ${slow.length}`,
+          },
+          {
+            name: `${p.tinyMb} MB cap: suppressions per minute (cooldown re-tests refused)`,
+            value: fmt(sum(tiny, 'suppressions') / tinyMinutes),
+          },
+          {
+            name: 'CPU: tiny | ample',
+            value: fmtShares(addCpu(tiny.map((s) => s.cpu))),
+            baseline: fmtShares(addCpu(ample.map((s) => s.cpu))),
+          },
         ],
         notes: [
           `thrash bound (stated): at most ${p.thrashBound * 100}% of partition flushes may trigger a full-window rehydration; measured ${(hydrPerFlush * 100).toFixed(1)}% = ${fmt(hydrPerMin)} rehydrations/min in the round-robin passes, ${(slowPerFlush * 100).toFixed(1)}% = ${fmt(slowPerMin)}/min in the slow cycle`,

@@ -26,7 +26,6 @@ interface StoreRig {
   groups: number[][];
 }
 
-
 /**
  * Suite: push throughput when duplicates really arrive (issue #12), side by
  * side in one run. Two stores (databases): one empty at the start, one
@@ -47,8 +46,32 @@ export const pushDuplicates: Suite = {
   name: 'push-dups',
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
-      ? { stored: 250_000, workers: 2, partitionsPerWorker: 32, msgsPerSegment: 100, bundlesPerRep: 2, reps: 4, warmupBundles: 2, payloadBytes: 290, segFrames: 1000, windowSeconds: 3600, cacheMb: 512 }
-      : { stored: 5_000_000, workers: 2, partitionsPerWorker: 32, msgsPerSegment: 200, bundlesPerRep: 3, reps: 7, warmupBundles: 2, payloadBytes: 290, segFrames: 1000, windowSeconds: 3600, cacheMb: 512 };
+      ? {
+          stored: 250_000,
+          workers: 2,
+          partitionsPerWorker: 32,
+          msgsPerSegment: 100,
+          bundlesPerRep: 2,
+          reps: 4,
+          warmupBundles: 2,
+          payloadBytes: 290,
+          segFrames: 1000,
+          windowSeconds: 3600,
+          cacheMb: 512,
+        }
+      : {
+          stored: 5_000_000,
+          workers: 2,
+          partitionsPerWorker: 32,
+          msgsPerSegment: 200,
+          bundlesPerRep: 3,
+          reps: 7,
+          warmupBundles: 2,
+          payloadBytes: 290,
+          segFrames: 1000,
+          windowSeconds: 3600,
+          cacheMb: 512,
+        };
     const dbs: BenchDatabase[] = [];
     const rigs: EngineRig[] = [];
     const notes: string[] = [];
@@ -65,7 +88,10 @@ export const pushDuplicates: Suite = {
         await setup.stop();
         if (s === 'large') {
           ctx.progress.step(1, 3, `loading ${fmt(p.stored)} stored messages`);
-          const offs = await nextOffsets(admin, cursors.map((c) => c.id));
+          const offs = await nextOffsets(
+            admin,
+            cursors.map((c) => c.id),
+          );
           await bulkLoad(admin, {
             partitions: cursors.map((cursor) => ({ cursor, nextOffset: offs.get(cursor.id)! })),
             counts: spread(p.stored, cursors.length),
@@ -80,7 +106,9 @@ export const pushDuplicates: Suite = {
         }
         const rig = await startEngineRig(db.pool(p.workers, 'queen-bench-engine'), { cacheMb: p.cacheMb });
         rigs.push(rig);
-        const groups = Array.from({ length: p.workers }, (_, w) => Array.from({ length: p.partitionsPerWorker }, (_, i) => w * p.partitionsPerWorker + i));
+        const groups = Array.from({ length: p.workers }, (_, w) =>
+          Array.from({ length: p.partitionsPerWorker }, (_, i) => w * p.partitionsPerWorker + i),
+        );
         stores[s] = { db, rig, cursors, replayAt: cursors.map(() => 0), groups };
       }
 
@@ -110,7 +138,8 @@ export const pushDuplicates: Suite = {
         res.forEach((r, j) => {
           const e = expect[j] as number | null;
           const ok = e === null ? r.status === 'queued' : r.status === 'duplicate' && r.offset === e;
-          if (!ok) throw new Error(`${arm}: item ${j} answered ${r.status}@${r.offset}, expected ${e === null ? 'queued' : `duplicate@${e}`}`);
+          if (!ok)
+            throw new Error(`${arm}: item ${j} answered ${r.status}@${r.offset}, expected ${e === null ? 'queued' : `duplicate@${e}`}`);
         });
       };
       const runArm = async (st: StoreRig, w: Workload, rig: EngineRig, arm: string): Promise<number> => {
@@ -174,25 +203,69 @@ export const pushDuplicates: Suite = {
       const med = Object.fromEntries(arms.map((a) => [a, median(rates[a])])) as Record<Arm, number>;
       const large = fmt(p.stored);
       const targets = [
-        ...STORES.map((s) => target(`10% re-sent / duplicate-free, ${s === 'large' ? `${large} stored` : 'empty store'}`, median(ratio.dup10[s]), '>=', 0.9, { ratio: true, value: `${fmt(med[`dup10@${s}`])} msg/s`, baseline: `${fmt(med[`clean@${s}`])} msg/s` })),
-        ...STORES.map((s) => target(`replay (100% dup) / duplicate-free, ${s === 'large' ? `${large} stored` : 'empty store'}`, median(ratio.replay[s]), '>=', 0.7, { ratio: true, value: `${fmt(med[`replay@${s}`])} msg/s`, baseline: `${fmt(med[`clean@${s}`])} msg/s` })),
+        ...STORES.map((s) =>
+          target(`10% re-sent / duplicate-free, ${s === 'large' ? `${large} stored` : 'empty store'}`, median(ratio.dup10[s]), '>=', 0.9, {
+            ratio: true,
+            value: `${fmt(med[`dup10@${s}`])} msg/s`,
+            baseline: `${fmt(med[`clean@${s}`])} msg/s`,
+          }),
+        ),
+        ...STORES.map((s) =>
+          target(
+            `replay (100% dup) / duplicate-free, ${s === 'large' ? `${large} stored` : 'empty store'}`,
+            median(ratio.replay[s]),
+            '>=',
+            0.7,
+            { ratio: true, value: `${fmt(med[`replay@${s}`])} msg/s`, baseline: `${fmt(med[`clean@${s}`])} msg/s` },
+          ),
+        ),
         ...WORKLOADS.map((w) => {
           const perRep = rates[`${w}@large`].map((x, i) => x / rates[`${w}@empty`][i]!);
-          return target(`${w}: rate at ${large} stored / at 0 (same reps)`, median(perRep), '>=', 0.9, { ratio: true, value: `${fmt(med[`${w}@large`])} msg/s`, baseline: `${fmt(med[`${w}@empty`])} msg/s` });
+          return target(`${w}: rate at ${large} stored / at 0 (same reps)`, median(perRep), '>=', 0.9, {
+            ratio: true,
+            value: `${fmt(med[`${w}@large`])} msg/s`,
+            baseline: `${fmt(med[`${w}@empty`])} msg/s`,
+          });
         }),
       ];
       const info: Info[] = [
-        ...STORES.map((s) => ({ name: `10% re-sent, hints / hints off (one pass each, ${s})`, value: `${fmt(withHints[s])} msg/s`, baseline: `${fmt(noHints[s])} msg/s`, ratio: withHints[s] / noHints[s] })),
+        ...STORES.map((s) => ({
+          name: `10% re-sent, hints / hints off (one pass each, ${s})`,
+          value: `${fmt(withHints[s])} msg/s`,
+          baseline: `${fmt(noHints[s])} msg/s`,
+          ratio: withHints[s] / noHints[s],
+        })),
         ...STORES.map((s, i) => {
           const c = counters[i]!;
-          return { name: `checks in timed reps (${s}): hinted segments / probes run / skipped`, value: `${c.hinted} / ${c.run} / ${c.skipped}; refuted ${c.refuted}` };
+          return {
+            name: `checks in timed reps (${s}): hinted segments / probes run / skipped`,
+            value: `${c.hinted} / ${c.run} / ${c.skipped}; refuted ${c.refuted}`,
+          };
         }),
-        ...STORES.map((s, i) => ({ name: `hashes touched (${s}): per probe median/p99; offsets per hinted segment median/p99`, value: `${fmt(sizes[i]!.probeMedian)}/${fmt(sizes[i]!.probeP99)}; ${fmt(sizes[i]!.hintedMedian)}/${fmt(sizes[i]!.hintedP99)} (log2 bucket bounds)` })),
+        ...STORES.map((s, i) => ({
+          name: `hashes touched (${s}): per probe median/p99; offsets per hinted segment median/p99`,
+          value: `${fmt(sizes[i]!.probeMedian)}/${fmt(sizes[i]!.probeP99)}; ${fmt(sizes[i]!.hintedMedian)}/${fmt(sizes[i]!.hintedP99)} (log2 bucket bounds)`,
+        })),
       ];
       return {
         name: 'push-dups',
-        params: { ...p, queue: QUEUE, bundle: `${p.partitionsPerWorker} partitions x ${p.msgsPerSegment} msgs per worker and bundle`, connections: p.workers },
-        results: { medians: med, ratios: { dup10: { empty: median(ratio.dup10.empty), large: median(ratio.dup10.large) }, replay: { empty: median(ratio.replay.empty), large: median(ratio.replay.large) } }, noHints, withHints, counters, sizes },
+        params: {
+          ...p,
+          queue: QUEUE,
+          bundle: `${p.partitionsPerWorker} partitions x ${p.msgsPerSegment} msgs per worker and bundle`,
+          connections: p.workers,
+        },
+        results: {
+          medians: med,
+          ratios: {
+            dup10: { empty: median(ratio.dup10.empty), large: median(ratio.dup10.large) },
+            replay: { empty: median(ratio.replay.empty), large: median(ratio.replay.large) },
+          },
+          noHints,
+          withHints,
+          counters,
+          sizes,
+        },
         samples: { rates, ratio },
         curves: [
           {
@@ -200,7 +273,10 @@ export const pushDuplicates: Suite = {
             title: 'Push msg/s by workload (empty store vs stored)',
             xLabel: 'workload (0 clean, 1 10% re-sent, 2 replay)',
             yLabel: 'msg/s (median)',
-            series: STORES.map((s) => ({ name: s === 'large' ? `${large} stored` : 'empty store', points: WORKLOADS.map((w, i) => [i, med[`${w}@${s}`]] as [number, number]) })),
+            series: STORES.map((s) => ({
+              name: s === 'large' ? `${large} stored` : 'empty store',
+              points: WORKLOADS.map((w, i) => [i, med[`${w}@${s}`]] as [number, number]),
+            })),
           },
         ],
         targets,

@@ -1,5 +1,11 @@
 import type { PushItem } from '../../src/engine/writer.js';
-import { BASELINE_COPY_SQL, BASELINE_RELATIONS, createUniqueIndexBaseline, pushBaseline, type BaselineMessage } from '../baselines/uniqueIndex.js';
+import {
+  BASELINE_COPY_SQL,
+  BASELINE_RELATIONS,
+  createUniqueIndexBaseline,
+  pushBaseline,
+  type BaselineMessage,
+} from '../baselines/uniqueIndex.js';
 import { addCpu, cpuShares, cpuSince, cpuSnapshot, fmtShares, type CpuDelta } from '../lib/cpu.js';
 import { checkpoint, createBenchDatabase, type BenchDatabase } from '../lib/db.js';
 import { settle } from '../lib/gc.js';
@@ -47,8 +53,32 @@ export const pushVsStored: Suite = {
   name: 'push-vs-stored',
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
-      ? { sizes: [0, 250_000, 500_000], workers: 2, partitionsPerWorker: 64, msgsPerSegment: 100, bundlesPerRep: 2, reps: 6, warmupBundles: 3, payloadBytes: 100, segFrames: 1000, windowSeconds: 3600, cacheMb: 512 }
-      : { sizes: [0, 1_000_000, 2_500_000, 5_000_000, 7_500_000, 10_000_000], workers: 2, partitionsPerWorker: 64, msgsPerSegment: 100, bundlesPerRep: 4, reps: 9, warmupBundles: 3, payloadBytes: 100, segFrames: 1000, windowSeconds: 3600, cacheMb: 512 };
+      ? {
+          sizes: [0, 250_000, 500_000],
+          workers: 2,
+          partitionsPerWorker: 64,
+          msgsPerSegment: 100,
+          bundlesPerRep: 2,
+          reps: 6,
+          warmupBundles: 3,
+          payloadBytes: 100,
+          segFrames: 1000,
+          windowSeconds: 3600,
+          cacheMb: 512,
+        }
+      : {
+          sizes: [0, 1_000_000, 2_500_000, 5_000_000, 7_500_000, 10_000_000],
+          workers: 2,
+          partitionsPerWorker: 64,
+          msgsPerSegment: 100,
+          bundlesPerRep: 4,
+          reps: 9,
+          warmupBundles: 3,
+          payloadBytes: 100,
+          segFrames: 1000,
+          windowSeconds: 3600,
+          cacheMb: 512,
+        };
     const dbs: BenchDatabase[] = [];
     const steps: StepResult[] = [];
     const notes: string[] = [];
@@ -70,11 +100,15 @@ export const pushVsStored: Suite = {
       const zsetup = await startEngineRig(zeroPool, { cacheMb: false });
       await provisionQueue(zadmin, zsetup.engine, QUEUE, p.windowSeconds, p.workers * p.partitionsPerWorker);
       await zsetup.stop();
-      const groups: PartitionCursor[][] = Array.from({ length: p.workers }, (_, w) => cursors.slice(w * p.partitionsPerWorker, (w + 1) * p.partitionsPerWorker));
+      const groups: PartitionCursor[][] = Array.from({ length: p.workers }, (_, w) =>
+        cursors.slice(w * p.partitionsPerWorker, (w + 1) * p.partitionsPerWorker),
+      );
       const idOf = new Map(cursors.map((c) => [c.name, c.id]));
-      const toBaseline = (items: PushItem[]): BaselineMessage[] => items.map((it) => ({ partitionId: idOf.get(it.partition!)!, transactionId: it.transactionId!, payload: it.payload }));
+      const toBaseline = (items: PushItem[]): BaselineMessage[] =>
+        items.map((it) => ({ partitionId: idOf.get(it.partition!)!, transactionId: it.transactionId!, payload: it.payload }));
       const factory = new MessageFactory('pvs', p.payloadBytes);
-      const bundlesFor = (n: number): PushItem[][][] => groups.map((g) => Array.from({ length: n }, () => makeItems(QUEUE, g, p.msgsPerSegment, factory)));
+      const bundlesFor = (n: number): PushItem[][][] =>
+        groups.map((g) => Array.from({ length: n }, () => makeItems(QUEUE, g, p.msgsPerSegment, factory)));
       const runBaseline = async (bundles: BaselineMessage[][][]): Promise<void> => {
         await Promise.all(
           bundles.map(async (list) => {
@@ -93,7 +127,10 @@ export const pushVsStored: Suite = {
         const t0 = Date.now();
         const need = size - stored;
         if (need > 0) {
-          const offs = await nextOffsets(admin, cursors.map((c) => c.id));
+          const offs = await nextOffsets(
+            admin,
+            cursors.map((c) => c.id),
+          );
           await bulkLoad(admin, {
             partitions: cursors.map((cursor) => ({ cursor, nextOffset: offs.get(cursor.id)! })),
             counts: spread(need, cursors.length),
@@ -107,8 +144,12 @@ export const pushVsStored: Suite = {
           stored += need;
         }
         // The reference store starts every step empty.
-        await zadmin.query('TRUNCATE queen.log_segments, queen.log_txns; UPDATE queen.log_partitions SET last_offset = -1, txns_start = 0, last_write_at = NULL');
-        await admin.query('ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions; ANALYZE bench_baseline.messages');
+        await zadmin.query(
+          'TRUNCATE queen.log_segments, queen.log_txns; UPDATE queen.log_partitions SET last_offset = -1, txns_start = 0, last_write_at = NULL',
+        );
+        await admin.query(
+          'ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions; ANALYZE bench_baseline.messages',
+        );
         if (!(await checkpoint(admin)) && si === 0) notes.push('CHECKPOINT not permitted: load write-back may overlap measurements');
         const loadSeconds = (Date.now() - t0) / 1000;
         const engineBytes = await relationBytes(admin, ENGINE_RELATIONS);
@@ -158,7 +199,9 @@ export const pushVsStored: Suite = {
         }
         const probesRun = counterValue(rig.metrics, 'queen_probe_run_total') - run0;
         const probesSkipped = counterValue(rig.metrics, 'queen_probe_skipped_total') - skip0;
-        for (const r of [rig, zrig]) if (r.hydrationErrors.length > 0) notes.push(`stored ${storedNow}: ${r.hydrationErrors.length} hydration error(s): ${String(r.hydrationErrors[0])}`);
+        for (const r of [rig, zrig])
+          if (r.hydrationErrors.length > 0)
+            notes.push(`stored ${storedNow}: ${r.hydrationErrors.length} hydration error(s): ${String(r.hydrationErrors[0])}`);
         const hydrations = rig.cache?.stats.hydrations ?? 0;
         await rig.stop();
         await zrig.stop();
@@ -189,17 +232,39 @@ export const pushVsStored: Suite = {
       const flat = median(last.engineOverZero);
       const vsBase = median(last.engineOverBaseline);
       const info: Info[] = [
-        { name: `bytes/msg at ${fmt(stored)} stored (heap+TOAST+indexes)`, value: `${(finalEngineBytes / stored).toFixed(1)} B`, baseline: `${(finalBaseBytes / stored).toFixed(1)} B`, ratio: finalEngineBytes / finalBaseBytes },
+        {
+          name: `bytes/msg at ${fmt(stored)} stored (heap+TOAST+indexes)`,
+          value: `${(finalEngineBytes / stored).toFixed(1)} B`,
+          baseline: `${(finalBaseBytes / stored).toFixed(1)} B`,
+          ratio: finalEngineBytes / finalBaseBytes,
+        },
         { name: `engine msg/s by step (0 -> ${fmt(last.stored)})`, value: steps.map((s) => fmt(s.medians.engine)).join(', ') },
         { name: `baseline msg/s by step`, value: steps.map((s) => fmt(s.medians.baseline)).join(', ') },
         { name: `engine / baseline by step`, value: steps.map((s) => fmtRatio(median(s.engineOverBaseline))).join(', ') },
-        { name: `engine at ${fmt(last.stored)} / engine at 0 (not side by side: two moments)`, value: `${fmt(last.medians.engine)} / ${fmt(first.medians.engine)}`, ratio: last.medians.engine / first.medians.engine },
-        { name: `probes run/skipped in timed engine reps (all steps)`, value: `${steps.reduce((n, s) => n + s.probesRun, 0)}/${steps.reduce((n, s) => n + s.probesSkipped, 0)}` },
-        { name: `CPU at ${fmt(last.stored)}: engine | baseline`, value: fmtShares(last.cpu.engine), baseline: fmtShares(last.cpu.baseline) },
+        {
+          name: `engine at ${fmt(last.stored)} / engine at 0 (not side by side: two moments)`,
+          value: `${fmt(last.medians.engine)} / ${fmt(first.medians.engine)}`,
+          ratio: last.medians.engine / first.medians.engine,
+        },
+        {
+          name: `probes run/skipped in timed engine reps (all steps)`,
+          value: `${steps.reduce((n, s) => n + s.probesRun, 0)}/${steps.reduce((n, s) => n + s.probesSkipped, 0)}`,
+        },
+        {
+          name: `CPU at ${fmt(last.stored)}: engine | baseline`,
+          value: fmtShares(last.cpu.engine),
+          baseline: fmtShares(last.cpu.baseline),
+        },
       ];
       return {
         name: 'push-vs-stored',
-        params: { ...p, queue: QUEUE, bundle: `${p.partitionsPerWorker} partitions x ${p.msgsPerSegment} msgs per worker and bundle`, connections: p.workers, referenceStore: 'engine on an empty database, truncated before each step, same bundles, same repetitions' },
+        params: {
+          ...p,
+          queue: QUEUE,
+          bundle: `${p.partitionsPerWorker} partitions x ${p.msgsPerSegment} msgs per worker and bundle`,
+          connections: p.workers,
+          referenceStore: 'engine on an empty database, truncated before each step, same bundles, same repetitions',
+        },
         results: {
           steps: steps.map((s) => ({
             stored: s.stored,
@@ -217,11 +282,13 @@ export const pushVsStored: Suite = {
             cpuShares: { engine: cpuShares(s.cpu.engine), baseline: cpuShares(s.cpu.baseline), zero: cpuShares(s.cpu.zero) },
             clientCpuUsPerMsg: {
               engine: (s.cpu.engine.clientMs * 1000) / (p.reps * p.bundlesPerRep * p.workers * p.partitionsPerWorker * p.msgsPerSegment),
-              baseline: (s.cpu.baseline.clientMs * 1000) / (p.reps * p.bundlesPerRep * p.workers * p.partitionsPerWorker * p.msgsPerSegment),
+              baseline:
+                (s.cpu.baseline.clientMs * 1000) / (p.reps * p.bundlesPerRep * p.workers * p.partitionsPerWorker * p.msgsPerSegment),
             },
             postgresCpuUsPerMsg: {
               engine: (s.cpu.engine.postgresMs * 1000) / (p.reps * p.bundlesPerRep * p.workers * p.partitionsPerWorker * p.msgsPerSegment),
-              baseline: (s.cpu.baseline.postgresMs * 1000) / (p.reps * p.bundlesPerRep * p.workers * p.partitionsPerWorker * p.msgsPerSegment),
+              baseline:
+                (s.cpu.baseline.postgresMs * 1000) / (p.reps * p.bundlesPerRep * p.workers * p.partitionsPerWorker * p.msgsPerSegment),
             },
           })),
           finalStored: stored,
@@ -245,8 +312,16 @@ export const pushVsStored: Suite = {
           },
         ],
         targets: [
-          target(`engine at ${fmt(last.stored)} / engine at 0 (empty store, side by side)`, flat, '>=', 0.9, { ratio: true, value: `${fmt(last.medians.engine)} msg/s`, baseline: `${fmt(last.medians.zero)} msg/s` }),
-          target(`engine / baseline at ${fmt(last.stored)}`, vsBase, '>=', 2, { ratio: true, value: `${fmt(last.medians.engine)} msg/s`, baseline: `${fmt(last.medians.baseline)} msg/s` }),
+          target(`engine at ${fmt(last.stored)} / engine at 0 (empty store, side by side)`, flat, '>=', 0.9, {
+            ratio: true,
+            value: `${fmt(last.medians.engine)} msg/s`,
+            baseline: `${fmt(last.medians.zero)} msg/s`,
+          }),
+          target(`engine / baseline at ${fmt(last.stored)}`, vsBase, '>=', 2, {
+            ratio: true,
+            value: `${fmt(last.medians.engine)} msg/s`,
+            baseline: `${fmt(last.medians.baseline)} msg/s`,
+          }),
         ],
         info,
         notes,

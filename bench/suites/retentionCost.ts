@@ -60,7 +60,11 @@ export const retentionCost: Suite = {
       ctx.progress.step(1, 2, 'warm-up');
       await pushFor(2);
       await checkpoint(admin);
-      ctx.progress.step(2, 2, `${p.reps} repetitions of ${p.armSeconds} s with / without retention (interval ${DEFAULTS.retentionIntervalMs} ms, batch ${DEFAULTS.retentionBatchRows})`);
+      ctx.progress.step(
+        2,
+        2,
+        `${p.reps} repetitions of ${p.armSeconds} s with / without retention (interval ${DEFAULTS.retentionIntervalMs} ms, batch ${DEFAULTS.retentionBatchRows})`,
+      );
       const withR: number[] = [];
       const without: number[] = [];
       const pairs: number[] = [];
@@ -94,20 +98,42 @@ export const retentionCost: Suite = {
           (arm === 'with' ? withR : without).push(got[arm]);
         }
         pairs.push(got.with! / got.without!);
-        ctx.progress.note(`rep ${r + 1}/${p.reps}: with ${fmt(got.with!)} msg/s, without ${fmt(got.without!)} msg/s (${fmtRatio(pairs.at(-1)!)})`);
+        ctx.progress.note(
+          `rep ${r + 1}/${p.reps}: with ${fmt(got.with!)} msg/s, without ${fmt(got.without!)} msg/s (${fmtRatio(pairs.at(-1)!)})`,
+        );
       }
       const ratio = median(pairs);
       return {
         name: 'retention-cost',
         params: { ...p, retentionSeconds: 1, intervalMs: DEFAULTS.retentionIntervalMs, batchRows: DEFAULTS.retentionBatchRows },
-        results: { withMsgPerS: median(withR), withoutMsgPerS: median(without), withOverWithout: ratio, removed, stepMs: { p50: percentile(steps, 50), p99: percentile(steps, 99), max: Math.max(0, ...steps), count: steps.length } },
+        results: {
+          withMsgPerS: median(withR),
+          withoutMsgPerS: median(without),
+          withOverWithout: ratio,
+          removed,
+          stepMs: { p50: percentile(steps, 50), p99: percentile(steps, 99), max: Math.max(0, ...steps), count: steps.length },
+        },
         samples: { with: withR, without, pairs, stepMs: steps },
-        targets: [target('push with retention at default cadence / without', ratio, '>=', 0.9, { ratio: true, value: `${fmt(median(withR))} msg/s`, baseline: `${fmt(median(without))} msg/s` })],
-        info: [
-          { name: 'retention removed during "with" arms', value: `${fmt(removed.messages)} msgs in ${fmt(removed.segments)} segments, ${steps.length} steps` },
-          { name: 'retention step (one partition row lock) p50 / p99 / max', value: `${fmt(percentile(steps, 50))} / ${fmt(percentile(steps, 99))} / ${fmt(Math.max(0, ...steps))} ms` },
+        targets: [
+          target('push with retention at default cadence / without', ratio, '>=', 0.9, {
+            ratio: true,
+            value: `${fmt(median(withR))} msg/s`,
+            baseline: `${fmt(median(without))} msg/s`,
+          }),
         ],
-        notes: ['retentionSeconds = 1: each pass removes everything pushed since the previous one (the steady state of a queue whose retention keeps up)'],
+        info: [
+          {
+            name: 'retention removed during "with" arms',
+            value: `${fmt(removed.messages)} msgs in ${fmt(removed.segments)} segments, ${steps.length} steps`,
+          },
+          {
+            name: 'retention step (one partition row lock) p50 / p99 / max',
+            value: `${fmt(percentile(steps, 50))} / ${fmt(percentile(steps, 99))} / ${fmt(Math.max(0, ...steps))} ms`,
+          },
+        ],
+        notes: [
+          'retentionSeconds = 1: each pass removes everything pushed since the previous one (the steady state of a queue whose retention keeps up)',
+        ],
       };
     } finally {
       await rig?.stop();

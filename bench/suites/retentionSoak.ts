@@ -69,8 +69,17 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
     ctx.progress.step(1, 2, 'measuring the maximum push rate (15 s, flat out)');
     const maxRate = await push(15, undefined);
     const rate = maxRate / 2;
-    ctx.progress.step(2, 2, `soak: ${p.minutes} min at ${fmt(rate)} msg/s (half of ${fmt(maxRate)}), retention ${p.retentionSeconds} s, window ${p.windowSeconds} s`);
-    svc = new RetentionService({ connectionString: db.url, intervalMs: DEFAULTS.retentionIntervalMs, batchRows: DEFAULTS.retentionBatchRows, metrics: new MetricsRegistry() });
+    ctx.progress.step(
+      2,
+      2,
+      `soak: ${p.minutes} min at ${fmt(rate)} msg/s (half of ${fmt(maxRate)}), retention ${p.retentionSeconds} s, window ${p.windowSeconds} s`,
+    );
+    svc = new RetentionService({
+      connectionString: db.url,
+      intervalMs: DEFAULTS.retentionIntervalMs,
+      batchRows: DEFAULTS.retentionBatchRows,
+      metrics: new MetricsRegistry(),
+    });
     await svc.start();
 
     const t0 = Date.now();
@@ -83,7 +92,8 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
         const segmentsMB = (await relationBytes(admin, ['queen.log_segments'])) / 1e6;
         const txnsMB = (await relationBytes(admin, ['queen.log_txns'])) / 1e6;
         samples.push({ s, segmentsMB, txnsMB });
-        if (samples.length % 6 === 0) ctx.progress.note(`${(s / 60).toFixed(1)} min: log_segments ${segmentsMB.toFixed(1)} MB, log_txns ${txnsMB.toFixed(1)} MB`);
+        if (samples.length % 6 === 0)
+          ctx.progress.note(`${(s / 60).toFixed(1)} min: log_segments ${segmentsMB.toFixed(1)} MB, log_txns ${txnsMB.toFixed(1)} MB`);
         const next = t0 + samples.length * p.sampleEverySeconds * 1000;
         await sleep(Math.max(0, next - Date.now()));
       }
@@ -108,8 +118,21 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
     const flat = samples.filter((x) => x.s >= flatFrom);
     return {
       name: 'soak-retention',
-      params: { ...p, maxRate, rate, intervalMs: DEFAULTS.retentionIntervalMs, batchRows: DEFAULTS.retentionBatchRows, segmentsFlatFromSeconds: segFrom, txnsFlatFromSeconds: txnFrom },
-      results: { achievedMsgPerS: achieved, segmentsGrowthInFlatRegion: segGrowth, txnsGrowthInFlatRegion: txnGrowth, flatSamples: flat.length },
+      params: {
+        ...p,
+        maxRate,
+        rate,
+        intervalMs: DEFAULTS.retentionIntervalMs,
+        batchRows: DEFAULTS.retentionBatchRows,
+        segmentsFlatFromSeconds: segFrom,
+        txnsFlatFromSeconds: txnFrom,
+      },
+      results: {
+        achievedMsgPerS: achieved,
+        segmentsGrowthInFlatRegion: segGrowth,
+        txnsGrowthInFlatRegion: txnGrowth,
+        flatSamples: flat.length,
+      },
       samples: { sizes: samples },
       curves: [
         {
@@ -128,7 +151,12 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
         target('log_txns size: end / start of the flat region', txnGrowth, '<=', 1.1, { ratio: true }),
       ],
       info: [{ name: 'achieved push rate', value: `${fmt(achieved)} msg/s`, baseline: `${fmt(maxRate)} msg/s max` }],
-      notes: flat.length < 2 ? [`the run (${p.minutes} min) ended before both tables were past their first retention period (log_txns: ${Math.round(txnFrom)} s): a target reads NaN where it is not measurable in this run`] : [],
+      notes:
+        flat.length < 2
+          ? [
+              `the run (${p.minutes} min) ended before both tables were past their first retention period (log_txns: ${Math.round(txnFrom)} s): a target reads NaN where it is not measurable in this run`,
+            ]
+          : [],
     };
   } finally {
     await svc?.stop();

@@ -3,7 +3,16 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createBenchDatabase } from '../lib/db.js';
-import { createTopic, deleteTopicsAndGroups, endOffsets, kafkaClient, produceAll, uniqueName, withAdmin, waitCommitted } from '../lib/kafka.js';
+import {
+  createTopic,
+  deleteTopicsAndGroups,
+  endOffsets,
+  kafkaClient,
+  produceAll,
+  uniqueName,
+  withAdmin,
+  waitCommitted,
+} from '../lib/kafka.js';
 import { fmt, median } from '../lib/stats.js';
 import { MessageFactory } from '../lib/synth.js';
 import { target, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
@@ -24,7 +33,9 @@ export const tracingCost: Suite = {
   name: 'tracing-cost',
   needsKafka: true,
   async run(ctx: SuiteContext): Promise<SuiteResult> {
-    const p = ctx.quick ? { records: 50_000, partitions: 8, keys: 32, payloadBytes: 100, reps: 1, sampleRatio: 0.01 } : { records: 300_000, partitions: 8, keys: 32, payloadBytes: 100, reps: 3, sampleRatio: 0.01 };
+    const p = ctx.quick
+      ? { records: 50_000, partitions: 8, keys: 32, payloadBytes: 100, reps: 1, sampleRatio: 0.01 }
+      : { records: 300_000, partitions: 8, keys: 32, payloadBytes: 100, reps: 3, sampleRatio: 0.01 };
     const brokers = ctx.brokers!;
     const kafka = kafkaClient(brokers);
     const topic = uniqueName('bench-trace');
@@ -47,7 +58,17 @@ export const tracingCost: Suite = {
       ctx.progress.step(++step, steps, `producing ${fmt(p.records)} records to ${topic}`);
       await createTopic(kafka, topic, p.partitions);
       const f = new MessageFactory('trace', p.payloadBytes);
-      await produceAll(kafka, topic, Array.from({ length: p.records }, (_, i) => ({ key: `key-${i % p.keys}`, value: f.payload(i % p.keys, i), headers: { transactionId: `trace-${i}` } })), 5000, 2);
+      await produceAll(
+        kafka,
+        topic,
+        Array.from({ length: p.records }, (_, i) => ({
+          key: `key-${i % p.keys}`,
+          value: f.payload(i % p.keys, i),
+          headers: { transactionId: `trace-${i}` },
+        })),
+        5000,
+        2,
+      );
       const ends = await withAdmin(kafka, (a) => endOffsets(a, topic));
       const rates: Record<Mode, number[]> = { off: [], on: [] };
       for (let r = 0; r < p.reps; r++) {
@@ -78,7 +99,13 @@ export const tracingCost: Suite = {
         params: p,
         results: { offRecordsPerSecond: off, onRecordsPerSecond: on, ratio: on / off, exportRequests: exports, exportedBytes },
         samples: rates,
-        targets: [target('ingest with tracing on (1 % sampled) vs off', on / off, '>=', 0.95, { ratio: true, value: `${fmt(on)} rec/s`, baseline: `${fmt(off)} rec/s` })],
+        targets: [
+          target('ingest with tracing on (1 % sampled) vs off', on / off, '>=', 0.95, {
+            ratio: true,
+            value: `${fmt(on)} rec/s`,
+            baseline: `${fmt(off)} rec/s`,
+          }),
+        ],
         notes: [`${exports} OTLP export requests, ${fmt(exportedBytes)} bytes, while tracing was on`],
       };
     } finally {
@@ -90,7 +117,14 @@ export const tracingCost: Suite = {
 };
 
 /** Starts the service, times it from "consuming" to the group being caught up, stops it (SIGTERM). Records/s. */
-async function timedIngest(env: Record<string, string>, kafka: ReturnType<typeof kafkaClient>, group: string, topic: string, ends: Map<number, number>, records: number): Promise<number> {
+async function timedIngest(
+  env: Record<string, string>,
+  kafka: ReturnType<typeof kafkaClient>,
+  group: string,
+  topic: string,
+  ends: Map<number, number>,
+  records: number,
+): Promise<number> {
   const child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   let stderr = '';

@@ -35,6 +35,9 @@ export function renderPlan(p: Plan): string[] {
     case 'unchanged':
       return [`  queue/${p.name} (unchanged)`];
     case 'change':
-      return [`~ queue/${p.name} (would be changed)`, ...p.changes.flatMap((c) => [`    - ${c.key}: ${String(c.from)}`, `    + ${c.key}: ${String(c.to)}`])];
+      return [
+        `~ queue/${p.name} (would be changed)`,
+        ...p.changes.flatMap((c) => [`    - ${c.key}: ${String(c.from)}`, `    + ${c.key}: ${String(c.to)}`]),
+      ];
   }
 }

@@ -77,7 +77,8 @@ export function parseManifests(text: string, file: string): QueueManifest[] {
     if (first) problems.push({ file, line: m.line, col: 1, message: `queue "${m.name}" is also defined at line ${first.line}` });
     else seen.set(m.name, m);
   }
-  if (problems.length === 0 && out.length === 0) problems.push({ file, line: 1, col: 1, message: 'no manifests found (expected documents with kind: Queue)' });
+  if (problems.length === 0 && out.length === 0)
+    problems.push({ file, line: 1, col: 1, message: 'no manifests found (expected documents with kind: Queue)' });
   problems.sort((a, b) => a.line - b.line || a.col - b.col);
   if (problems.length > 0) throw new ManifestError(problems);
   return out;
@@ -97,7 +98,8 @@ function readManifest(node: unknown, file: string, at: At, lc: LineCounter): Que
   };
   const pairs = keyedPairs(node, '', fail);
   for (const key of pairs.keys()) {
-    if (!(TOP_KEYS as readonly string[]).includes(key)) fail(startOf(pairs.get(key)!.key), `unknown key "${key}" (allowed: ${TOP_KEYS.join(', ')})`);
+    if (!(TOP_KEYS as readonly string[]).includes(key))
+      fail(startOf(pairs.get(key)!.key), `unknown key "${key}" (allowed: ${TOP_KEYS.join(', ')})`);
   }
   const kind = pairs.get('kind');
   if (!kind) fail(startOf(node), 'missing key "kind" (must be Queue)');

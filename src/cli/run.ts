@@ -140,7 +140,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         await get(client, io, args, format, { partition: values.partition, from: values.from, limit: values.limit });
         break;
       case 'pop':
-        await pop(client, io, args, { group: values.group, partition: values.partition, batch: values.batch, ack: values.ack ?? false, wait: values.wait ?? false }, format);
+        await pop(
+          client,
+          io,
+          args,
+          { group: values.group, partition: values.partition, batch: values.batch, ack: values.ack ?? false, wait: values.wait ?? false },
+          format,
+        );
         break;
       case 'tail':
         await tail(client, io, args, { group: values.group, max: values.max }, format);
@@ -149,7 +155,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         await push(client, io, args, { partition: values.partition, txn: values.txn }, format);
         break;
       case 'timers':
-        await timers(client, io, args, { partition: values.partition, txn: values.txn, delay: values.delay, at: values.at, limit: values.limit }, format);
+        await timers(
+          client,
+          io,
+          args,
+          { partition: values.partition, txn: values.txn, delay: values.delay, at: values.at, limit: values.limit },
+          format,
+        );
         break;
     }
     return EXIT.ok;
@@ -164,7 +176,9 @@ function usageError(message: string): never {
 
 function report(err: unknown, io: CliIo): number {
   if (err instanceof UsageError) {
-    io.err(err.message === NO_COMMAND ? `queenctl: ${err.message}\n\n${USAGE}` : `queenctl: ${err.message}\nRun "queenctl --help" for usage.\n`);
+    io.err(
+      err.message === NO_COMMAND ? `queenctl: ${err.message}\n\n${USAGE}` : `queenctl: ${err.message}\nRun "queenctl --help" for usage.\n`,
+    );
     return EXIT.usage;
   }
   if (err instanceof CliError) io.err(`queenctl: error: ${err.message}\n`);

@@ -87,12 +87,16 @@ export async function popMessages(transport: Transport, queue: string, o: PopOpt
   if (o.timeoutMs !== undefined) qs.set('timeout', String(o.timeoutMs));
   if (o.autoAck) qs.set('autoAck', 'true');
   if (o.subscriptionMode !== undefined) qs.set('subscriptionMode', o.subscriptionMode);
-  if (o.subscriptionFrom !== undefined) qs.set('subscriptionFrom', o.subscriptionFrom instanceof Date ? o.subscriptionFrom.toISOString() : o.subscriptionFrom);
+  if (o.subscriptionFrom !== undefined)
+    qs.set('subscriptionFrom', o.subscriptionFrom instanceof Date ? o.subscriptionFrom.toISOString() : o.subscriptionFrom);
   if (o.leaseSeconds !== undefined) qs.set('leaseSeconds', String(o.leaseSeconds));
   const path = `api/v1/pop/queue/${encodeURIComponent(queue)}${o.partition !== undefined ? `/partition/${encodeURIComponent(o.partition)}` : ''}`;
   const q = qs.toString();
   const waitMs = o.wait ? (o.timeoutMs ?? 30_000) : 0;
-  const r = await transport.request<WirePop | undefined>('GET', q ? `${path}?${q}` : path, undefined, { timeoutMs: waitMs + 30_000, ...(o.signal ? { signal: o.signal } : {}) });
+  const r = await transport.request<WirePop | undefined>('GET', q ? `${path}?${q}` : path, undefined, {
+    timeoutMs: waitMs + 30_000,
+    ...(o.signal ? { signal: o.signal } : {}),
+  });
   if (!r) return [];
   if (r.skipped && o.onSkipped) o.onSkipped(r.skipped, r.partition);
   const group = o.group ?? QUEUE_MODE_GROUP;
@@ -111,9 +115,16 @@ export function ackItem(m: Message, status: AckStatus, error?: string): Record<s
   };
 }
 
-export async function ackMessages(transport: Transport, msgs: readonly Message[], status: AckStatus, error?: string): Promise<AckOutcome[]> {
+export async function ackMessages(
+  transport: Transport,
+  msgs: readonly Message[],
+  status: AckStatus,
+  error?: string,
+): Promise<AckOutcome[]> {
   if (msgs.length === 0) return [];
-  const r = await transport.request<{ results: AckOutcome[] }>('POST', 'api/v1/ack/batch', { acknowledgments: msgs.map((m) => ackItem(m, status, error)) });
+  const r = await transport.request<{ results: AckOutcome[] }>('POST', 'api/v1/ack/batch', {
+    acknowledgments: msgs.map((m) => ackItem(m, status, error)),
+  });
   return r.results;
 }
 
@@ -142,27 +153,42 @@ export class TransactionBuilder {
   }
 
   /** Push to a queue (and partition, default "Default") inside the transaction. */
-  queue(name: string): { partition(p: string): { push(items: readonly PushInput[]): TransactionBuilder }; push(items: readonly PushInput[]): TransactionBuilder } {
-    const push = (partition: string | undefined) => (items: readonly PushInput[]): TransactionBuilder => {
-      this.ops.push({
-        type: 'push',
-        items: items.map((it) => ({
-          queue: name,
-          ...(partition !== undefined ? { partition } : {}),
-          transactionId: it.transactionId ?? randomUUID(),
-          payload: it.data,
-          ...(it.traceContext !== undefined ? { traceContext: it.traceContext } : {}),
-        })),
-      });
-      return this;
-    };
+  queue(name: string): {
+    partition(p: string): { push(items: readonly PushInput[]): TransactionBuilder };
+    push(items: readonly PushInput[]): TransactionBuilder;
+  } {
+    const push =
+      (partition: string | undefined) =>
+      (items: readonly PushInput[]): TransactionBuilder => {
+        this.ops.push({
+          type: 'push',
+          items: items.map((it) => ({
+            queue: name,
+            ...(partition !== undefined ? { partition } : {}),
+            transactionId: it.transactionId ?? randomUUID(),
+            payload: it.data,
+            ...(it.traceContext !== undefined ? { traceContext: it.traceContext } : {}),
+          })),
+        });
+        return this;
+      };
     return { partition: (p: string) => ({ push: push(p) }), push: push(undefined) };
   }
 
   async commit(): Promise<{ pushes: PushOutcome[]; acks: AckOutcome[] }> {
-    const r = await this.transport.request<{ pushes: WirePushResult[]; acks: AckOutcome[] }>('POST', 'api/v1/transaction', { operations: this.ops, requiredLeases: [...this.leases] });
+    const r = await this.transport.request<{ pushes: WirePushResult[]; acks: AckOutcome[] }>('POST', 'api/v1/transaction', {
+      operations: this.ops,
+      requiredLeases: [...this.leases],
+    });
     return {
-      pushes: r.pushes.map((p) => ({ status: p.status, id: p.message_id, transactionId: p.transaction_id, offset: p.offset, queue: p.queue, partition: p.partition })),
+      pushes: r.pushes.map((p) => ({
+        status: p.status,
+        id: p.message_id,
+        transactionId: p.transaction_id,
+        offset: p.offset,
+        queue: p.queue,
+        partition: p.partition,
+      })),
       acks: r.acks,
     };
   }
@@ -259,9 +285,12 @@ export class Consumer {
     if (leaseId && msgs[0]!.leaseExpiresAt) {
       const length = Math.max(1_000, Date.parse(msgs[0]!.leaseExpiresAt) - Date.now());
       const seconds = Math.max(1, Math.ceil(length / 1000));
-      renew = setInterval(() => {
-        this.transport.request('POST', `api/v1/lease/${leaseId}/extend`, { seconds }).catch((err: unknown) => opts.onError?.(err));
-      }, Math.max(250, Math.floor(length / 3)));
+      renew = setInterval(
+        () => {
+          this.transport.request('POST', `api/v1/lease/${leaseId}/extend`, { seconds }).catch((err: unknown) => opts.onError?.(err));
+        },
+        Math.max(250, Math.floor(length / 3)),
+      );
     }
     const items: Record<string, unknown>[] = [];
     try {

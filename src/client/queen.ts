@@ -1,7 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { TimerRef } from './timers.js';
 import { Transport, type RetryPolicy } from './transport.js';
-import { ackMessages, Consumer, popMessages, TransactionBuilder, type AckOutcome, type AckStatus, type BrowsePage, type Message, type PopOptions } from './consume.js';
+import {
+  ackMessages,
+  Consumer,
+  popMessages,
+  TransactionBuilder,
+  type AckOutcome,
+  type AckStatus,
+  type BrowsePage,
+  type Message,
+  type PopOptions,
+} from './consume.js';
 import type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, QueueInfo, QueueOptionsPatch, WirePushResult } from './types.js';
 import type { QueueList } from './types.js';
 

@@ -49,7 +49,12 @@ export class Transport {
    * `opts.timeoutMs` replaces the per-attempt timeout (a long poll waits
    * longer than an ordinary call); `opts.signal` aborts the call (no retry).
    */
-  async request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<T> {
+  async request<T>(
+    method: 'GET' | 'POST' | 'DELETE',
+    path: string,
+    body?: unknown,
+    opts: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<T> {
     const url = new URL(path, this.base);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -62,12 +67,18 @@ export class Transport {
       let parsed: unknown;
       try {
         const timeout = AbortSignal.timeout(opts.timeoutMs ?? this.opts.timeoutMs);
-        res = await this.opts.fetch(url, { method, headers, body: payload, signal: opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout });
+        res = await this.opts.fetch(url, {
+          method,
+          headers,
+          body: payload,
+          signal: opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout,
+        });
         // Inside the try: a connection lost while the body streams is a network error too.
         parsed = await readBody(res);
       } catch (err) {
         if (opts.signal?.aborted) throw opts.signal.reason ?? err;
-        if (attempt >= retries) throw new QueenNetworkError(`${method} ${url.pathname}: ${describe(err)} (after ${attempt + 1} attempts)`, err);
+        if (attempt >= retries)
+          throw new QueenNetworkError(`${method} ${url.pathname}: ${describe(err)} (after ${attempt + 1} attempts)`, err);
         await this.pause(attempt, undefined, describe(err));
         continue;
       }

@@ -99,7 +99,9 @@ export class AdmissionPolicy {
       const n = this.suppressedSinceWarn;
       this.lastWarnMs = nowMs;
       this.suppressedSinceWarn = 0;
-      this.onWarn(`dedup cache at its memory cap: ${n} partition rebuild(s) suppressed since the last warning (they answer -1, i.e. full SQL probes, for ${SUPPRESS_COOLDOWN_MS / 1000} s); ${detail()}`);
+      this.onWarn(
+        `dedup cache at its memory cap: ${n} partition rebuild(s) suppressed since the last warning (they answer -1, i.e. full SQL probes, for ${SUPPRESS_COOLDOWN_MS / 1000} s); ${detail()}`,
+      );
     }
   }
 

@@ -1,4 +1,12 @@
-import { BLOCK_BYTES, BLOCK_HASHES, BLOCK_OFFSET_BYTES, BLOCK_OVERHEAD_BYTES, HASH_BYTES, HOT_INITIAL_HASHES, UNKNOWN_OFFSET_DELTA } from './constants.js';
+import {
+  BLOCK_BYTES,
+  BLOCK_HASHES,
+  BLOCK_OFFSET_BYTES,
+  BLOCK_OVERHEAD_BYTES,
+  HASH_BYTES,
+  HOT_INITIAL_HASHES,
+  UNKNOWN_OFFSET_DELTA,
+} from './constants.js';
 import { compareAt, scanContains, sortedContains, sortedIndexOf, sortRecordsInPlace, viewOf } from './hashRecords.js';
 
 /** An immutable, sorted block of exactly BLOCK_HASHES hashes (one 64 KiB Buffer). */
@@ -131,7 +139,14 @@ export class BlockRing {
     const hot = this.hot!;
     const offsets = this.hotOffsets!;
     sortRecordsInPlace(hot, BLOCK_HASHES, offsets);
-    this.blocks.push({ hashes: hot, view: this.hotView!, offsets, minOffset: this.hotMinOffset, maxOffset: this.hotMaxOffset, maxCreatedMs: this.hotMaxCreatedMs });
+    this.blocks.push({
+      hashes: hot,
+      view: this.hotView!,
+      offsets,
+      minOffset: this.hotMinOffset,
+      maxOffset: this.hotMaxOffset,
+      maxCreatedMs: this.hotMaxCreatedMs,
+    });
     this.hot = null;
     this.hotView = null;
     this.hotOffsets = null;
@@ -161,7 +176,13 @@ export class BlockRing {
       if (blk.minOffset > hi) return false;
       if (sortedContains(blk.view, BLOCK_HASHES, q0, q1, q2, q3)) return true;
     }
-    return this.hotView !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo && scanContains(this.hotView, this.hotCount, q0, q1, q2, q3);
+    return (
+      this.hotView !== null &&
+      this.hotCount > 0 &&
+      this.hotMinOffset <= hi &&
+      this.hotMaxOffset >= lo &&
+      scanContains(this.hotView, this.hotCount, q0, q1, q2, q3)
+    );
   }
 
   /**
@@ -258,7 +279,10 @@ export class BlockRing {
   }
   /** Accounted bytes: every byte of every Buffer and offset array held, plus a coarse per-block overhead. */
   get bytes(): number {
-    return this.blocks.length * (BLOCK_BYTES + BLOCK_OFFSET_BYTES + BLOCK_OVERHEAD_BYTES) + (this.hot === null ? 0 : this.hot.length + this.hotOffsets!.byteLength);
+    return (
+      this.blocks.length * (BLOCK_BYTES + BLOCK_OFFSET_BYTES + BLOCK_OVERHEAD_BYTES) +
+      (this.hot === null ? 0 : this.hot.length + this.hotOffsets!.byteLength)
+    );
   }
 
   /** Read-only views for tests and assertions. */
@@ -271,6 +295,12 @@ export class BlockRing {
   }
   hotInfo(): { count: number; capacity: number; minOffset: number; maxOffset: number; maxCreatedMs: number } | undefined {
     if (this.hot === null || this.hotCount === 0) return undefined;
-    return { count: this.hotCount, capacity: this.hot.length / HASH_BYTES, minOffset: this.hotMinOffset, maxOffset: this.hotMaxOffset, maxCreatedMs: this.hotMaxCreatedMs };
+    return {
+      count: this.hotCount,
+      capacity: this.hot.length / HASH_BYTES,
+      minOffset: this.hotMinOffset,
+      maxOffset: this.hotMaxOffset,
+      maxCreatedMs: this.hotMaxCreatedMs,
+    };
   }
 }

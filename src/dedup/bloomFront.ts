@@ -50,7 +50,14 @@ export class BloomFront {
     let g = this.gens.length === 0 ? undefined : this.gens[this.gens.length - 1]!;
     if (g === undefined || g.bloom.full) {
       const tier = g === undefined ? 0 : this.nextTier(g);
-      g = { bloom: new BlockedBloom(BLOOM_TIERS[tier]!), tier, firstCreatedMs: createdMs, maxCreatedMs: createdMs, minOffset: offset, maxOffset: offset };
+      g = {
+        bloom: new BlockedBloom(BLOOM_TIERS[tier]!),
+        tier,
+        firstCreatedMs: createdMs,
+        maxCreatedMs: createdMs,
+        minOffset: offset,
+        maxOffset: offset,
+      };
       this.gens.push(g);
     }
     g.bloom.add(w0, w1, w2);

@@ -288,7 +288,8 @@ export class DedupCache {
 
   /** The resident entry of pid if it may vouch now (expiry run, use recorded), else undefined. */
   private usable(pid: number, hashes: Buffer, count: number): PartitionEntry | undefined {
-    if (hashes.length < count * HASH_BYTES) throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
+    if (hashes.length < count * HASH_BYTES)
+      throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
     const e = this.resident.get(pid);
     if (e === undefined) return undefined;
     const now = this.now();
@@ -383,7 +384,12 @@ export class DedupCache {
     this.drop(pid);
     this.stats.suppressions++;
     const mb = (b: number): string => (b / 2 ** 20).toFixed(1);
-    this.policy.suppress(pid, now, () => `partition ${pid} needs ~${mb(estimate)} MB, others hold ${mb(others)} MB of a ${mb(this.capBytes)} MB cap (QUEEN_DEDUP_CACHE_MB); ${this.policy.suppressedCount(now)} partition(s) suppressed now`);
+    this.policy.suppress(
+      pid,
+      now,
+      () =>
+        `partition ${pid} needs ~${mb(estimate)} MB, others hold ${mb(others)} MB of a ${mb(this.capBytes)} MB cap (QUEEN_DEDUP_CACHE_MB); ${this.policy.suppressedCount(now)} partition(s) suppressed now`,
+    );
   }
 
   /** Removes pid's entry (if any), remembering its size as the footprint hint. */

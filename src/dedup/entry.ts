@@ -137,9 +137,12 @@ export class PartitionEntry {
       }
       if (r.baseOffset <= prevEnd) throw new RangeError('dedup install: rows must be in ascending, non-overlapping offset order');
       if (r.endOffset > lastOffset) {
-        throw new RangeError(`dedup install: row ends at ${r.endOffset} above last_offset ${lastOffset} (rows and allocator must come from one snapshot)`);
+        throw new RangeError(
+          `dedup install: row ends at ${r.endOffset} above last_offset ${lastOffset} (rows and allocator must come from one snapshot)`,
+        );
       }
-      if (r.hashes.length !== n * HASH_BYTES) throw new RangeError(`dedup install: row [${r.baseOffset}, ${r.endOffset}] has ${r.hashes.length} hash bytes`);
+      if (r.hashes.length !== n * HASH_BYTES)
+        throw new RangeError(`dedup install: row [${r.baseOffset}, ${r.endOffset}] has ${r.hashes.length} hash bytes`);
       prevEnd = r.endOffset;
       if (firstKept === undefined && r.endOffset >= txnsStart) firstKept = r.baseOffset;
     }
@@ -198,7 +201,8 @@ export class PartitionEntry {
 
   /** Exact store and bloom front always receive the same hashes, together. */
   private addHashes(hashes: Buffer, count: number, firstOffset: number, createdMs: number, upcoming = 0): void {
-    if (hashes.length < count * HASH_BYTES) throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
+    if (hashes.length < count * HASH_BYTES)
+      throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
     this.ring.append(hashes, 0, count, firstOffset, createdMs, upcoming);
     const view = viewOf(hashes);
     for (let i = 0; i < count; i++) {

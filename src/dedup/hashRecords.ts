@@ -91,7 +91,8 @@ export function compareAt(view: DataView, o: number, q0: number, q1: number, q2:
 export function scanContains(view: DataView, count: number, q0: number, q1: number, q2: number, q3: number): boolean {
   const end = count * HASH_BYTES;
   for (let o = 0; o < end; o += HASH_BYTES) {
-    if (view.getUint32(o) === q0 && view.getUint32(o + 4) === q1 && view.getUint32(o + 8) === q2 && view.getUint32(o + 12) === q3) return true;
+    if (view.getUint32(o) === q0 && view.getUint32(o + 4) === q1 && view.getUint32(o + 8) === q2 && view.getUint32(o + 12) === q3)
+      return true;
   }
   return false;
 }

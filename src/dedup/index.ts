@@ -1,2 +1,11 @@
-export { DedupCache, type HintedVouch, type LocalHit, type DedupCacheOptions, type DedupCacheStats, type EntryInfo, type PrepareAnswer, type TxnRow } from './cache.js';
+export {
+  DedupCache,
+  type HintedVouch,
+  type LocalHit,
+  type DedupCacheOptions,
+  type DedupCacheStats,
+  type EntryInfo,
+  type PrepareAnswer,
+  type TxnRow,
+} from './cache.js';
 export { estimateFootprintBytes } from './admission.js';

@@ -78,7 +78,8 @@ interface Dead {
   attempts: number;
 }
 
-const LEASE_KEYS_SQL = 'SELECT lease_id::text AS lease_id, partition_id, consumer_group FROM queen.log_cursors WHERE lease_id = ANY($1::uuid[])';
+const LEASE_KEYS_SQL =
+  'SELECT lease_id::text AS lease_id, partition_id, consumer_group FROM queen.log_cursors WHERE lease_id = ANY($1::uuid[])';
 const LOCK_SQL = `SELECT c.partition_id, c.consumer_group, c.committed_offset, c.settled, c.lease_end, c.lease_id::text AS lease_id,
        c.released, c.retry_offsets, c.retry_counts, q.retry_limit
 FROM queen.log_cursors c
@@ -178,7 +179,8 @@ export function checkAckItem(raw: unknown, defaults: { consumerGroup?: unknown; 
   const group = o.consumerGroup ?? defaults.consumerGroup ?? QUEUE_MODE_GROUP;
   checkGroupName(group, `${at}.consumerGroup`);
   const leaseId = o.leaseId ?? defaults.leaseId;
-  if (leaseId !== undefined && leaseId !== null && !isUuid(leaseId)) throw new ValidationError(`${at}.leaseId must be a UUID`, `${at}.leaseId`);
+  if (leaseId !== undefined && leaseId !== null && !isUuid(leaseId))
+    throw new ValidationError(`${at}.leaseId must be a UUID`, `${at}.leaseId`);
   const pid = o.partitionId;
   if (pid !== undefined && pid !== null && !(typeof pid === 'number' && Number.isSafeInteger(pid) && pid > 0)) {
     throw new ValidationError(`${at}.partitionId must be a positive integer`, `${at}.partitionId`);
@@ -186,12 +188,14 @@ export function checkAckItem(raw: unknown, defaults: { consumerGroup?: unknown; 
   const hasTxn = o.transactionId !== undefined && o.transactionId !== null;
   const hasId = o.id !== undefined && o.id !== null;
   if (hasTxn === hasId) throw new ValidationError(`${at}: give either transactionId or id`, at);
-  if (hasTxn && (typeof o.transactionId !== 'string' || o.transactionId.length === 0)) throw new ValidationError(`${at}.transactionId must be a non-empty string`, `${at}.transactionId`);
+  if (hasTxn && (typeof o.transactionId !== 'string' || o.transactionId.length === 0))
+    throw new ValidationError(`${at}.transactionId must be a non-empty string`, `${at}.transactionId`);
   if (hasId && !isUuid(o.id)) throw new ValidationError(`${at}.id must be a message id (UUID)`, `${at}.id`);
   if ((pid === undefined || pid === null) && (leaseId === undefined || leaseId === null)) {
     throw new ValidationError(`${at}: give partitionId or leaseId (which partition the message is in)`, `${at}.partitionId`);
   }
-  if (o.error !== undefined && o.error !== null && typeof o.error !== 'string') throw new ValidationError(`${at}.error must be a string`, `${at}.error`);
+  if (o.error !== undefined && o.error !== null && typeof o.error !== 'string')
+    throw new ValidationError(`${at}.error must be a string`, `${at}.error`);
   return {
     consumerGroup: group as string,
     status: status as AckStatus,
@@ -207,7 +211,8 @@ export function checkAckItem(raw: unknown, defaults: { consumerGroup?: unknown; 
 export const QUEUE_MODE_GROUP = '__QUEUE_MODE__';
 
 export function checkGroupName(g: unknown, field = 'consumerGroup'): string {
-  if (typeof g !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(g)) throw new ValidationError(`${field} must be 1-128 characters of A-Z a-z 0-9 . _ : -`, field);
+  if (typeof g !== 'string' || !/^[A-Za-z0-9._:-]{1,128}$/.test(g))
+    throw new ValidationError(`${field} must be 1-128 characters of A-Z a-z 0-9 . _ : -`, field);
   return g;
 }
 
@@ -219,7 +224,10 @@ const keyOf = (pid: number, group: string): string => `${pid}\x1f${group}`;
  * never fail the batch. Returns also the partitions whose lease ended with
  * released offsets (messages available again: wake long polls).
  */
-export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[]): Promise<{ outcomes: AckOutcome[]; releasedPartitions: number[] }> {
+export async function applyAcks(
+  client: pg.ClientBase,
+  items: readonly AckItem[],
+): Promise<{ outcomes: AckOutcome[]; releasedPartitions: number[] }> {
   const outcomes: AckOutcome[] = new Array(items.length);
   if (items.length === 0) return { outcomes, releasedPartitions: [] };
   const q = async (text: string, values: unknown[], what: string): Promise<pg.QueryResult> => {
@@ -234,9 +242,12 @@ export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[]
   const leaseOnly = [...new Set(items.filter((i) => i.partitionId === undefined).map((i) => i.leaseId!))];
   const byLease = new Map<string, { pid: number; group: string }>();
   if (leaseOnly.length > 0) {
-    for (const r of (await q(LEASE_KEYS_SQL, [leaseOnly], 'finding leases')).rows) byLease.set(r.lease_id, { pid: r.partition_id, group: r.consumer_group });
+    for (const r of (await q(LEASE_KEYS_SQL, [leaseOnly], 'finding leases')).rows)
+      byLease.set(r.lease_id, { pid: r.partition_id, group: r.consumer_group });
   }
-  const keys: ({ pid: number; group: string } | undefined)[] = items.map((i) => (i.partitionId !== undefined ? { pid: i.partitionId, group: i.consumerGroup } : byLease.get(i.leaseId!)));
+  const keys: ({ pid: number; group: string } | undefined)[] = items.map((i) =>
+    i.partitionId !== undefined ? { pid: i.partitionId, group: i.consumerGroup } : byLease.get(i.leaseId!),
+  );
 
   // Lock the cursors, ascending (partition_id, consumer_group).
   const uniq = new Map<string, { pid: number; group: string }>();
@@ -355,7 +366,11 @@ export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[]
       const c = cs[j]!;
       const it = items[i]!;
       // Not below the cursor and not in the live lease: a stale lease id says why.
-      const result: AckResult = hit.has(i) ? 'already_acked' : it.leaseId !== undefined && it.leaseId !== c.leaseId ? 'lease_expired' : 'not_found';
+      const result: AckResult = hit.has(i)
+        ? 'already_acked'
+        : it.leaseId !== undefined && it.leaseId !== c.leaseId
+          ? 'lease_expired'
+          : 'not_found';
       outcomes[i] = { result, partitionId: c.pid, offset: null };
     });
   };
@@ -395,7 +410,11 @@ export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[]
   }
   if (updates.length > 0) await q(UPDATE_SQL, [JSON.stringify(updates)], 'advancing cursors');
   if (dead.length > 0) {
-    await q(DEAD_SQL, [JSON.stringify(dead.map((d) => ({ pid: d.pid, grp: d.group, off: d.offset, err: d.error, attempts: d.attempts })))], 'dead-lettering');
+    await q(
+      DEAD_SQL,
+      [JSON.stringify(dead.map((d) => ({ pid: d.pid, grp: d.group, off: d.offset, err: d.error, attempts: d.attempts })))],
+      'dead-lettering',
+    );
   }
   return { outcomes, releasedPartitions: [...releasedPartitions] };
 }

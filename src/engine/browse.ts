@@ -62,7 +62,16 @@ export async function readSpan(pool: pg.Pool, p: PartitionRow, from: number, lim
     const base = row.base_offset as number;
     for (let off = Math.max(lo, base); off <= Math.min(hi, row.end_offset as number); off++) {
       const f = frames[off - base]!;
-      out.push({ id: uuidToString(f.id), transactionId: f.transactionId, partition: p.partition, partitionId: p.partitionId, offset: off, createdAt: row.created_at, payload: f.payload, traceContext: f.traceContext });
+      out.push({
+        id: uuidToString(f.id),
+        transactionId: f.transactionId,
+        partition: p.partition,
+        partitionId: p.partitionId,
+        offset: off,
+        createdAt: row.created_at,
+        payload: f.payload,
+        traceContext: f.traceContext,
+      });
     }
   }
   return out;

@@ -35,7 +35,13 @@ WHERE d.id = $1 AND lp.id = d.partition_id AND d.requeued_at IS NULL
 RETURNING d.id, q.name AS queue, lp.name AS partition, d.partition_id, d.consumer_group, d.msg_offset, d.message_id::text AS message_id,
           d.transaction_id, d.trace_context, d.payload, d.error, d.attempts, d.created_at, d.requeued_at`;
 
-export async function listDeadLetters(pool: pg.Pool, queue: string, group: string | undefined, after: number, limit: number): Promise<DeadLetter[]> {
+export async function listDeadLetters(
+  pool: pg.Pool,
+  queue: string,
+  group: string | undefined,
+  after: number,
+  limit: number,
+): Promise<DeadLetter[]> {
   try {
     const r = await pool.query(LIST_SQL, [queue, group ?? null, after, limit]);
     return r.rows.map(toDeadLetter);

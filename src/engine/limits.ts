@@ -40,7 +40,10 @@ export function isWellFormedUnicodeFallback(s: string): boolean {
 
 function checkWellFormed(value: string, field: string): void {
   if (!isWellFormedUnicode(value)) {
-    throw new ValidationError(`${field} must be well-formed Unicode (it contains a lone UTF-16 surrogate, which UTF-8 cannot carry)`, field);
+    throw new ValidationError(
+      `${field} must be well-formed Unicode (it contains a lone UTF-16 surrogate, which UTF-8 cannot carry)`,
+      field,
+    );
   }
 }
 
@@ -53,7 +56,8 @@ export function checkQueueName(queue: unknown): string {
 
 export function checkPartitionName(partition: unknown): string {
   if (partition === undefined || partition === null) return LIMITS.defaultPartition;
-  if (typeof partition !== 'string' || partition.length === 0) throw new ValidationError('partition must be a non-empty string', 'partition');
+  if (typeof partition !== 'string' || partition.length === 0)
+    throw new ValidationError('partition must be a non-empty string', 'partition');
   if (Buffer.byteLength(partition, 'utf8') > LIMITS.partitionMaxBytes) {
     throw new ValidationError(`partition must be at most ${LIMITS.partitionMaxBytes} UTF-8 bytes`, 'partition');
   }
@@ -68,7 +72,8 @@ export function checkTraceContext(trace: unknown): Buffer | undefined {
   if (typeof trace !== 'string') throw new ValidationError('traceContext must be a string', 'traceContext');
   checkWellFormed(trace, 'traceContext');
   const bytes = Buffer.from(trace, 'utf8');
-  if (bytes.length > LIMITS.traceContextMaxBytes) throw new ValidationError(`traceContext is over ${LIMITS.traceContextMaxBytes} bytes`, 'traceContext');
+  if (bytes.length > LIMITS.traceContextMaxBytes)
+    throw new ValidationError(`traceContext is over ${LIMITS.traceContextMaxBytes} bytes`, 'traceContext');
   return bytes;
 }
 

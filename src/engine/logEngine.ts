@@ -86,7 +86,8 @@ const PUSH_SQL =
 /** The push call's span name: its db.query.summary (OpenTelemetry database conventions). */
 export const PUSH_SPAN = 'SELECT queen.log_push_v2';
 
-const PROVISION_SQL = 'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
+const PROVISION_SQL =
+  'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
 
 /**
  * The SQL side of the log: a pg pool and the prepared statements that call
@@ -152,10 +153,17 @@ export class LogEngine extends Component {
     const metrics = opts.metrics ?? new MetricsRegistry();
     this.pushes = metrics.counter('queen_segments_total', 'Segments pushed to SQL by outcome', 'outcome');
     this.probesRun = metrics.counter('queen_probe_run_total', 'Segments for which SQL ran the duplicate probe');
-    this.probesSkipped = metrics.counter('queen_probe_skipped_total', 'Segments for which a vouched watermark or window 0 skipped the probe');
+    this.probesSkipped = metrics.counter(
+      'queen_probe_skipped_total',
+      'Segments for which a vouched watermark or window 0 skipped the probe',
+    );
     this.probesHinted = metrics.counter('queen_probe_hinted_total', 'Segments whose cache hits SQL checked positionally (hints)');
-    this.probeHashes = metrics.histogram('queen_probe_hashes', 'Stored hashes one duplicate probe read (per probed segment)', { buckets: SIZE_BUCKETS });
-    this.hintOffsets = metrics.histogram('queen_probe_hint_offsets', 'Named offsets SQL checked positionally (per hinted segment)', { buckets: SIZE_BUCKETS });
+    this.probeHashes = metrics.histogram('queen_probe_hashes', 'Stored hashes one duplicate probe read (per probed segment)', {
+      buckets: SIZE_BUCKETS,
+    });
+    this.hintOffsets = metrics.histogram('queen_probe_hint_offsets', 'Named offsets SQL checked positionally (per hinted segment)', {
+      buckets: SIZE_BUCKETS,
+    });
   }
 
   protected async onStart(): Promise<void> {

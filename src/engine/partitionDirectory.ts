@@ -44,7 +44,9 @@ export class PartitionDirectory {
     if (missing.size > 0) {
       if (this.memo.size + missing.size > MAX_MEMO_ENTRIES) this.clear();
       // Sorted so concurrent provisioners insert in one global order.
-      const pairs = [...missing.values()].sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
+      const pairs = [...missing.values()].sort((a, b) =>
+        a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0,
+      );
       for (const info of await this.engine.provision(pairs)) {
         const k = PartitionDirectory.key(info.queue, info.partition);
         const memo = { info, fetchedAt: t };

@@ -47,7 +47,15 @@ export interface PopOutcome {
   nextExpiry?: Date | null;
 }
 
-export const EMPTY_POP: PopOutcome = { leaseId: null, leaseExpiresAt: null, partition: null, partitionId: null, messages: [], skipped: 0, redelivered: false };
+export const EMPTY_POP: PopOutcome = {
+  leaseId: null,
+  leaseExpiresAt: null,
+  partition: null,
+  partitionId: null,
+  messages: [],
+  skipped: 0,
+  redelivered: false,
+};
 
 const POP_SQL =
   'SELECT lease_id, lease_expires_at, partition_id, partition_name, span_from, span_to, skipped, redelivered, settled, seg_base, seg_end, seg_created, seg_blob ' +

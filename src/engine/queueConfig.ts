@@ -13,7 +13,11 @@ export interface QueueOptions {
   completedRetentionSeconds: number;
 }
 
-export const QUEUE_OPTION_DEFAULTS: Readonly<QueueOptions> = { dedupWindowSeconds: 3600, retentionSeconds: 0, completedRetentionSeconds: 0 };
+export const QUEUE_OPTION_DEFAULTS: Readonly<QueueOptions> = {
+  dedupWindowSeconds: 3600,
+  retentionSeconds: 0,
+  completedRetentionSeconds: 0,
+};
 
 const MAX_WINDOW_SECONDS = 30 * 24 * 3600;
 /** Retention options: up to ten years, in seconds (an int4 in SQL). */
@@ -35,7 +39,10 @@ export function validateOptions(options: unknown): Partial<Record<keyof QueueOpt
   for (const [key, value] of Object.entries(options)) {
     if (RETENTION_KEYS.has(key)) {
       if (value !== null && (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_RETENTION_SECONDS)) {
-        throw new ValidationError(`options.${key} must be an integer from 0 (keep) to ${MAX_RETENTION_SECONDS}, or null for the default`, `options.${key}`);
+        throw new ValidationError(
+          `options.${key} must be an integer from 0 (keep) to ${MAX_RETENTION_SECONDS}, or null for the default`,
+          `options.${key}`,
+        );
       }
       out[key as keyof QueueOptions] = value as number | null;
       continue;
@@ -46,7 +53,10 @@ export function validateOptions(options: unknown): Partial<Record<keyof QueueOpt
       continue;
     }
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_WINDOW_SECONDS) {
-      throw new ValidationError(`options.dedupWindowSeconds must be an integer from 0 to ${MAX_WINDOW_SECONDS}, or null for the default`, 'options.dedupWindowSeconds');
+      throw new ValidationError(
+        `options.dedupWindowSeconds must be an integer from 0 to ${MAX_WINDOW_SECONDS}, or null for the default`,
+        'options.dedupWindowSeconds',
+      );
     }
     out.dedupWindowSeconds = value;
   }
@@ -67,7 +77,12 @@ function describe(v: unknown): string {
   return Array.isArray(v) ? 'an array' : `a ${typeof v}`;
 }
 
-export async function configureQueue(pool: pg.Pool, queue: string, options: unknown, mode: unknown): Promise<{ created: boolean; options: QueueOptions }> {
+export async function configureQueue(
+  pool: pg.Pool,
+  queue: string,
+  options: unknown,
+  mode: unknown,
+): Promise<{ created: boolean; options: QueueOptions }> {
   checkQueueName(queue);
   const opts = validateOptions(options);
   const replace = parseMode(mode) === 'replace';
@@ -77,7 +92,11 @@ export async function configureQueue(pool: pg.Pool, queue: string, options: unkn
   let broken = false;
   try {
     await client.query('BEGIN');
-    const r = await client.query('SELECT created, options FROM queen.queue_configure_v1($1, $2::jsonb, $3)', [queue, JSON.stringify(opts), replace]);
+    const r = await client.query('SELECT created, options FROM queen.queue_configure_v1($1, $2::jsonb, $3)', [
+      queue,
+      JSON.stringify(opts),
+      replace,
+    ]);
     const created: boolean = r.rows[0].created;
     const retention = await configureRetention(client, queue, opts, replace || created);
     await client.query('COMMIT');
@@ -93,7 +112,14 @@ export async function configureQueue(pool: pg.Pool, queue: string, options: unkn
 export async function getQueue(
   pool: pg.Pool,
   queue: string,
-): Promise<{ queue: string; options: QueueOptions; createdAt: string; updatedAt: string; partitions: number; retention?: Omit<QueueRetentionState, 'retentionSeconds' | 'completedRetentionSeconds'> }> {
+): Promise<{
+  queue: string;
+  options: QueueOptions;
+  createdAt: string;
+  updatedAt: string;
+  partitions: number;
+  retention?: Omit<QueueRetentionState, 'retentionSeconds' | 'completedRetentionSeconds'>;
+}> {
   checkQueueName(queue);
   let r: pg.QueryResult;
   try {
@@ -103,7 +129,13 @@ export async function getQueue(
   }
   if (r.rowCount === 0) throw new NotFoundError(`queue "${queue}" does not exist`);
   const row = r.rows[0];
-  const base = { queue, options: row.options, createdAt: row.created_at.toISOString(), updatedAt: row.updated_at.toISOString(), partitions: Number(row.partitions) };
+  const base = {
+    queue,
+    options: row.options,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    partitions: Number(row.partitions),
+  };
   const ret = await queueRetentionState(pool, queue);
   if (!ret) return base;
   const { retentionSeconds, completedRetentionSeconds, ...state } = ret;

@@ -16,7 +16,8 @@ export const QUEUE_LIST_MAX = 1000;
 export async function listQueues(pool: pg.Pool, after: unknown, limit: unknown): Promise<{ queues: QueueSummary[]; next?: string }> {
   const from = after === undefined || after === '' ? null : checkQueueName(after);
   const n = limit === undefined || limit === '' ? QUEUE_LIST_MAX : Number(limit);
-  if (!Number.isInteger(n) || n < 1 || n > QUEUE_LIST_MAX) throw new ValidationError(`limit must be an integer from 1 to ${QUEUE_LIST_MAX}`, 'limit');
+  if (!Number.isInteger(n) || n < 1 || n > QUEUE_LIST_MAX)
+    throw new ValidationError(`limit must be an integer from 1 to ${QUEUE_LIST_MAX}`, 'limit');
   let r: pg.QueryResult;
   try {
     r = await pool.query('SELECT name, options, created_at, updated_at, partitions FROM queen.queue_list_v1($1, $2)', [from, n]);

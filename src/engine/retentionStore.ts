@@ -37,7 +37,11 @@ const GET_SQL = `SELECT retention_seconds, completed_retention_seconds, segments
 const CONFIGURE_SQL = 'SELECT retention_seconds, completed_retention_seconds FROM queen.queue_retention_configure_v1($1, $2::jsonb, $3)';
 
 /** One page of partitions that need a retention step; `lastId` pages on (null: no partitions past `after`). */
-export async function retentionCandidates(db: pg.ClientBase | pg.Pool, after: number, limit: number): Promise<{ ids: number[]; lastId: number | null }> {
+export async function retentionCandidates(
+  db: pg.ClientBase | pg.Pool,
+  after: number,
+  limit: number,
+): Promise<{ ids: number[]; lastId: number | null }> {
   try {
     const r = await db.query({ name: 'queen_retention_candidates_v2', text: CANDIDATES_SQL, values: [after, limit] });
     const ids: number[] = [];
@@ -53,7 +57,12 @@ export async function retentionCandidates(db: pg.ClientBase | pg.Pool, after: nu
 }
 
 /** One bounded step (its own transaction) on one partition; undefined when the partition is gone. */
-export async function retentionStep(db: pg.ClientBase | pg.Pool, partitionId: number, maxRows: number, maxBytes: number): Promise<RetentionStepResult | undefined> {
+export async function retentionStep(
+  db: pg.ClientBase | pg.Pool,
+  partitionId: number,
+  maxRows: number,
+  maxBytes: number,
+): Promise<RetentionStepResult | undefined> {
   let r: pg.QueryResult;
   try {
     r = await db.query({ name: 'queen_retention_step_v2', text: STEP_SQL, values: [partitionId, maxRows, maxBytes] });
@@ -80,7 +89,7 @@ export async function queueRetentionState(db: pg.ClientBase | pg.Pool, queue: st
   try {
     r = await db.query(GET_SQL, [queue]);
   } catch (err) {
-    throw toDatabaseError(err, 'reading a queue\'s retention state');
+    throw toDatabaseError(err, "reading a queue's retention state");
   }
   const row = r.rows[0];
   if (!row) return undefined;
@@ -109,10 +118,19 @@ export async function configureRetention(
 }
 
 /** Every queue's purge lag and oldest retained age (seconds), for the leader's gauges. */
-export async function retentionOverview(db: pg.ClientBase | pg.Pool): Promise<{ queue: string; purgeLagSeconds: number; oldestRetainedAgeSeconds: number }[]> {
+export async function retentionOverview(
+  db: pg.ClientBase | pg.Pool,
+): Promise<{ queue: string; purgeLagSeconds: number; oldestRetainedAgeSeconds: number }[]> {
   try {
-    const r = await db.query({ name: 'queen_retention_overview_v1', text: 'SELECT queue_name, purge_lag_seconds, oldest_retained_age_seconds FROM queen.retention_overview_v1()' });
-    return r.rows.map((row) => ({ queue: row.queue_name, purgeLagSeconds: Number(row.purge_lag_seconds), oldestRetainedAgeSeconds: Number(row.oldest_retained_age_seconds) }));
+    const r = await db.query({
+      name: 'queen_retention_overview_v1',
+      text: 'SELECT queue_name, purge_lag_seconds, oldest_retained_age_seconds FROM queen.retention_overview_v1()',
+    });
+    return r.rows.map((row) => ({
+      queue: row.queue_name,
+      purgeLagSeconds: Number(row.purge_lag_seconds),
+      oldestRetainedAgeSeconds: Number(row.oldest_retained_age_seconds),
+    }));
   } catch (err) {
     throw toDatabaseError(err, 'reading the retention overview');
   }

@@ -42,7 +42,8 @@ export interface PendingTimer {
 
 export function checkTimerKey(key: unknown): string {
   if (typeof key !== 'string' || key.length === 0) throw new ValidationError('key must be a non-empty string', 'key');
-  if (Buffer.byteLength(key, 'utf8') > TIMER_KEY_MAX_BYTES) throw new ValidationError(`key must be at most ${TIMER_KEY_MAX_BYTES} UTF-8 bytes`, 'key');
+  if (Buffer.byteLength(key, 'utf8') > TIMER_KEY_MAX_BYTES)
+    throw new ValidationError(`key must be at most ${TIMER_KEY_MAX_BYTES} UTF-8 bytes`, 'key');
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(key)) throw new ValidationError('key must not contain control characters', 'key');
   return key;
@@ -79,7 +80,17 @@ export async function scheduleTimer(pool: pg.Pool, input: ScheduleInput, nowMs =
       name: 'queen_timer_schedule_v1',
       text: SCHEDULE_SQL,
       // A timer without a transactionId gets one derived from its promised id, fixed now.
-      values: [queueId, key, partitionId, new Date(input.deliverAtMs), txn ?? null, `timer:${id}`, id, input.payload, input.traceContext ?? null],
+      values: [
+        queueId,
+        key,
+        partitionId,
+        new Date(input.deliverAtMs),
+        txn ?? null,
+        `timer:${id}`,
+        id,
+        input.payload,
+        input.traceContext ?? null,
+      ],
     });
     const row = r.rows[0];
     return { status: row.status, messageId: row.message_id, transactionId: row.transaction_id };
@@ -162,7 +173,8 @@ export interface FireOutcome {
 
 const CLAIM_SQL = 'SELECT partition_id, transaction_id, message_id, payload, trace_context FROM queen.timer_claim_v1($1)';
 const LOCK_SQL = 'SELECT partition_id, last_offset, window_seconds FROM queen.timer_lock_partitions_v1($1::bigint[])';
-const PUSH_SQL = 'SELECT seg_index, assigned_base, probed, dup_idx FROM queen.log_push_v1($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::bytea, $6::integer[], $7::bytea)';
+const PUSH_SQL =
+  'SELECT seg_index, assigned_base, probed, dup_idx FROM queen.log_push_v1($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::bytea, $6::integer[], $7::bytea)';
 
 /** Claims (and deletes) up to `limit` due timers, in the caller's open transaction. Ordered by partition id. */
 export async function claimDueTimers(client: pg.ClientBase, limit: number): Promise<ClaimedTimer[]> {
@@ -226,7 +238,8 @@ export async function appendFired(client: pg.ClientBase, claimed: readonly Claim
   return r.rows.map((row) => {
     const i = row.seg_index as number;
     // With p_verified = the locked watermark the probe cannot run, so nothing can come back as a duplicate.
-    if (row.assigned_base === null || row.dup_idx !== null) throw new Error(`timer fire: partition ${pids[i]} answered a duplicate without a probe`);
+    if (row.assigned_base === null || row.dup_idx !== null)
+      throw new Error(`timer fire: partition ${pids[i]} answered a duplicate without a probe`);
     return { partitionId: pids[i]!, assignedBase: Number(row.assigned_base), count: counts[i]!, probed: row.probed as boolean };
   });
 }

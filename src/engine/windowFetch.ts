@@ -68,7 +68,12 @@ export async function fetchWindow(
       return undefined;
     }
     const r = st.rows[0];
-    const state = { lastOffset: Number(r.last_offset), txnsStart: Number(r.txns_start), windowSeconds: Number(r.dedup_window_seconds), inWindowHashes: Number(r.in_window) };
+    const state = {
+      lastOffset: Number(r.last_offset),
+      txnsStart: Number(r.txns_start),
+      windowSeconds: Number(r.dedup_window_seconds),
+      inWindowHashes: Number(r.in_window),
+    };
     if (!admit(state)) {
       await client.query('COMMIT');
       return undefined;

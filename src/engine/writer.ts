@@ -231,7 +231,14 @@ export class LogWriter {
       }
       let g = groups.get(info.partitionId);
       if (!g) {
-        g = { partitionId: info.partitionId, windowSeconds: info.windowSeconds, leaders: [], byTxn: new Map(), byHash: new Map(), refuted: new Map() };
+        g = {
+          partitionId: info.partitionId,
+          windowSeconds: info.windowSeconds,
+          leaders: [],
+          byTxn: new Map(),
+          byHash: new Map(),
+          refuted: new Map(),
+        };
         groups.set(info.partitionId, g);
       }
       const dedup = g.windowSeconds > 0;
@@ -336,11 +343,25 @@ export class LogWriter {
       for (const d of o.duplicates) {
         const l = itemAt(d.index);
         settled.add(l);
-        results[l.index] = { status: 'duplicate', id: d.id, transactionId: l.transactionId, queue: l.queue, partition: l.partition, offset: d.offset };
+        results[l.index] = {
+          status: 'duplicate',
+          id: d.id,
+          transactionId: l.transactionId,
+          queue: l.queue,
+          partition: l.partition,
+          offset: d.offset,
+        };
       }
       if (o.assignedBase !== null) {
         p.frames.forEach((l, j) => {
-          results[l.index] = { status: 'queued', id: uuidToString(l.id), transactionId: l.transactionId, queue: l.queue, partition: l.partition, offset: o.assignedBase! + j };
+          results[l.index] = {
+            status: 'queued',
+            id: uuidToString(l.id),
+            transactionId: l.transactionId,
+            queue: l.queue,
+            partition: l.partition,
+            offset: o.assignedBase! + j,
+          };
         });
         return;
       }
@@ -423,7 +444,14 @@ function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
     frames,
     hinted,
     named: offsetsOf,
-    input: { ...base, count: frames.length, expected: hinted.length, hashes, blob: frames.length > 0 ? packSegment(frames.map(toFrame)) : EMPTY_BLOB, runs },
+    input: {
+      ...base,
+      count: frames.length,
+      expected: hinted.length,
+      hashes,
+      blob: frames.length > 0 ? packSegment(frames.map(toFrame)) : EMPTY_BLOB,
+      runs,
+    },
   };
 }
 

@@ -31,13 +31,22 @@ export class CacheWatermarks implements WatermarkSource {
      */
     private readonly hints = true,
   ) {
-    this.hydrationFailures = metrics?.counter('queen_dedup_hydration_failures_total', 'Cache hydrations that failed (the partition probes with -1 meanwhile)');
+    this.hydrationFailures = metrics?.counter(
+      'queen_dedup_hydration_failures_total',
+      'Cache hydrations that failed (the partition probes with -1 meanwhile)',
+    );
     if (metrics) {
-      metrics.gauge('queen_dedup_suppressed_partitions', 'Partitions suppressed by the cache memory policy').collect(() => cache.suppressedCount());
+      metrics
+        .gauge('queen_dedup_suppressed_partitions', 'Partitions suppressed by the cache memory policy')
+        .collect(() => cache.suppressedCount());
       metrics.gauge('queen_dedup_resident_bytes', 'Bytes accounted to resident cache entries').collect(() => cache.residentBytes());
       metrics.counterFrom('queen_dedup_hydrations_total', 'Full-window cache hydrations', () => cache.stats.hydrations);
       metrics.counterFrom('queen_dedup_vouched_total', 'Segments sent with a vouched watermark', () => cache.stats.vouched);
-      metrics.counterFrom('queen_dedup_hinted_total', 'Vouched segments that named their local hits for positional checks', () => cache.stats.hinted);
+      metrics.counterFrom(
+        'queen_dedup_hinted_total',
+        'Vouched segments that named their local hits for positional checks',
+        () => cache.stats.hinted,
+      );
     }
   }
 
@@ -52,7 +61,9 @@ export class CacheWatermarks implements WatermarkSource {
       for (const s of segments) {
         const decision = this.cache.prepare(s.partitionId, s.windowSeconds);
         if (decision === 'hydrate') await this.hydrate(s.partitionId);
-        const { verified, hits } = this.hints ? this.cache.vouchWithHints(s.partitionId, s.hashes, s.count) : { verified: this.cache.verifiedFor(s.partitionId, s.hashes, s.count), hits: undefined };
+        const { verified, hits } = this.hints
+          ? this.cache.vouchWithHints(s.partitionId, s.hashes, s.count)
+          : { verified: this.cache.verifiedFor(s.partitionId, s.hashes, s.count), hits: undefined };
         // The claim is only as wide as the window the entry was built for.
         out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits });
       }

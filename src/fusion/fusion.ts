@@ -92,9 +92,18 @@ export class Fusion extends Component {
     super('Fusion');
     this.bundleCounter = opts.metrics?.counter('queen_fusion_bundles_total', 'Bundles flushed by the fusion layer');
     this.itemCounter = opts.metrics?.counter('queen_fusion_items_total', 'Items flushed by the fusion layer');
-    this.isolatedCounter = opts.metrics?.counter('queen_fusion_bundles_split_total', 'Bundles that failed unwritten and were pushed again one request at a time');
-    this.pushLatency = opts.metrics?.histogram('queen_bundle_push_duration_seconds', 'One bundle push to PostgreSQL (cache hydration, SQL and retries of contended segments), by result', { labelKeys: ['result'] });
-    opts.metrics?.gauge('queen_fusion_pending_bytes', 'Payload bytes pending or in flight in the fusion layer').collect(() => this.bytesHeld);
+    this.isolatedCounter = opts.metrics?.counter(
+      'queen_fusion_bundles_split_total',
+      'Bundles that failed unwritten and were pushed again one request at a time',
+    );
+    this.pushLatency = opts.metrics?.histogram(
+      'queen_bundle_push_duration_seconds',
+      'One bundle push to PostgreSQL (cache hydration, SQL and retries of contended segments), by result',
+      { labelKeys: ['result'] },
+    );
+    opts.metrics
+      ?.gauge('queen_fusion_pending_bytes', 'Payload bytes pending or in flight in the fusion layer')
+      .collect(() => this.bytesHeld);
   }
 
   get overloaded(): boolean {
@@ -122,7 +131,14 @@ export class Fusion extends Component {
     if (this.state !== 'running') return Promise.reject(new LifecycleError(`Fusion is ${this.state}; not accepting items`));
     if (items.length === 0) return Promise.resolve([]);
     return new Promise<PushResult[]>((resolve, reject) => {
-      const request: Request = { results: new Array<PushResult>(items.length), remaining: items.length, settled: false, resolve, reject, link: activeLink() };
+      const request: Request = {
+        results: new Array<PushResult>(items.length),
+        remaining: items.length,
+        settled: false,
+        resolve,
+        reject,
+        link: activeLink(),
+      };
       items.forEach((item, index) => this.enqueue(item, request, index));
       this.updatePressure();
       this.schedule(false);
@@ -223,11 +239,15 @@ export class Fusion extends Component {
     const timer = this.pushLatency?.startTimer();
     try {
       const { parent, links } = flushParent(entries);
-      const results = await inSpan('queen.fusion.flush', { parent, links, attributes: { 'queen.items': entries.length, 'queen.partitions': keys.length } }, async (span) => {
-        const out = await this.writer.push(entries.map((e) => e.item));
-        if (recording(span)) span.setAttributes(verdictAttributes(out));
-        return out;
-      });
+      const results = await inSpan(
+        'queen.fusion.flush',
+        { parent, links, attributes: { 'queen.items': entries.length, 'queen.partitions': keys.length } },
+        async (span) => {
+          const out = await this.writer.push(entries.map((e) => e.item));
+          if (recording(span)) span.setAttributes(verdictAttributes(out));
+          return out;
+        },
+      );
       timer?.({ result: 'ok' });
       this.bundleCounter?.inc();
       this.itemCounter?.inc(entries.length);

@@ -1,4 +1,13 @@
-import { AuthError, ConflictError, DatabaseError, LifecycleError, NotFoundError, PayloadTooLargeError, QueenError, ValidationError } from '../errors.js';
+import {
+  AuthError,
+  ConflictError,
+  DatabaseError,
+  LifecycleError,
+  NotFoundError,
+  PayloadTooLargeError,
+  QueenError,
+  ValidationError,
+} from '../errors.js';
 
 /**
  * The one table from errors to HTTP answers. Every route throws typed errors

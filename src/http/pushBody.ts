@@ -41,7 +41,8 @@ export function readItems(body: unknown, maxItems: number): unknown[] {
   const items = (body as { items?: unknown }).items;
   if (!Array.isArray(items)) throw new ValidationError('items must be an array', 'items');
   if (items.length === 0) throw new ValidationError('items must not be empty', 'items');
-  if (items.length > maxItems) throw new ValidationError(`items has ${items.length} entries, over the limit of ${maxItems} per request`, 'items');
+  if (items.length > maxItems)
+    throw new ValidationError(`items has ${items.length} entries, over the limit of ${maxItems} per request`, 'items');
   return items;
 }
 

@@ -80,7 +80,11 @@ export class HttpApi extends Component {
     super('HttpApi');
     this.log = opts.logger ?? silentLogger;
     this.responses = opts.metrics.counter('queen_http_responses_total', 'HTTP responses by status code', 'status');
-    this.durations = opts.metrics.histogram('queen_http_request_duration_seconds', 'HTTP request duration by method, route template and status code', { labelKeys: ['method', 'route', 'status_code'] });
+    this.durations = opts.metrics.histogram(
+      'queen_http_request_duration_seconds',
+      'HTTP request duration by method, route template and status code',
+      { labelKeys: ['method', 'route', 'status_code'] },
+    );
   }
 
   get port(): number {
@@ -156,9 +160,13 @@ export class HttpApi extends Component {
       try {
         text = utf8.decode(body as Buffer);
       } catch {
-        done(new ValidationError('the body is not valid UTF-8', 'body'), undefined); return;
+        done(new ValidationError('the body is not valid UTF-8', 'body'), undefined);
+        return;
       }
-      if (text.trim() === '') { done(new ValidationError('the body is empty; send a JSON object', 'body'), undefined); return; }
+      if (text.trim() === '') {
+        done(new ValidationError('the body is empty; send a JSON object', 'body'), undefined);
+        return;
+      }
       try {
         done(null, JSON.parse(text));
       } catch (err) {
@@ -175,7 +183,11 @@ export class HttpApi extends Component {
     app.addHook('onResponse', async (req, reply) => {
       this.responses.inc(1, String(reply.statusCode));
       // The route template, never the raw URL: label values stay bounded.
-      this.durations.observe(reply.elapsedTime / 1000, { method: req.method, route: req.routeOptions.url ?? 'unmatched', status_code: reply.statusCode });
+      this.durations.observe(reply.elapsedTime / 1000, {
+        method: req.method,
+        route: req.routeOptions.url ?? 'unmatched',
+        status_code: reply.statusCode,
+      });
     });
 
     app.setErrorHandler((err, req, reply) => {

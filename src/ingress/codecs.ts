@@ -91,7 +91,10 @@ function zigzagVarint(n: number, out: number[]): void {
 }
 
 function varBytes(b: Buffer | null, out: number[], chunks: Buffer[]): void {
-  if (b === null) { zigzagVarint(-1, out); return; }
+  if (b === null) {
+    zigzagVarint(-1, out);
+    return;
+  }
   zigzagVarint(b.length, out);
   flush(out, chunks);
   chunks.push(b);

@@ -45,7 +45,12 @@ export class DeadLetterProducer extends Component {
   ) {
     super('DeadLetterProducer');
     // The Java client's murmur2 partitioner, so a key lands where Java producers put it.
-    this.producer = kafka.producer({ allowAutoTopicCreation: true, idempotent: false, maxInFlightRequests: 5, createPartitioner: Partitioners.DefaultPartitioner });
+    this.producer = kafka.producer({
+      allowAutoTopicCreation: true,
+      idempotent: false,
+      maxInFlightRequests: 5,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
   }
 
   topicFor(topic: string): string {

@@ -141,7 +141,11 @@ export class KafkaIngress extends Component {
       retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
     });
     this.consumer = this.newConsumer();
-    this.deadLetters = new DeadLetterProducer(this.kafka, opts.dlqSuffix, new Map(opts.topics.filter((t) => t.dlq).map((t) => [t.topic, t.dlq!])));
+    this.deadLetters = new DeadLetterProducer(
+      this.kafka,
+      opts.dlqSuffix,
+      new Map(opts.topics.filter((t) => t.dlq).map((t) => [t.topic, t.dlq!])),
+    );
     this.queueOf = new Map(opts.topics.map((t) => [t.topic, t.queue]));
     this.supervisor = new ConsumerSupervisor(
       {
@@ -153,20 +157,35 @@ export class KafkaIngress extends Component {
         },
         halted: () => [...this.halted.values()],
       },
-      { stuckAfterMs: opts.stuckAfterMs ?? 120_000, sessionTimeoutMs: opts.sessionTimeoutMs ?? 30_000, backoffMaxMs: opts.restartBackoffMaxMs ?? 30_000 },
+      {
+        stuckAfterMs: opts.stuckAfterMs ?? 120_000,
+        sessionTimeoutMs: opts.sessionTimeoutMs ?? 30_000,
+        backoffMaxMs: opts.restartBackoffMaxMs ?? 30_000,
+      },
       this.log,
       metrics,
     );
     this.records = metrics?.counter('queen_ingress_records_total', 'Kafka records processed by outcome', 'outcome');
     this.verdicts = metrics?.counter('queen_ingress_commits_total', 'Chunks of Kafka records fully verified and committed');
-    this.commits = metrics?.counter('queen_ingress_commit_failures_total', 'Offset commits refused (rebalance); the records will be redelivered as duplicates');
+    this.commits = metrics?.counter(
+      'queen_ingress_commit_failures_total',
+      'Offset commits refused (rebalance); the records will be redelivered as duplicates',
+    );
     this.retries = metrics?.counter('queen_ingress_retries_total', 'Batch attempts retried after a retriable failure');
     this.dead = metrics?.counter('queen_ingress_dead_letters_total', 'Records written to a dead-letter topic');
-    this.pauses = metrics?.counter('queen_ingress_pauses_total', 'Times fetching was paused because the fusion layer was over its in-flight byte budget');
+    this.pauses = metrics?.counter(
+      'queen_ingress_pauses_total',
+      'Times fetching was paused because the fusion layer was over its in-flight byte budget',
+    );
     this.messages = metrics && messageVerdicts(metrics);
-    this.commitLatency = metrics?.histogram('queen_ingress_record_commit_seconds', 'From a chunk of records being fetched to the broker acknowledging its offset commit');
+    this.commitLatency = metrics?.histogram(
+      'queen_ingress_record_commit_seconds',
+      'From a chunk of records being fetched to the broker acknowledging its offset commit',
+    );
     // 1 while the supervisor's consumer is a live group member (its consumer is replaced on restart, so read the supervisor).
-    metrics?.gauge('queen_kafka_consumer_up', 'Whether the Kafka consumer is a live member of its group (1) or not (0)').collect(() => (this.state === 'running' && this.status().member ? 1 : 0));
+    metrics
+      ?.gauge('queen_kafka_consumer_up', 'Whether the Kafka consumer is a live member of its group (1) or not (0)')
+      .collect(() => (this.state === 'running' && this.status().member ? 1 : 0));
   }
 
   /** Read-only supervisor state: readiness, metrics and diagnostics read it. */
@@ -205,7 +224,9 @@ export class KafkaIngress extends Component {
     for (const t of this.opts.topics) {
       // A topic that does not exist yet is auto-created by the first metadata
       // request, which answers with a retriable error until it has leaders.
-      await this.retryStartup(`subscribing to ${t.topic}`, () => this.consumer.subscribe({ topic: t.topic, fromBeginning: this.opts.fromBeginning ?? true }));
+      await this.retryStartup(`subscribing to ${t.topic}`, () =>
+        this.consumer.subscribe({ topic: t.topic, fromBeginning: this.opts.fromBeginning ?? true }),
+      );
     }
     await this.consumer.run({
       autoCommit: false,
@@ -284,7 +305,8 @@ export class KafkaIngress extends Component {
       try {
         return await op();
       } catch (err) {
-        const retriable = (err as { retriable?: boolean }).retriable === true || (err as { name?: string }).name === 'KafkaJSNumberOfRetriesExceeded';
+        const retriable =
+          (err as { retriable?: boolean }).retriable === true || (err as { name?: string }).name === 'KafkaJSNumberOfRetriesExceeded';
         if (!retriable || attempt >= 15 || this.abort.signal.aborted) throw err;
         this.log.info({ err: (err as Error).message, attempt }, `${what}: broker not ready; retrying`);
         await pause(backoffMs(attempt, 200, 3_000), this.abort.signal);
@@ -328,8 +350,10 @@ export class KafkaIngress extends Component {
         if (this.draining || !isRunning() || isStale()) return;
         const messages = batch.messages.slice(i, i + chunk);
         const { parent, links } = parentOrLinks(producerContexts(messages));
-        const done = await inSpan(`process ${batch.topic}`, { kind: SpanKind.CONSUMER, parent, links, attributes: this.chunkAttributes(batch.topic, batch.partition, messages) }, () =>
-          this.handleChunk(payload, messages),
+        const done = await inSpan(
+          `process ${batch.topic}`,
+          { kind: SpanKind.CONSUMER, parent, links, attributes: this.chunkAttributes(batch.topic, batch.partition, messages) },
+          () => this.handleChunk(payload, messages),
         );
         if (!done) return;
       }
@@ -354,7 +378,13 @@ export class KafkaIngress extends Component {
     for (const m of messages) {
       const undecodable = undecodableReason(m);
       if (undecodable) {
-        letters.push({ topic: batch.topic, partition: batch.partition, record: m, reason: undecodable, errorClass: 'UndecodableBatchError' });
+        letters.push({
+          topic: batch.topic,
+          partition: batch.partition,
+          record: m,
+          reason: undecodable,
+          errorClass: 'UndecodableBatchError',
+        });
         continue;
       }
       const mapped = mapRecord(batch.topic, queue, batch.partition, m);
@@ -382,7 +412,14 @@ export class KafkaIngress extends Component {
     let duplicates = 0;
     const statusOf = new Map<string, 'queued' | 'duplicate'>();
     results.forEach((r: PushResult, i) => {
-      if (r.status === 'failed') letters.push({ topic: batch.topic, partition: batch.partition, record: itemRecords[i]!, reason: r.error ?? 'rejected by the log', errorClass: 'RejectedByLog' });
+      if (r.status === 'failed')
+        letters.push({
+          topic: batch.topic,
+          partition: batch.partition,
+          record: itemRecords[i]!,
+          reason: r.error ?? 'rejected by the log',
+          errorClass: 'RejectedByLog',
+        });
       else {
         statusOf.set(itemRecords[i]!.offset, r.status);
         if (r.status === 'queued') queued++;
@@ -400,7 +437,10 @@ export class KafkaIngress extends Component {
       const sent = await this.untilDone(() => this.deadLetters.send(letters).then(() => true), isRunning, isStale, 'dead-lettering');
       if (!sent) return false;
       this.dead?.inc(letters.length);
-      this.log.warn({ topic: batch.topic, partition: batch.partition, count: letters.length, first: letters[0]!.reason }, 'records dead-lettered');
+      this.log.warn(
+        { topic: batch.topic, partition: batch.partition, count: letters.length, first: letters[0]!.reason },
+        'records dead-lettered',
+      );
     }
     this.records?.inc(queued, 'queued');
     this.records?.inc(duplicates, 'duplicate');
@@ -409,13 +449,18 @@ export class KafkaIngress extends Component {
     this.messages?.inc(duplicates, { source: 'kafka', status: 'duplicate' });
     this.messages?.inc(letters.length, { source: 'kafka', status: 'failed' });
     const span = trace.getActiveSpan();
-    if (recording(span)) span.setAttributes({ 'queen.verdict.queued': queued, 'queen.verdict.duplicate': duplicates, 'queen.verdict.failed': letters.length });
+    if (recording(span))
+      span.setAttributes({ 'queen.verdict.queued': queued, 'queen.verdict.duplicate': duplicates, 'queen.verdict.failed': letters.length });
 
     // Every record of the chunk now has a verdict or an acknowledged dead letter.
     this.supervisor.chunkDone();
     const last = messages[messages.length - 1]!.offset;
     resolveOffset(last);
-    const records = messages.map((m) => ({ offset: m.offset, timestamp: m.timestamp, status: statusOf.get(m.offset) ?? ('dead_lettered' as const) }));
+    const records = messages.map((m) => ({
+      offset: m.offset,
+      timestamp: m.timestamp,
+      status: statusOf.get(m.offset) ?? ('dead_lettered' as const),
+    }));
     void this.committerFor(batch.topic, batch.partition)
       .advance((BigInt(last) + 1n).toString())
       .then((committed) => {
@@ -436,7 +481,10 @@ export class KafkaIngress extends Component {
     } catch {
       // No group right now (a crash): runConsumer re-applies the pause.
     }
-    this.log.error({ topic, partition, offset, reason }, 'partition halted (QUEEN_INGRESS_ERRORS_TOLERANCE=none): a record cannot be stored; not committed; fix the cause or move the group offset past it, then restart');
+    this.log.error(
+      { topic, partition, offset, reason },
+      'partition halted (QUEEN_INGRESS_ERRORS_TOLERANCE=none): a record cannot be stored; not committed; fix the cause or move the group offset past it, then restart',
+    );
   }
 
   /** Messaging semantic conventions for a chunk's consumer span; the per-record ones only for a single record. */

@@ -52,9 +52,18 @@ export class LagMonitor extends Component {
     metrics: MetricsRegistry,
   ) {
     super('LagMonitor');
-    this.admin = new Kafka({ clientId: `${opts.clientId ?? 'queen-ingress'}-lag`, brokers: opts.brokers, ssl: opts.ssl, sasl: opts.sasl, logLevel: logLevel.NOTHING }).admin();
+    this.admin = new Kafka({
+      clientId: `${opts.clientId ?? 'queen-ingress'}-lag`,
+      brokers: opts.brokers,
+      ssl: opts.ssl,
+      sasl: opts.sasl,
+      logLevel: logLevel.NOTHING,
+    }).admin();
     metrics
-      .gauge('queen_kafka_consumer_lag', 'Records behind: log-end offset minus the committed offset, per topic/partition', ['topic', 'partition'])
+      .gauge('queen_kafka_consumer_lag', 'Records behind: log-end offset minus the committed offset, per topic/partition', [
+        'topic',
+        'partition',
+      ])
       .collectLabeled(() => [...this.latest.values()].map((p) => [{ topic: p.topic, partition: p.partition }, Number(p.lag)]));
     metrics
       .gauge('queen_kafka_log_end_offset', 'Log-end offset (high watermark) per topic/partition', ['topic', 'partition'])
@@ -109,7 +118,13 @@ export class LagMonitor extends Component {
           const c = committedOf.get(e.partition);
           // -1: the group has committed nothing here yet; it starts from the log start.
           const from = c === undefined || c === '-1' ? BigInt(e.low) : BigInt(c);
-          next.set(`${topic}\x1f${e.partition}`, { topic, partition: e.partition, logEnd, committed: from, lag: logEnd > from ? logEnd - from : 0n });
+          next.set(`${topic}\x1f${e.partition}`, {
+            topic,
+            partition: e.partition,
+            logEnd,
+            committed: from,
+            lag: logEnd > from ? logEnd - from : 0n,
+          });
         }
       }
       this.latest = next;

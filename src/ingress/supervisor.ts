@@ -84,11 +84,20 @@ export class ConsumerSupervisor {
     private readonly log: Logger,
     metrics?: MetricsRegistry,
   ) {
-    this.crashCounter = metrics?.counter('queen_ingress_consumer_crashes_total', 'Kafka consumer crashes (each is followed by a restart with backoff)');
+    this.crashCounter = metrics?.counter(
+      'queen_ingress_consumer_crashes_total',
+      'Kafka consumer crashes (each is followed by a restart with backoff)',
+    );
     this.restartCounter = metrics?.counter('queen_ingress_consumer_restarts_total', 'Kafka consumer restarts by the supervisor');
-    metrics?.gauge('queen_ingress_consumer_stuck', '1 while the Kafka consumer is a member that makes no progress').collect(() => (this.status().stuck ? 1 : 0));
-    metrics?.gauge('queen_ingress_consumer_ready', '1 while the Kafka consumer is a live group member, not stuck, no partition halted').collect(() => (this.status().ready ? 1 : 0));
-    metrics?.gauge('queen_ingress_halted_partitions', 'Partitions halted by QUEEN_INGRESS_ERRORS_TOLERANCE=none').collect(() => this.ingress.halted().length);
+    metrics
+      ?.gauge('queen_ingress_consumer_stuck', '1 while the Kafka consumer is a member that makes no progress')
+      .collect(() => (this.status().stuck ? 1 : 0));
+    metrics
+      ?.gauge('queen_ingress_consumer_ready', '1 while the Kafka consumer is a live group member, not stuck, no partition halted')
+      .collect(() => (this.status().ready ? 1 : 0));
+    metrics
+      ?.gauge('queen_ingress_halted_partitions', 'Partitions halted by QUEEN_INGRESS_ERRORS_TOLERANCE=none')
+      .collect(() => this.ingress.halted().length);
   }
 
   /** Follows a (new) consumer's events. */
@@ -133,7 +142,10 @@ export class ConsumerSupervisor {
     const wait = backoffMs(this.consecutive++, 1_000, this.opts.backoffMaxMs);
     const cause = causeOf(error);
     this.lastCrash = { at: new Date().toISOString(), error: `${cause.name}: ${cause.message}` };
-    this.log.error({ err: { name: cause.name, message: cause.message, stack: cause.stack }, crashes: this.crashes, restartInMs: wait }, 'Kafka consumer crashed; restarting');
+    this.log.error(
+      { err: { name: cause.name, message: cause.message, stack: cause.stack }, crashes: this.crashes, restartInMs: wait },
+      'Kafka consumer crashed; restarting',
+    );
     this.schedule(wait);
   }
 

@@ -77,8 +77,13 @@ export class ReadPath extends Component {
     this.popped = m.counter('queen_popped_messages_total', 'Messages delivered by pops');
     this.acks = m.counter('queen_acks_total', 'Acked items by result', 'result');
     this.redeliveries = m.counter('queen_lease_expiries_total', 'Expired leases whose span a pop took over (redelivery)');
-    this.skips = m.counter('queen_cursor_log_start_skips_total', 'Offsets a cursor skipped because retention removed them (below log_start)');
-    this.popDuration = m.histogram('queen_pop_duration_seconds', 'Pop request duration, long-poll wait included, by outcome', { labelKeys: ['outcome'] });
+    this.skips = m.counter(
+      'queen_cursor_log_start_skips_total',
+      'Offsets a cursor skipped because retention removed them (below log_start)',
+    );
+    this.popDuration = m.histogram('queen_pop_duration_seconds', 'Pop request duration, long-poll wait included, by outcome', {
+      labelKeys: ['outcome'],
+    });
     m.gauge('queen_pop_waiters', 'Long polls waiting now').collect(() => this.waiters.size);
   }
 
@@ -194,7 +199,10 @@ export class ReadPath extends Component {
       }
     });
     // Provisioning is its own short transaction (as for /push), before ours.
-    const infos = pushes.length > 0 ? await this.writer.directory.resolve(pushes.map((p) => ({ queue: p.queue, partition: p.partition ?? 'Default' }))) : new Map();
+    const infos =
+      pushes.length > 0
+        ? await this.writer.directory.resolve(pushes.map((p) => ({ queue: p.queue, partition: p.partition ?? 'Default' })))
+        : new Map();
     const pushPids = [...infos.values()].map((i) => i.partitionId as number);
 
     const client = await this.connect();
@@ -205,14 +213,18 @@ export class ReadPath extends Component {
       const ackPids = acks.filter((a) => a.partitionId !== undefined).map((a) => a.partitionId!);
       const leaseIds = [...new Set([...acks.filter((a) => a.partitionId === undefined).map((a) => a.leaseId!), ...requiredLeases])];
       if (leaseIds.length > 0) {
-        const r = await client.query('SELECT lease_id::text AS lease_id, partition_id FROM queen.log_cursors WHERE lease_id = ANY($1::uuid[]) AND lease_expires_at > clock_timestamp()', [leaseIds]);
+        const r = await client.query(
+          'SELECT lease_id::text AS lease_id, partition_id FROM queen.log_cursors WHERE lease_id = ANY($1::uuid[]) AND lease_expires_at > clock_timestamp()',
+          [leaseIds],
+        );
         const live = new Set(r.rows.map((row) => row.lease_id as string));
         const dead = requiredLeases.filter((l) => !live.has(l));
         if (dead.length > 0) throw new ConflictError(`required lease(s) not live: ${dead.join(', ')}`);
         for (const row of r.rows) ackPids.push(row.partition_id as number);
       }
       const union = [...new Set([...pushPids, ...ackPids])].sort((a, b) => a - b);
-      if (union.length > 0) await client.query('SELECT id FROM queen.log_partitions WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE', [union]);
+      if (union.length > 0)
+        await client.query('SELECT id FROM queen.log_partitions WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE', [union]);
       const pushed = pushes.length > 0 ? await this.writer.push(pushes, client) : [];
       const failed = pushed.findIndex((p) => p.status === 'failed');
       if (failed >= 0) throw new ValidationError(`push item ${failed}: ${pushed[failed]!.error ?? 'failed'}`, `operations.push[${failed}]`);
@@ -258,7 +270,15 @@ export class ReadPath extends Component {
       if (!d.payload) throw new ConflictError(`dead letter ${id} has no stored payload`);
       await client.query('SELECT id FROM queen.log_partitions WHERE id = $1 FOR UPDATE', [d.partitionId]);
       const [push] = await this.writer.push(
-        [{ queue: d.queue, partition: d.partition, transactionId: `${d.transactionId ?? d.messageId}#requeue-${d.id}`, payload: d.payload, traceContext: d.traceContext ?? undefined }],
+        [
+          {
+            queue: d.queue,
+            partition: d.partition,
+            transactionId: `${d.transactionId ?? d.messageId}#requeue-${d.id}`,
+            payload: d.payload,
+            traceContext: d.traceContext ?? undefined,
+          },
+        ],
         client,
       );
       if (push!.status === 'failed') throw new ValidationError(`requeue of dead letter ${id} failed: ${push!.error}`);

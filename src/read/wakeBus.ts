@@ -84,7 +84,10 @@ export class WakeBus extends Component {
       }
       void this.flushNotify();
     } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'could not map partitions to queues for a wake-up; long polls re-check on their interval');
+      this.log.warn(
+        { err: (err as Error).message },
+        'could not map partitions to queues for a wake-up; long polls re-check on their interval',
+      );
     }
   }
 
@@ -97,7 +100,10 @@ export class WakeBus extends Component {
       else missing.push(p);
     }
     if (missing.length > 0) {
-      const r = await this.engine.pool.query('SELECT lp.id, q.name FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE lp.id = ANY($1::bigint[])', [missing]);
+      const r = await this.engine.pool.query(
+        'SELECT lp.id, q.name FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE lp.id = ANY($1::bigint[])',
+        [missing],
+      );
       for (const row of r.rows) {
         this.remember(row.id, row.name);
         out.add(row.name);

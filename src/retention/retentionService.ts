@@ -79,9 +79,13 @@ export class RetentionService extends Component {
     this.passes = m.counter('queen_retention_passes_total', 'Retention passes run as leader');
     this.failures = m.counter('queen_retention_failures_total', 'Retention passes that failed (retried at the next interval)');
     m.gauge('queen_retention_leader', '1 while this broker holds the retention leader lock').collect(() => (this.leaderState ? 1 : 0));
-    this.stepSeconds = m.histogram('queen_retention_step_seconds', 'Retention steps (one transaction holding one partition row lock), seconds', {
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
-    });
+    this.stepSeconds = m.histogram(
+      'queen_retention_step_seconds',
+      'Retention steps (one transaction holding one partition row lock), seconds',
+      {
+        buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      },
+    );
     this.loop = new SerialLoop(
       () => this.pass(),
       (o) => {
@@ -94,9 +98,9 @@ export class RetentionService extends Component {
     );
     this.lastPassSeconds = m.gauge('queen_retention_last_pass_seconds', 'Duration of the last retention pass');
     // Per queue, from the leader's last pass (a follower exports none).
-    m.gauge('queen_retention_purge_lag_seconds', 'Seconds the oldest kept log_txns row is past its purge horizon', ['queue']).collectLabeled(() =>
-      [...this.lag].map(([queue, l]) => [{ queue }, l.purgeLagSeconds]),
-    );
+    m.gauge('queen_retention_purge_lag_seconds', 'Seconds the oldest kept log_txns row is past its purge horizon', [
+      'queue',
+    ]).collectLabeled(() => [...this.lag].map(([queue, l]) => [{ queue }, l.purgeLagSeconds]));
     m.gauge('queen_retention_oldest_retained_age_seconds', 'Age of the oldest retained segment', ['queue']).collectLabeled(() =>
       [...this.lag].map(([queue, l]) => [{ queue }, l.oldestRetainedAgeSeconds]),
     );
@@ -122,7 +126,15 @@ export class RetentionService extends Component {
   }
 
   private async pass(): Promise<PassSummary> {
-    const sum: PassSummary = { leader: false, steps: 0, segmentsRemoved: 0, messagesRemoved: 0, bytesRemoved: 0, txnsRowsRemoved: 0, maxStepMs: 0 };
+    const sum: PassSummary = {
+      leader: false,
+      steps: 0,
+      segmentsRemoved: 0,
+      messagesRemoved: 0,
+      bytesRemoved: 0,
+      txnsRowsRemoved: 0,
+      maxStepMs: 0,
+    };
     const started = Date.now();
     try {
       const client = await this.session();

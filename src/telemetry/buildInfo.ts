@@ -15,7 +15,13 @@ export function buildInfo(commit: string | undefined): { version: string; commit
   }
   if (commit) return { version, commit };
   try {
-    const head = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: ROOT, timeout: 2_000, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    const head = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], {
+      cwd: ROOT,
+      timeout: 2_000,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+      .toString()
+      .trim();
     return { version, commit: /^[0-9a-f]{7,40}$/.test(head) ? head : 'unknown' };
   } catch {
     return { version, commit: 'unknown' };

@@ -223,7 +223,11 @@ export class MetricsRegistry {
   }
 
   histogram(name: string, help: string, opts: { labelKeys?: readonly string[]; buckets?: readonly number[] } = {}): Histogram {
-    return this.lookup(name, Histogram, () => new Histogram(name, help, opts.labelKeys ?? [], opts.buckets ?? LATENCY_BUCKETS, this.registry));
+    return this.lookup(
+      name,
+      Histogram,
+      () => new Histogram(name, help, opts.labelKeys ?? [], opts.buckets ?? LATENCY_BUCKETS, this.registry),
+    );
   }
 
   /** A metric registered under `name`, if any (tests). */
@@ -239,12 +243,18 @@ export class MetricsRegistry {
     // prom-client names three gauges with a counter's `_total` suffix, which
     // `promtool check metrics` rejects; each is the sum of its per-type gauge
     // (nodejs_active_handles{type}, ...), so dropping them loses nothing.
-    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) this.registry.removeSingleMetric(name);
+    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'])
+      this.registry.removeSingleMetric(name);
   }
 
   /** `queen_build_info{version,commit} 1`: which build is running. */
   buildInfo(version: string, commit: string): void {
-    const g = new client.Gauge({ name: 'queen_build_info', help: 'The running build (always 1)', labelNames: ['version', 'commit'], registers: [this.registry] });
+    const g = new client.Gauge({
+      name: 'queen_build_info',
+      help: 'The running build (always 1)',
+      labelNames: ['version', 'commit'],
+      registers: [this.registry],
+    });
     g.set({ version, commit }, 1);
   }
 
@@ -260,5 +270,8 @@ export class MetricsRegistry {
 
 /** `queen_messages_total{source,status}`: per-message verdicts, shared by the Kafka and HTTP ingress. */
 export function messageVerdicts(metrics: MetricsRegistry): Counter {
-  return metrics.counter('queen_messages_total', 'Messages by source (kafka, http) and verdict (queued, duplicate, failed)', ['source', 'status']);
+  return metrics.counter('queen_messages_total', 'Messages by source (kafka, http) and verdict (queued, duplicate, failed)', [
+    'source',
+    'status',
+  ]);
 }

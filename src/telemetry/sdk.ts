@@ -41,7 +41,8 @@ export interface TracingOptions {
  */
 export function startTracing(opts: TracingOptions): () => Promise<void> {
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-  const exporter = opts.exporter ?? (opts.endpoint ? new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/$/, '')}/v1/traces` }) : undefined);
+  const exporter =
+    opts.exporter ?? (opts.endpoint ? new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/$/, '')}/v1/traces` }) : undefined);
   if (!exporter) return async () => undefined;
   register('@opentelemetry/instrumentation/hook.mjs', import.meta.url);
   const sdk = new NodeSDK({
@@ -66,7 +67,10 @@ const UNTRACED_PATHS = /^\/(metrics|health(\/live|\/ready)?|livez|readyz)(\?|$)/
 export function tracingInstrumentations(opts: { kafkajs: boolean }) {
   return [
     // Scrapes and probes (/metrics, /health, /health/live|ready, /livez, /readyz) would otherwise be most of the traces.
-    new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => UNTRACED_PATHS.test(req.url ?? ''), ignoreOutgoingRequestHook: () => true }),
+    new HttpInstrumentation({
+      ignoreIncomingRequestHook: (req) => UNTRACED_PATHS.test(req.url ?? ''),
+      ignoreOutgoingRequestHook: () => true,
+    }),
     ...(opts.kafkajs ? [new KafkaJsInstrumentation()] : []),
     // Only queries inside one of our spans (a push, a hydration): pool pings and migrations stay untraced.
     new PgInstrumentation({ requireParentSpan: true }),

@@ -1,4 +1,14 @@
-import { context, propagation, trace, type Context, type Link, type Span, type SpanContext, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import {
+  context,
+  propagation,
+  trace,
+  type Context,
+  type Link,
+  type Span,
+  type SpanContext,
+  SpanKind,
+  SpanStatusCode,
+} from '@opentelemetry/api';
 
 /**
  * Tracing: Kafka chunk (or HTTP request) -> fusion flush -> PostgreSQL push.
@@ -16,7 +26,11 @@ export const tracer = () => trace.getTracer('queen-ingress');
 export const MAX_LINKS = 64;
 
 /** Runs fn inside a new active span; records errors; ends the span. */
-export async function inSpan<T>(name: string, opts: { kind?: SpanKind; attributes?: Record<string, string | number | boolean>; links?: Link[]; parent?: Context }, fn: (span: Span) => Promise<T>): Promise<T> {
+export async function inSpan<T>(
+  name: string,
+  opts: { kind?: SpanKind; attributes?: Record<string, string | number | boolean>; links?: Link[]; parent?: Context },
+  fn: (span: Span) => Promise<T>,
+): Promise<T> {
   const parent = opts.parent ?? context.active();
   const span = tracer().startSpan(name, { kind: opts.kind ?? SpanKind.INTERNAL, attributes: opts.attributes, links: opts.links }, parent);
   try {

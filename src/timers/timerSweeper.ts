@@ -50,9 +50,15 @@ export class TimerSweeper extends Component {
   constructor(private readonly opts: TimerSweeperOptions) {
     super('TimerSweeper');
     this.log = opts.logger ?? silentLogger;
-    this.fired = opts.metrics.counter('queen_timers_fired_total', 'Timers fired (staging row deleted and message appended in one transaction)');
+    this.fired = opts.metrics.counter(
+      'queen_timers_fired_total',
+      'Timers fired (staging row deleted and message appended in one transaction)',
+    );
     this.fires = opts.metrics.counter('queen_timer_fire_transactions_total', 'Fire transactions committed');
-    this.failures = opts.metrics.counter('queen_timer_fire_failures_total', 'Fire transactions that rolled back (their timers fire at a later sweep)');
+    this.failures = opts.metrics.counter(
+      'queen_timer_fire_failures_total',
+      'Fire transactions that rolled back (their timers fire at a later sweep)',
+    );
     this.loop = new SerialLoop(
       () => this.fire(),
       (o) => {
@@ -103,7 +109,11 @@ export class TimerSweeper extends Component {
       const e = toDatabaseError(err, 'firing timers');
       // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the ROLLBACK's catch callback just above
       if (claimed.length > 0 && !broken) {
-        await recordFireFailure(this.opts.pool, claimed.map((c) => c.messageId), e.message).catch(() => undefined);
+        await recordFireFailure(
+          this.opts.pool,
+          claimed.map((c) => c.messageId),
+          e.message,
+        ).catch(() => undefined);
       }
       throw e;
     } finally {

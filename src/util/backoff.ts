@@ -9,7 +9,10 @@ export function backoffMs(attempt: number, baseMs = 100, capMs = 5_000): number 
 /** Resolves after ms, or at once when the signal aborts (never rejects). */
 export function pause(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    if (signal?.aborted) { resolve(); return; }
+    if (signal?.aborted) {
+      resolve();
+      return;
+    }
     const t = setTimeout(done, ms);
     function done() {
       clearTimeout(t);

@@ -50,12 +50,14 @@ const PAUSE_S = arg('broker-pause-s', 20);
 
 type Fault = 'kill9' | 'pgRestart' | 'rebalance' | 'brokerPause';
 
-const log = (msg: string, extra: Record<string, unknown> = {}) => process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), msg, ...extra })}\n`);
+const log = (msg: string, extra: Record<string, unknown> = {}) =>
+  process.stdout.write(`${JSON.stringify({ t: new Date().toISOString(), msg, ...extra })}\n`);
 
 async function main(): Promise<void> {
   registerCodecs();
   const databaseUrl = process.env.DATABASE_URL!;
-  if (!databaseUrl || !process.env.KAFKA_BROKERS) throw new Error('run through `make chaos` (scripts/with-deps.sh sets DATABASE_URL and KAFKA_BROKERS)');
+  if (!databaseUrl || !process.env.KAFKA_BROKERS)
+    throw new Error('run through `make chaos` (scripts/with-deps.sh sets DATABASE_URL and KAFKA_BROKERS)');
   const sql = new pg.Pool({ connectionString: databaseUrl, max: 2 });
   // Idle connections die with each PostgreSQL restart; the pool replaces them.
   sql.on('error', () => undefined);
@@ -67,14 +69,29 @@ async function main(): Promise<void> {
   const started = Date.now();
 
   // ---- instances ----
-  const env = { DATABASE_URL: databaseUrl, KAFKA_BROKERS: brokers().join(','), QUEEN_INGRESS_TOPICS: topic, QUEEN_INGRESS_GROUP: group, QUEEN_KAFKA_SESSION_TIMEOUT_MS: '10000', QUEEN_PG_POOL_SIZE: '6', QUEEN_LOG_LEVEL: 'warn' };
+  const env = {
+    DATABASE_URL: databaseUrl,
+    KAFKA_BROKERS: brokers().join(','),
+    QUEEN_INGRESS_TOPICS: topic,
+    QUEEN_INGRESS_GROUP: group,
+    QUEEN_KAFKA_SESSION_TIMEOUT_MS: '10000',
+    QUEEN_PG_POOL_SIZE: '6',
+    QUEEN_LOG_LEVEL: 'warn',
+  };
   const instances: ServiceProcess[] = [];
   const all: ServiceProcess[] = [];
   // An instance may end only by a fault we inject; any other exit is a finding:
   // it is logged with its last words, counted in the report (which then fails),
   // and replaced, as an orchestrator would.
   const meantToEnd = new Set<ServiceProcess>();
-  const unexpectedExits: { pid: number | undefined; code: number | null; signal: string | null; at: string; stderr: string; lastLines: unknown[] }[] = [];
+  const unexpectedExits: {
+    pid: number | undefined;
+    code: number | null;
+    signal: string | null;
+    at: string;
+    stderr: string;
+    lastLines: unknown[];
+  }[] = [];
   let finished = false;
   const spawnOne = (): ServiceProcess => {
     const p = new ServiceProcess({ ...env, QUEEN_LOG_LEVEL: 'info' });
@@ -98,7 +115,12 @@ async function main(): Promise<void> {
   await Promise.all([spawnOne(), spawnOne()].map((p) => p.ready('consuming', 180_000)));
 
   // ---- faults, spread by progress ----
-  const faults: Fault[] = [...Array<Fault>(KILLS).fill('kill9'), ...Array<Fault>(PG_RESTARTS).fill('pgRestart'), ...Array<Fault>(REBALANCES).fill('rebalance'), 'brokerPause'];
+  const faults: Fault[] = [
+    ...Array<Fault>(KILLS).fill('kill9'),
+    ...Array<Fault>(PG_RESTARTS).fill('pgRestart'),
+    ...Array<Fault>(REBALANCES).fill('rebalance'),
+    'brokerPause',
+  ];
   for (let i = faults.length - 1; i > 0; i--) {
     const j = Math.floor(Math.random() * (i + 1));
     [faults[i], faults[j]] = [faults[j]!, faults[i]!];
@@ -118,12 +140,17 @@ async function main(): Promise<void> {
   let produced = 0;
   let resent = 0;
   const producing = (async () => {
-    const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false, retry: { retries: 30, maxRetryTime: 10_000 } });
+    const producer = kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      retry: { retries: 30, maxRetryTime: 10_000 },
+    });
     await producer.connect();
     const CHUNK = 2000;
     let sends = 0;
     const recent: { k: number; s: number; id: number }[] = [];
-    for (let i = 0; i < RECORDS; ) {
+    for (let i = 0; i < RECORDS;) {
       const slice = Math.floor(i / SLICE);
       if (slice >= 2 && slice - 2 < gates.length) await gates[slice - 2];
       const batch: { m: Message; p: number; id: number }[] = [];
@@ -201,11 +228,16 @@ async function main(): Promise<void> {
   }
   await producing;
   log('all produced; waiting for the group to catch up', { produced, resent });
-  await waitFor('caught up', async () => {
-    const [c, e] = await Promise.all([committed(kafka, group, topic), endOffsets(kafka, topic)]);
-    for (const [p, high] of e) if (high > 0 && (c.get(p) ?? -1) < high) return false;
-    return true;
-  }, 3_600_000, 1000);
+  await waitFor(
+    'caught up',
+    async () => {
+      const [c, e] = await Promise.all([committed(kafka, group, topic), endOffsets(kafka, topic)]);
+      for (const [p, high] of e) if (high > 0 && (c.get(p) ?? -1) < high) return false;
+      return true;
+    },
+    3_600_000,
+    1000,
+  );
   samples.push({ after: 'end', ...(await retried(() => checkCommitsBehindLog(kafka, sql, group, topic, offsetTxn, txns))) });
 
   // ---- verify ----
@@ -223,7 +255,15 @@ async function main(): Promise<void> {
   const report = {
     when: new Date().toISOString(),
     durationSeconds: Math.round((Date.now() - started) / 1000),
-    params: { records: RECORDS, keys: KEYS, partitions: PARTITIONS, kills: KILLS, pgRestarts: PG_RESTARTS, rebalances: REBALANCES, brokerPauseSeconds: PAUSE_S },
+    params: {
+      records: RECORDS,
+      keys: KEYS,
+      partitions: PARTITIONS,
+      kills: KILLS,
+      pgRestarts: PG_RESTARTS,
+      rebalances: REBALANCES,
+      brokerPauseSeconds: PAUSE_S,
+    },
     produced: { kafkaRecords: produced, distinct: txns.length, resent, compression: 'per send, rotating none/gzip/lz4/zstd/snappy' },
     faults: done,
     stored: frames.length,
@@ -238,7 +278,10 @@ async function main(): Promise<void> {
       samples,
     },
     unexpectedExits,
-    instances: all.map((p) => ({ pid: p.child.pid, crashesLogged: p.lines.filter((l) => l.msg === 'Kafka consumer crashed; restarting').length })),
+    instances: all.map((p) => ({
+      pid: p.child.pid,
+      crashesLogged: p.lines.filter((l) => l.msg === 'Kafka consumer crashed; restarting').length,
+    })),
   };
   const dir = `${REPO}bench/results/chaos`;
   mkdirSync(dir, { recursive: true });
@@ -246,15 +289,28 @@ async function main(): Promise<void> {
   writeFileSync(file, JSON.stringify(report, null, 2));
   log('report written', { file, checks: { ...report.checks, samples: undefined } });
   finished = true;
-  await Promise.all(instances.map(async (p) => { p.kill('SIGTERM'); await p.exited; }));
+  await Promise.all(
+    instances.map(async (p) => {
+      p.kill('SIGTERM');
+      await p.exited;
+    }),
+  );
   await Promise.all(all.map((p) => p.ensureDead()));
   await sql.end();
-  const ok = report.checks.exactlyOncePerKey && report.checks.orderPerKey && report.checks.commitsNeverAheadOfLog && report.checks.noUnexpectedExits;
+  const ok =
+    report.checks.exactlyOncePerKey && report.checks.orderPerKey && report.checks.commitsNeverAheadOfLog && report.checks.noUnexpectedExits;
   process.exit(ok ? 0 : 1);
 }
 
 /** Every record below each committed offset is in the log. Throws on a violation (recorded as -1). */
-async function checkCommitsBehindLog(kafka: ReturnType<typeof kafkaClient>, sql: pg.Pool, group: string, topic: string, offsetTxn: number[][], txns: string[]): Promise<{ committed: number; unknownOffsets: number }> {
+async function checkCommitsBehindLog(
+  kafka: ReturnType<typeof kafkaClient>,
+  sql: pg.Pool,
+  group: string,
+  topic: string,
+  offsetTxn: number[][],
+  txns: string[],
+): Promise<{ committed: number; unknownOffsets: number }> {
   // Committed first, then the log: the log only grows, so this order can only hide a violation's absence, never invent one.
   const c = await committed(kafka, group, topic);
   const stored = new Set((await storedFrames(sql, topic)).map((f) => f.transactionId));

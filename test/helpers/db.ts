@@ -25,7 +25,10 @@ function withDatabase(url: string, db: string): string {
 async function templateName(): Promise<string> {
   const ms = await loadMigrations();
   const { createHash } = await import('node:crypto');
-  const sum = createHash('sha256').update(ms.map((m) => m.checksum).join(',')).digest('hex').slice(0, 12);
+  const sum = createHash('sha256')
+    .update(ms.map((m) => m.checksum).join(','))
+    .digest('hex')
+    .slice(0, 12);
   return `queen_tpl_${sum}`;
 }
 
@@ -61,7 +64,10 @@ export async function createTestDatabase(label: string, opts: { empty?: boolean 
   await admin.connect();
   try {
     const template = opts.empty ? 'template0' : await ensureTemplate(admin);
-    const name = `t_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase().slice(0, 30)}_${randomBytes(4).toString('hex')}`;
+    const name = `t_${label
+      .replace(/[^a-z0-9]/gi, '_')
+      .toLowerCase()
+      .slice(0, 30)}_${randomBytes(4).toString('hex')}`;
     await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE ${pg.escapeIdentifier(template)}`);
     return {
       name,

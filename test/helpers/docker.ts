@@ -27,7 +27,11 @@ export async function detectDockerEngine(env: Record<string, string | undefined>
       res.setEncoding('utf8');
       res.on('data', (c: string) => (body += c));
       res.on('end', () =>
-        resolve(res.statusCode === 200 && body.trim() === 'OK' ? { available: true, endpoint: host } : { available: false, reason: `${host}/_ping answered ${res.statusCode} ${JSON.stringify(body.slice(0, 80))}` }),
+        resolve(
+          res.statusCode === 200 && body.trim() === 'OK'
+            ? { available: true, endpoint: host }
+            : { available: false, reason: `${host}/_ping answered ${res.statusCode} ${JSON.stringify(body.slice(0, 80))}` },
+        ),
       );
     });
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
@@ -50,5 +54,7 @@ export async function chooseDeps(env: Record<string, string | undefined>): Promi
     return { mode: 'docker', why: 'QUEEN_TEST_DEPS=docker' };
   }
   if (forced) throw new Error(`QUEEN_TEST_DEPS must be "local" or "docker", got "${forced}"`);
-  return engine.available ? { mode: 'docker', why: `a Docker engine answers at ${engine.endpoint}` } : { mode: 'local', why: `no Docker engine (${engine.reason})` };
+  return engine.available
+    ? { mode: 'docker', why: `a Docker engine answers at ${engine.endpoint}` }
+    : { mode: 'local', why: `no Docker engine (${engine.reason})` };
 }

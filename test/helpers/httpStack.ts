@@ -82,7 +82,14 @@ export async function startHttpStack(label: string, opts: HttpStackOptions = {})
   const metrics = new MetricsRegistry();
   const engine = new LogEngine({ connectionString: opts.engineUrl ?? db.url, metrics, poolSize: opts.poolSize });
   const writer = new LogWriter(engine, { maxPayloadBytes: opts.maxPayloadBytes ?? 1024 * 1024, metadataTtlMs: 0 });
-  const fusion = new Fusion(writer, { maxItems: 1000, maxBytes: 8 << 20, holdMs: opts.holdMs ?? 1, maxInflightBytes: opts.maxInflightBytes ?? 64 << 20, maxConcurrentFlushes: 4, metrics });
+  const fusion = new Fusion(writer, {
+    maxItems: 1000,
+    maxBytes: 8 << 20,
+    holdMs: opts.holdMs ?? 1,
+    maxInflightBytes: opts.maxInflightBytes ?? 64 << 20,
+    maxConcurrentFlushes: 4,
+    metrics,
+  });
   const read = new ReadPath(engine, writer, { connectionString: opts.engineUrl ?? db.url, metrics, recheckMs: opts.readRecheckMs });
   const apiOptions: HttpApiOptions = {
     read,

@@ -27,16 +27,30 @@ export async function javaProduce(
   records: JavaRecord[],
   opts: { compression: 'none' | 'gzip' | 'lz4' | 'zstd' | 'snappy'; extraProps?: Record<string, string> },
 ): Promise<void> {
-  const props: Record<string, string> = { 'linger.ms': '50', 'batch.size': '262144', acks: 'all', 'enable.idempotence': 'true', ...opts.extraProps };
+  const props: Record<string, string> = {
+    'linger.ms': '50',
+    'batch.size': '262144',
+    acks: 'all',
+    'enable.idempotence': 'true',
+    ...opts.extraProps,
+  };
   const args = [
-    '-Xmx128m', '-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC',
-    '-cp', kafkaClasspath(),
+    '-Xmx128m',
+    '-XX:TieredStopAtLevel=1',
+    '-XX:+UseSerialGC',
+    '-cp',
+    kafkaClasspath(),
     'org.apache.kafka.tools.ConsoleProducer',
-    '--bootstrap-server', brokers.join(','),
-    '--topic', topic,
-    '--compression-codec', opts.compression,
-    '--reader-property', 'parse.key=true',
-    '--reader-property', 'parse.headers=true',
+    '--bootstrap-server',
+    brokers.join(','),
+    '--topic',
+    topic,
+    '--compression-codec',
+    opts.compression,
+    '--reader-property',
+    'parse.key=true',
+    '--reader-property',
+    'parse.headers=true',
     ...Object.entries(props).flatMap(([k, v]) => ['--command-property', `${k}=${v}`]),
   ];
   const child = spawn('java', args, { stdio: ['pipe', 'ignore', 'pipe'] });
@@ -44,7 +58,9 @@ export async function javaProduce(
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   for (const r of records) {
-    const h = Object.entries(r.headers ?? {}).map(([k, v]) => `${k}:${v}`).join(',');
+    const h = Object.entries(r.headers ?? {})
+      .map(([k, v]) => `${k}:${v}`)
+      .join(',');
     // An empty header field reads as "no headers" only when written as the null-free empty string.
     child.stdin.write(`${h}\t${r.key}\t${r.value}\n`);
   }

@@ -30,25 +30,35 @@ export async function createTopic(kafka: Kafka, topic: string, partitions: numbe
   await admin.connect();
   const retriable = (err: unknown) => (err as { retriable?: boolean }).retriable === true;
   try {
-    await waitFor(`topic ${topic} created`, async () => {
-      try {
-        await admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: false });
-        return true;
-      } catch (err) {
-        if (retriable(err)) return false;
-        throw err;
-      }
-    }, 60_000, 100);
-    await waitFor(`leaders for ${topic}`, async () => {
-      try {
-        const md = await admin.fetchTopicMetadata({ topics: [topic] });
-        const parts = md.topics[0]?.partitions ?? [];
-        return parts.length === partitions && parts.every((p) => p.leader >= 0);
-      } catch (err) {
-        if (retriable(err)) return false;
-        throw err;
-      }
-    }, 60_000, 100);
+    await waitFor(
+      `topic ${topic} created`,
+      async () => {
+        try {
+          await admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: false });
+          return true;
+        } catch (err) {
+          if (retriable(err)) return false;
+          throw err;
+        }
+      },
+      60_000,
+      100,
+    );
+    await waitFor(
+      `leaders for ${topic}`,
+      async () => {
+        try {
+          const md = await admin.fetchTopicMetadata({ topics: [topic] });
+          const parts = md.topics[0]?.partitions ?? [];
+          return parts.length === partitions && parts.every((p) => p.leader >= 0);
+        } catch (err) {
+          if (retriable(err)) return false;
+          throw err;
+        }
+      },
+      60_000,
+      100,
+    );
   } finally {
     await admin.disconnect();
   }
@@ -151,7 +161,9 @@ export async function storedFrames(pool: pg.Pool, queue: string): Promise<Stored
   );
   const out: StoredFrame[] = [];
   for (const row of r.rows) {
-    unpackSegment(row.blob).forEach((f, i) => out.push({ partition: row.name, offset: Number(row.base_offset) + i, transactionId: f.transactionId, payload: f.payload }));
+    unpackSegment(row.blob).forEach((f, i) =>
+      out.push({ partition: row.name, offset: Number(row.base_offset) + i, transactionId: f.transactionId, payload: f.payload }),
+    );
   }
   return out;
 }

@@ -15,7 +15,12 @@ export function teardownAndCheckLeaks<C>(test: TestFn<C>, teardown: (t: { contex
 }
 
 /** Polls a condition until it holds or the deadline passes (no fixed sleeps). */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000, everyMs = 25): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 30_000,
+  everyMs = 25,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();

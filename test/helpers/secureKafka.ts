@@ -13,10 +13,14 @@ const LOG4J = fileURLToPath(new URL('../../../deploy/local/kafka/log4j2.properti
 
 async function freePorts(n: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve) => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1', () => resolve(s));
-    })),
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve) => {
+          const s = createServer();
+          s.listen(0, '127.0.0.1', () => resolve(s));
+        }),
+    ),
   );
   const ports = servers.map((s) => (s.address() as { port: number }).port);
   await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
@@ -46,9 +50,39 @@ export class SecureKafka {
     const [sasl, ssl, internal, controller] = await freePorts(4);
     const storePass = randomBytes(8).toString('hex');
     const keystore = join(this.dir, 'broker.p12');
-    execFileSync('keytool', ['-genkeypair', '-keystore', keystore, '-storetype', 'PKCS12', '-alias', 'broker', '-keyalg', 'RSA', '-keysize', '2048', '-dname', 'CN=localhost', '-ext', 'SAN=ip:127.0.0.1,dns:localhost', '-validity', '2', '-storepass', storePass, '-keypass', storePass], { stdio: 'ignore' });
+    execFileSync(
+      'keytool',
+      [
+        '-genkeypair',
+        '-keystore',
+        keystore,
+        '-storetype',
+        'PKCS12',
+        '-alias',
+        'broker',
+        '-keyalg',
+        'RSA',
+        '-keysize',
+        '2048',
+        '-dname',
+        'CN=localhost',
+        '-ext',
+        'SAN=ip:127.0.0.1,dns:localhost',
+        '-validity',
+        '2',
+        '-storepass',
+        storePass,
+        '-keypass',
+        storePass,
+      ],
+      { stdio: 'ignore' },
+    );
     this.caFile = join(this.dir, 'ca.pem');
-    execFileSync('keytool', ['-exportcert', '-rfc', '-alias', 'broker', '-keystore', keystore, '-storepass', storePass, '-file', this.caFile], { stdio: 'ignore' });
+    execFileSync(
+      'keytool',
+      ['-exportcert', '-rfc', '-alias', 'broker', '-keystore', keystore, '-storepass', storePass, '-file', this.caFile],
+      { stdio: 'ignore' },
+    );
     const jaasScram = 'org.apache.kafka.common.security.scram.ScramLoginModule required;';
     const props = [
       'process.roles=broker,controller',
@@ -83,12 +117,37 @@ export class SecureKafka {
     writeFileSync(propsFile, props.join('\n') + '\n', { mode: 0o600 });
     const cp = kafkaClasspath();
     const jvm = ['-Djava.awt.headless=true', `-Dlog4j2.configurationFile=${LOG4J}`, '-Dqueen.kafka.loglevel=WARN', '-cp', cp];
-    const clusterId = execFileSync('java', ['-Xmx128m', '-XX:TieredStopAtLevel=1', ...jvm, 'kafka.tools.StorageTool', 'random-uuid'], { encoding: 'utf8' }).trim().split('\n').pop()!;
-    execFileSync('java', ['-Xmx256m', '-XX:TieredStopAtLevel=1', ...jvm, 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', propsFile,
-      '--add-scram', `SCRAM-SHA-256=[name=${this.user},password=${this.password}]`,
-      '--add-scram', `SCRAM-SHA-512=[name=${this.user},password=${this.password}]`], { stdio: 'ignore' });
+    const clusterId = execFileSync('java', ['-Xmx128m', '-XX:TieredStopAtLevel=1', ...jvm, 'kafka.tools.StorageTool', 'random-uuid'], {
+      encoding: 'utf8',
+    })
+      .trim()
+      .split('\n')
+      .pop()!;
+    execFileSync(
+      'java',
+      [
+        '-Xmx256m',
+        '-XX:TieredStopAtLevel=1',
+        ...jvm,
+        'kafka.tools.StorageTool',
+        'format',
+        '-t',
+        clusterId,
+        '-c',
+        propsFile,
+        '--add-scram',
+        `SCRAM-SHA-256=[name=${this.user},password=${this.password}]`,
+        '--add-scram',
+        `SCRAM-SHA-512=[name=${this.user},password=${this.password}]`,
+      ],
+      { stdio: 'ignore' },
+    );
     const log = join(this.dir, 'kafka.log');
-    this.child = spawn('bash', ['-c', 'exec "$@" >"$0" 2>&1', log, 'java', '-Xms128m', '-Xmx384m', '-XX:+UseSerialGC', ...jvm, 'kafka.Kafka', propsFile], { stdio: 'ignore' });
+    this.child = spawn(
+      'bash',
+      ['-c', 'exec "$@" >"$0" 2>&1', log, 'java', '-Xms128m', '-Xmx384m', '-XX:+UseSerialGC', ...jvm, 'kafka.Kafka', propsFile],
+      { stdio: 'ignore' },
+    );
     const child = this.child;
     this.exited = new Promise((resolve) => child.on('exit', () => resolve()));
     let dead = false;
@@ -96,19 +155,24 @@ export class SecureKafka {
     this.saslBroker = `127.0.0.1:${sasl}`;
     this.sslBroker = `127.0.0.1:${ssl}`;
     // Ready = an authenticated SCRAM client lists topics.
-    await waitFor('the SASL/TLS broker to answer', async () => {
-      if (dead) throw new Error(`secure broker exited: ${readFileSync(log, 'utf8').slice(-3000)}`);
-      const admin = this.client({ sasl: this.sasl('scram-sha-256') }).admin();
-      try {
-        await admin.connect();
-        await admin.listTopics();
-        return true;
-      } catch {
-        return false;
-      } finally {
-        await admin.disconnect().catch(() => undefined);
-      }
-    }, 180_000, 500);
+    await waitFor(
+      'the SASL/TLS broker to answer',
+      async () => {
+        if (dead) throw new Error(`secure broker exited: ${readFileSync(log, 'utf8').slice(-3000)}`);
+        const admin = this.client({ sasl: this.sasl('scram-sha-256') }).admin();
+        try {
+          await admin.connect();
+          await admin.listTopics();
+          return true;
+        } catch {
+          return false;
+        } finally {
+          await admin.disconnect().catch(() => undefined);
+        }
+      },
+      180_000,
+      500,
+    );
   }
 
   sasl(mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'): KafkaConfig['sasl'] {
@@ -117,7 +181,14 @@ export class SecureKafka {
 
   /** A kafkajs client on the SASL listener (default) or the TLS one (when `ssl` is given). */
   client(opts: { sasl?: KafkaConfig['sasl']; ssl?: KafkaConfig['ssl'] }): Kafka {
-    return new Kafka({ clientId: 'queen-test', brokers: [opts.ssl ? this.sslBroker : this.saslBroker], ssl: opts.ssl, sasl: opts.sasl, logLevel: logLevel.NOTHING, retry: { retries: 2 } });
+    return new Kafka({
+      clientId: 'queen-test',
+      brokers: [opts.ssl ? this.sslBroker : this.saslBroker],
+      ssl: opts.ssl,
+      sasl: opts.sasl,
+      logLevel: logLevel.NOTHING,
+      retry: { retries: 2 },
+    });
   }
 
   async stop(): Promise<void> {

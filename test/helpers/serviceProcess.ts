@@ -47,10 +47,15 @@ export class ServiceProcess {
   async ready(msg = 'consuming', timeoutMs = 60_000): Promise<void> {
     let exited = false;
     void this.exited.then(() => (exited = true));
-    await waitFor(`service to log "${msg}"`, () => {
-      if (exited) throw new Error(`service exited before "${msg}": ${this.stderr}\n${JSON.stringify(this.lines.slice(-5))}`);
-      return this.lines.some((l) => l.msg === msg);
-    }, timeoutMs, 50);
+    await waitFor(
+      `service to log "${msg}"`,
+      () => {
+        if (exited) throw new Error(`service exited before "${msg}": ${this.stderr}\n${JSON.stringify(this.lines.slice(-5))}`);
+        return this.lines.some((l) => l.msg === msg);
+      },
+      timeoutMs,
+      50,
+    );
   }
 
   kill(signal: NodeJS.Signals): void {

@@ -37,7 +37,17 @@ async function containers(withKafka: boolean, command: string[]): Promise<number
   try {
     const pg = await new GenericContainer(POSTGRES_IMAGE)
       .withEnvironment({ POSTGRES_USER: 'queen', POSTGRES_PASSWORD: 'queen', POSTGRES_DB: 'queen' })
-      .withCommand(['postgres', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=400'])
+      .withCommand([
+        'postgres',
+        '-c',
+        'fsync=off',
+        '-c',
+        'synchronous_commit=off',
+        '-c',
+        'full_page_writes=off',
+        '-c',
+        'max_connections=400',
+      ])
       .withExposedPorts(5432)
       .withWaitStrategy(Wait.forLogMessage(/database system is ready to accept connections/, 2))
       .start();
@@ -66,9 +76,16 @@ async function containers(withKafka: boolean, command: string[]): Promise<number
       started.push(kafka);
       env.KAFKA_BROKERS = `127.0.0.1:${port}`;
     }
-    process.stderr.write(`with-deps: testcontainers up (${Object.entries(env).map(([k, v]) => `${k}=${v.replace(/:[^:@/]+@/, ':***@')}`).join(' ')})\n`);
+    process.stderr.write(
+      `with-deps: testcontainers up (${Object.entries(env)
+        .map(([k, v]) => `${k}=${v.replace(/:[^:@/]+@/, ':***@')}`)
+        .join(' ')})\n`,
+    );
     return await new Promise<number>((resolve) => {
-      const child = spawn(command[0]!, command.slice(1), { stdio: 'inherit', env: { ...process.env, ...env, QUEEN_TEST_DEPS_MODE: 'docker' } });
+      const child = spawn(command[0]!, command.slice(1), {
+        stdio: 'inherit',
+        env: { ...process.env, ...env, QUEEN_TEST_DEPS_MODE: 'docker' },
+      });
       for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => child.kill(sig));
       child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 + 15 : 1)));
     });
@@ -81,7 +98,9 @@ async function main(argv: string[]): Promise<number> {
   const [what, ...rest] = argv;
   if (what === 'choose') {
     const { mode, why } = await chooseDeps(process.env);
-    process.stderr.write(`with-deps: ${mode === 'docker' ? 'PostgreSQL and Kafka through testcontainers' : 'local PostgreSQL and Kafka'}: ${why}\n`);
+    process.stderr.write(
+      `with-deps: ${mode === 'docker' ? 'PostgreSQL and Kafka through testcontainers' : 'local PostgreSQL and Kafka'}: ${why}\n`,
+    );
     process.stdout.write(`${mode}\n`);
     return 0;
   }

@@ -62,10 +62,28 @@ async function stored(t: { context: Ctx }, queue: string): Promise<number | unde
 }
 
 test('apply -f round trip: a multi-document file is applied and get -o json shows it', async (t) => {
-  const file = await manifest(t, 'rt.yaml', ['kind: Queue', 'name: rt-orders', 'config:', '  dedupWindowSeconds: 0', '---', 'kind: Queue', 'name: rt-payments', 'config:', '  dedupWindowSeconds: 900', ''].join('\n'));
+  const file = await manifest(
+    t,
+    'rt.yaml',
+    [
+      'kind: Queue',
+      'name: rt-orders',
+      'config:',
+      '  dedupWindowSeconds: 0',
+      '---',
+      'kind: Queue',
+      'name: rt-payments',
+      'config:',
+      '  dedupWindowSeconds: 900',
+      '',
+    ].join('\n'),
+  );
   const applied = await queenctl(t, ['apply', '-f', file]);
   t.is(applied.code, 0, applied.stderr);
-  t.deepEqual(applied.stdout.trim().split('\n'), ['queue/rt-orders created (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0)', 'queue/rt-payments created (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0)']);
+  t.deepEqual(applied.stdout.trim().split('\n'), [
+    'queue/rt-orders created (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0)',
+    'queue/rt-payments created (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0)',
+  ]);
 
   const json = await queenctl(t, ['get', 'queue', 'rt-orders', '-o', 'json']);
   t.is(json.code, 0, json.stderr);
@@ -82,7 +100,10 @@ test('apply -f round trip: a multi-document file is applied and get -o json show
 
   // Applying the same file again changes nothing and says so per queue.
   const again = await queenctl(t, ['apply', '-f', file]);
-  t.deepEqual(again.stdout.trim().split('\n'), ['queue/rt-orders configured (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0)', 'queue/rt-payments configured (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0)']);
+  t.deepEqual(again.stdout.trim().split('\n'), [
+    'queue/rt-orders configured (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0)',
+    'queue/rt-payments configured (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0)',
+  ]);
 });
 
 test('apply sends replace: an option the manifest omits returns to its default', async (t) => {
@@ -96,7 +117,23 @@ test('apply sends replace: an option the manifest omits returns to its default',
 test('--dry-run shows the diff against the live config and applies nothing', async (t) => {
   await t.context.client.queue('dr-live').configure({ dedupWindowSeconds: 3600 });
   await t.context.client.queue('dr-same').configure({ dedupWindowSeconds: 60 });
-  const file = await manifest(t, 'dr.yaml', ['kind: Queue', 'name: dr-live', 'config: {dedupWindowSeconds: 0}', '---', 'kind: Queue', 'name: dr-new', '---', 'kind: Queue', 'name: dr-same', 'config: {dedupWindowSeconds: 60}', ''].join('\n'));
+  const file = await manifest(
+    t,
+    'dr.yaml',
+    [
+      'kind: Queue',
+      'name: dr-live',
+      'config: {dedupWindowSeconds: 0}',
+      '---',
+      'kind: Queue',
+      'name: dr-new',
+      '---',
+      'kind: Queue',
+      'name: dr-same',
+      'config: {dedupWindowSeconds: 60}',
+      '',
+    ].join('\n'),
+  );
   const r = await queenctl(t, ['apply', '-f', file, '--dry-run']);
   t.is(r.code, 0, r.stderr);
   t.deepEqual(r.stdout.split('\n'), [
@@ -116,11 +153,30 @@ test('--dry-run shows the diff against the live config and applies nothing', asy
 });
 
 test('an unknown key fails the whole file with file and line; nothing is applied', async (t) => {
-  const file = await manifest(t, 'unknown.yaml', ['kind: Queue', 'name: uk-first', '---', 'kind: Queue', 'name: uk-second', 'config:', '  dedupWindowSeconds: 10', '  dedupWindow: 5', ''].join('\n'));
+  const file = await manifest(
+    t,
+    'unknown.yaml',
+    [
+      'kind: Queue',
+      'name: uk-first',
+      '---',
+      'kind: Queue',
+      'name: uk-second',
+      'config:',
+      '  dedupWindowSeconds: 10',
+      '  dedupWindow: 5',
+      '',
+    ].join('\n'),
+  );
   const r = await queenctl(t, ['apply', '-f', file]);
   t.is(r.code, 1);
   t.regex(r.stderr, /nothing was applied/);
-  t.true(r.stderr.includes(`${file}:8:3: unknown key "config.dedupWindow" (known options: dedupWindowSeconds, retentionSeconds, completedRetentionSeconds)`), r.stderr);
+  t.true(
+    r.stderr.includes(
+      `${file}:8:3: unknown key "config.dedupWindow" (known options: dedupWindowSeconds, retentionSeconds, completedRetentionSeconds)`,
+    ),
+    r.stderr,
+  );
   t.is(await stored(t, 'uk-first'), undefined, 'the valid document before it was not applied either');
 
   const top = await manifest(t, 'unknown-top.yaml', 'kind: Queue\nname: uk-top\nlabels: {team: x}\n');
@@ -157,7 +213,19 @@ test('push through the CLI: queued, then duplicate with the same id', async (t) 
 });
 
 test('exit codes: 2 for usage mistakes, 1 for refusals and unreachable servers', async (t) => {
-  const usage: string[][] = [[], ['frobnicate'], ['apply'], ['apply', '-f', 'x', 'extra'], ['get', 'queue'], ['get', 'topic', 'x'], ['get', 'queue', 'x', '-o', 'xml'], ['push', 'q'], ['push', 'q', '{bad json'], ['get', 'queue', 'x', '--dry-run'], ['--nope']];
+  const usage: string[][] = [
+    [],
+    ['frobnicate'],
+    ['apply'],
+    ['apply', '-f', 'x', 'extra'],
+    ['get', 'queue'],
+    ['get', 'topic', 'x'],
+    ['get', 'queue', 'x', '-o', 'xml'],
+    ['push', 'q'],
+    ['push', 'q', '{bad json'],
+    ['get', 'queue', 'x', '--dry-run'],
+    ['--nope'],
+  ];
   for (const args of usage) {
     const r = await queenctl(t, args);
     t.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);

@@ -17,14 +17,20 @@ teardownAndCheckLeaks(test, async (t) => {
 
 function queenctl(t: { context: HttpStack }, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [QUEENCTL, ...args], { env: { PATH: process.env.PATH ?? '', QUEEN_URL: t.context.api.url }, timeout: 60_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [QUEENCTL, ...args],
+      { env: { PATH: process.env.PATH ?? '', QUEEN_URL: t.context.api.url }, timeout: 60_000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr }),
     );
   });
 }
 
 test('pop prints without acking; pop --ack settles; get messages browses', async (t) => {
-  await t.context.client.queue('cli-q').push([{ transactionId: 'c1', data: { n: 1 } }, { transactionId: 'c2', data: { n: 2 } }]);
+  await t.context.client.queue('cli-q').push([
+    { transactionId: 'c1', data: { n: 1 } },
+    { transactionId: 'c2', data: { n: 2 } },
+  ]);
   const look = await queenctl(t, ['pop', 'cli-q', '--group', 'ops', '--batch', '5']);
   t.is(look.code, 0, look.stderr);
   t.regex(look.stdout, /c1\s.*\{"n":1\}/);
@@ -35,7 +41,10 @@ test('pop prints without acking; pop --ack settles; get messages browses', async
   const json = await queenctl(t, ['pop', 'cli-q', '--group', 'other', '--batch', '5', '--ack', '-o', 'json']);
   t.is(json.code, 0, json.stderr);
   const parsed = JSON.parse(json.stdout);
-  t.deepEqual(parsed.messages.map((m: { transactionId: string }) => m.transactionId), ['c1', 'c2']);
+  t.deepEqual(
+    parsed.messages.map((m: { transactionId: string }) => m.transactionId),
+    ['c1', 'c2'],
+  );
   t.deepEqual(parsed.acks, ['acked', 'acked']);
   t.regex((await queenctl(t, ['pop', 'cli-q', '--group', 'other'])).stdout, /no messages/);
 
@@ -51,14 +60,18 @@ test('pop prints without acking; pop --ack settles; get messages browses', async
 
 test('tail follows new messages until --max', async (t) => {
   await t.context.client.queue('cli-tail').push([{ transactionId: 'old', data: 'history' }]);
-  const child = spawn(process.execPath, [QUEENCTL, 'tail', 'cli-tail', '--max', '2'], { env: { PATH: process.env.PATH ?? '', QUEEN_URL: t.context.api.url } });
+  const child = spawn(process.execPath, [QUEENCTL, 'tail', 'cli-tail', '--max', '2'], {
+    env: { PATH: process.env.PATH ?? '', QUEEN_URL: t.context.api.url },
+  });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   // Subscribed (its group exists, fixed at "new") and long-polling: only then are pushes "new".
   await waitFor(
     'tail to subscribe and wait',
-    async () => t.context.read.waiters.size >= 1 && (await t.context.sql.query("SELECT 1 FROM queen.log_groups WHERE consumer_group LIKE 'queenctl-tail-%'")).rowCount === 1,
+    async () =>
+      t.context.read.waiters.size >= 1 &&
+      (await t.context.sql.query("SELECT 1 FROM queen.log_groups WHERE consumer_group LIKE 'queenctl-tail-%'")).rowCount === 1,
     30_000,
     10,
   );

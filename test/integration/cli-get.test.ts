@@ -18,11 +18,21 @@ const test = anyTest as TestFn<HttpStack>;
 test.before(async (t) => {
   t.context = await startHttpStack('cli_get');
   // Created out of name order; listed in name order.
-  for (const [name, window] of [['lq-c', 0], ['lq-a', 60], ['lq-b', 3600]] as const) {
+  for (const [name, window] of [
+    ['lq-c', 0],
+    ['lq-a', 60],
+    ['lq-b', 3600],
+  ] as const) {
     await t.context.client.queue(name).configure({ dedupWindowSeconds: window });
   }
-  await t.context.client.queue('lq-b').partition('p1').push([{ data: 1 }]);
-  await t.context.client.queue('lq-b').partition('p2').push([{ data: 2 }]);
+  await t.context.client
+    .queue('lq-b')
+    .partition('p1')
+    .push([{ data: 1 }]);
+  await t.context.client
+    .queue('lq-b')
+    .partition('p2')
+    .push([{ data: 2 }]);
 });
 
 teardownAndCheckLeaks(test, async (t) => {
@@ -39,8 +49,11 @@ const stableList = (l: { queues: unknown[]; next?: string }) => ({ ...l, queues:
 
 function queenctl(t: { context: HttpStack }, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [QUEENCTL, ...args], { env: { PATH: process.env.PATH ?? '', QUEEN_URL: t.context.api.url }, timeout: 60_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [QUEENCTL, ...args],
+      { env: { PATH: process.env.PATH ?? '', QUEEN_URL: t.context.api.url }, timeout: 60_000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr }),
     );
   });
 }
@@ -57,7 +70,10 @@ test('the API lists queues by name in keyset pages, each with the same fields as
   t.like(first.queues[1], { partitions: 2, options: { dedupWindowSeconds: 3600 } });
   const second = await client.listQueues({ limit: 2, after: first.next });
   t.deepEqual(stableList(second), { queues: [stable(await client.queue('lq-c').get())] });
-  t.deepEqual((await client.listQueues()).queues.map((q) => q.queue), ['lq-a', 'lq-b', 'lq-c']);
+  t.deepEqual(
+    (await client.listQueues()).queues.map((q) => q.queue),
+    ['lq-a', 'lq-b', 'lq-c'],
+  );
 });
 
 test('bad list parameters are a 400 naming the parameter', async (t) => {

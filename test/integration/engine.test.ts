@@ -35,7 +35,12 @@ teardownAndCheckLeaks(test, async (t) => {
 });
 
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));
-const item = (queue: string, partition: string, transactionId: string | undefined, data: unknown = {}): PushItem => ({ queue, partition, transactionId, payload: json(data) });
+const item = (queue: string, partition: string, transactionId: string | undefined, data: unknown = {}): PushItem => ({
+  queue,
+  partition,
+  transactionId,
+  payload: json(data),
+});
 
 async function counts(t: { context: Ctx }, queue: string, partition: string) {
   const r = await t.context.sql.query(
@@ -76,8 +81,19 @@ test('deduplication is on by default with a 3600 s window', async (t) => {
 });
 
 test('the stored frame holds the id, transactionId, trace context and payload', async (t) => {
-  const [r] = await t.context.writer.push([{ queue: 'frames', partition: 'p', transactionId: 'tx-frame', payload: json({ a: 1 }), traceContext: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }]);
-  const seg = await t.context.sql.query('SELECT s.blob, x.hashes FROM queen.log_segments s JOIN queen.log_txns x USING (partition_id, base_offset) JOIN queen.log_partitions lp ON lp.id = s.partition_id WHERE lp.name = $1 AND lp.queue_id = (SELECT id FROM queen.queues WHERE name = $2)', ['p', 'frames']);
+  const [r] = await t.context.writer.push([
+    {
+      queue: 'frames',
+      partition: 'p',
+      transactionId: 'tx-frame',
+      payload: json({ a: 1 }),
+      traceContext: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+    },
+  ]);
+  const seg = await t.context.sql.query(
+    'SELECT s.blob, x.hashes FROM queen.log_segments s JOIN queen.log_txns x USING (partition_id, base_offset) JOIN queen.log_partitions lp ON lp.id = s.partition_id WHERE lp.name = $1 AND lp.queue_id = (SELECT id FROM queen.queues WHERE name = $2)',
+    ['p', 'frames'],
+  );
   const [frame] = unpackSegment(seg.rows[0].blob);
   t.is(uuidToString(frame!.id), r!.id!);
   t.is(frame!.transactionId, 'tx-frame');
@@ -103,7 +119,9 @@ test('a retry older than the window is accepted as new', async (t) => {
   const [first] = await writer.push([item('aging', 'p', 'old-order')]);
   await setWindow(t, 'aging', 60);
   // Age the stored row past the window instead of waiting for it.
-  await sql.query(`UPDATE queen.log_txns SET created_at = created_at - interval '61 seconds' WHERE partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'aging')`);
+  await sql.query(
+    `UPDATE queen.log_txns SET created_at = created_at - interval '61 seconds' WHERE partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'aging')`,
+  );
   const [again] = await writer.push([item('aging', 'p', 'old-order')]);
   t.is(again!.status, 'queued');
   t.not(again!.id, first!.id);
@@ -140,7 +158,10 @@ test('bundle isolation: a duplicate in one partition does not roll back another 
   const { writer } = t.context;
   const [orig] = await writer.push([item('bundle', 'a', 'dup-me')]);
   const res = await writer.push([item('bundle', 'a', 'dup-me'), item('bundle', 'b', 'fresh-1'), item('bundle', 'b', 'fresh-2')]);
-  t.deepEqual(res.map((r) => r.status), ['duplicate', 'queued', 'queued']);
+  t.deepEqual(
+    res.map((r) => r.status),
+    ['duplicate', 'queued', 'queued'],
+  );
   t.is(res[0]!.id, orig!.id);
   t.deepEqual(await counts(t, 'bundle', 'b'), { lastOffset: 1, segments: 1, txns: 1 });
   t.deepEqual(await counts(t, 'bundle', 'a'), { lastOffset: 0, segments: 1, txns: 1 });
@@ -150,7 +171,10 @@ test('re-submission: new frames of a segment that had a duplicate are written as
   const { writer } = t.context;
   const [orig] = await writer.push([item('resub', 'p', 'old')]);
   const res = await writer.push([item('resub', 'p', 'new-1'), item('resub', 'p', 'old'), item('resub', 'p', 'new-2')]);
-  t.deepEqual(res.map((r) => r.status), ['queued', 'duplicate', 'queued']);
+  t.deepEqual(
+    res.map((r) => r.status),
+    ['queued', 'duplicate', 'queued'],
+  );
   t.is(res[1]!.id, orig!.id);
   t.deepEqual([res[0]!.offset, res[2]!.offset], [1, 2]);
   t.deepEqual(await counts(t, 'resub', 'p'), { lastOffset: 2, segments: 2, txns: 2 });
@@ -159,8 +183,17 @@ test('re-submission: new frames of a segment that had a duplicate are written as
 test('followers in one request inherit the leader, also when the leader is a stored duplicate', async (t) => {
   const { writer } = t.context;
   const [orig] = await writer.push([item('follow', 'p', 'stored')]);
-  const res = await writer.push([item('follow', 'p', 'n'), item('follow', 'p', 'n'), item('follow', 'p', 'stored'), item('follow', 'p', 'stored'), item('follow', 'q', 'n')]);
-  t.deepEqual(res.map((r) => r.status), ['queued', 'duplicate', 'duplicate', 'duplicate', 'queued']);
+  const res = await writer.push([
+    item('follow', 'p', 'n'),
+    item('follow', 'p', 'n'),
+    item('follow', 'p', 'stored'),
+    item('follow', 'p', 'stored'),
+    item('follow', 'q', 'n'),
+  ]);
+  t.deepEqual(
+    res.map((r) => r.status),
+    ['queued', 'duplicate', 'duplicate', 'duplicate', 'queued'],
+  );
   t.is(res[1]!.id, res[0]!.id);
   t.is(res[2]!.id, orig!.id);
   t.is(res[3]!.id, orig!.id);
@@ -170,7 +203,10 @@ test('followers in one request inherit the leader, also when the leader is a sto
 
 test('a missing transactionId is minted, so such items are never duplicates', async (t) => {
   const res = await t.context.writer.push([item('mint', 'p', undefined, 1), item('mint', 'p', undefined, 1)]);
-  t.deepEqual(res.map((r) => r.status), ['queued', 'queued']);
+  t.deepEqual(
+    res.map((r) => r.status),
+    ['queued', 'queued'],
+  );
   t.truthy(res[0]!.transactionId);
   t.not(res[0]!.transactionId, res[1]!.transactionId);
 });
@@ -190,7 +226,10 @@ test('bad items fail alone; the valid items of the same call are written', async
     item('ok-q', 'p\u0001', 'ctl'),
     item('ok-q', 'p', 'good-2'),
   ]);
-  t.deepEqual(res.map((r) => r.status), ['failed', 'queued', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'queued']);
+  t.deepEqual(
+    res.map((r) => r.status),
+    ['failed', 'queued', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'queued'],
+  );
   for (const r of res.filter((x) => x.status === 'failed')) t.truthy(r.error, 'every failure has a reason');
   t.regex(res[7]!.error!, /over the limit of 64/);
   t.deepEqual(await counts(t, 'ok-q', 'p'), { lastOffset: 1, segments: 1, txns: 1 });
@@ -199,7 +238,9 @@ test('bad items fail alone; the valid items of the same call are written', async
 test('a duplicate whose original segment was removed by retention answers the all-zero id', async (t) => {
   const { writer, sql } = t.context;
   await writer.push([item('retained', 'p', 'gone')]);
-  await sql.query(`DELETE FROM queen.log_segments WHERE partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'retained')`);
+  await sql.query(
+    `DELETE FROM queen.log_segments WHERE partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'retained')`,
+  );
   const [dup] = await writer.push([item('retained', 'p', 'gone')]);
   t.is(dup!.status, 'duplicate');
   t.is(dup!.id, NIL_UUID);
@@ -216,7 +257,16 @@ test('p_verified: a correct watermark skips the probe, a partial one narrows it,
   const pid = (await engine.provision([{ queue: 'vouch', partition: 'p' }]))[0]!.partitionId;
   const seg = (txns: string[], verified: number, verifiedWindowSeconds = 3600) => {
     const hashes = Buffer.concat(txns.map((x) => hashTransactionId(x)));
-    return { partitionId: pid, verified, verifiedWindowSeconds, count: txns.length, hashes, blob: Buffer.from([1, 0, 0, 0, 0]), expected: 0, runs: [] };
+    return {
+      partitionId: pid,
+      verified,
+      verifiedWindowSeconds,
+      count: txns.length,
+      hashes,
+      blob: Buffer.from([1, 0, 0, 0, 0]),
+      expected: 0,
+      runs: [],
+    };
   };
   // Watermark at last_offset: the probe does not run at all.
   const runBefore = metrics.counter('queen_probe_run_total', '').get();
@@ -227,18 +277,30 @@ test('p_verified: a correct watermark skips the probe, a partial one narrows it,
   // A watermark of 5 narrows the probe to (5, 10]: a duplicate at offset 7 is found.
   const [narrow] = await engine.pushSegments([seg(['v-7'], 5)]);
   t.true(narrow!.probed);
-  t.deepEqual(narrow!.duplicates.map((d) => [d.offset, d.id]), [[7, first[7]!.id]]);
+  t.deepEqual(
+    narrow!.duplicates.map((d) => [d.offset, d.id]),
+    [[7, first[7]!.id]],
+  );
   // -1 always finds it.
   const [full] = await engine.pushSegments([seg(['v-2'], -1)]);
-  t.deepEqual(full!.duplicates.map((d) => [d.offset, d.id]), [[2, first[2]!.id]]);
+  t.deepEqual(
+    full!.duplicates.map((d) => [d.offset, d.id]),
+    [[2, first[2]!.id]],
+  );
   // A watermark above the allocator cannot be trusted and is treated as -1.
   const [bogus] = await engine.pushSegments([seg(['v-3'], 1_000_000)]);
   t.true(bogus!.probed);
-  t.deepEqual(bogus!.duplicates.map((d) => d.offset), [3]);
+  t.deepEqual(
+    bogus!.duplicates.map((d) => d.offset),
+    [3],
+  );
   // A watermark vouched under a smaller window than the queue has now does not cover the older rows.
   const [grown] = await engine.pushSegments([seg(['v-4'], 10, 60)]);
   t.true(grown!.probed);
-  t.deepEqual(grown!.duplicates.map((d) => d.offset), [4]);
+  t.deepEqual(
+    grown!.duplicates.map((d) => d.offset),
+    [4],
+  );
 });
 
 test('concurrency: 8 connections pushing overlapping transactionIds store each exactly once', async (t) => {
@@ -326,44 +388,65 @@ test('the tail probe is exact both ways: a byte search for few items (misaligned
   // Row at offsets 4..5: A, B only: a misaligned match and no real occurrence.
   const ids = [Buffer.alloc(16, 1), Buffer.alloc(16, 2), Buffer.alloc(16, 3), Buffer.alloc(16, 4), Buffer.alloc(16, 5)];
   const blob = (from: number, n: number) => Buffer.concat([Buffer.from([1]), Buffer.from([0, 0, 0, n]), ...ids.slice(from, from + n)]);
-  await sql.query('INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes) VALUES ($1, 1, 3, now(), $2), ($1, 4, 5, now(), $3)', [
-    pid,
-    Buffer.concat([A, B, T]),
-    Buffer.concat([A, B]),
-  ]);
-  await sql.query('INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob) VALUES ($1, 1, 3, now(), $2), ($1, 4, 5, now(), $3)', [pid, blob(0, 3), blob(3, 2)]);
+  await sql.query(
+    'INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes) VALUES ($1, 1, 3, now(), $2), ($1, 4, 5, now(), $3)',
+    [pid, Buffer.concat([A, B, T]), Buffer.concat([A, B])],
+  );
+  await sql.query(
+    'INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob) VALUES ($1, 1, 3, now(), $2), ($1, 4, 5, now(), $3)',
+    [pid, blob(0, 3), blob(3, 2)],
+  );
   await sql.query('UPDATE queen.log_partitions SET last_offset = 5 WHERE id = $1', [pid]);
-  const seg = (hashes: Buffer[]) => ({ partitionId: pid, verified: -1, verifiedWindowSeconds: 3600, count: hashes.length, expected: 0, hashes: Buffer.concat(hashes), blob: Buffer.from([1, 0, 0, 0, 0]), runs: [] });
+  const seg = (hashes: Buffer[]) => ({
+    partitionId: pid,
+    verified: -1,
+    verifiedWindowSeconds: 3600,
+    count: hashes.length,
+    expected: 0,
+    hashes: Buffer.concat(hashes),
+    blob: Buffer.from([1, 0, 0, 0, 0]),
+    runs: [],
+  });
   const few = [T, hashTransactionId('other-1')];
   const many = [...Array.from({ length: 40 }, (_, i) => hashTransactionId(`filler-${i}`)), T];
-  for (const [name, hashes, at] of [['few (byte search)', few, 0], ['many (unroll)', many, 40]] as const) {
+  for (const [name, hashes, at] of [
+    ['few (byte search)', few, 0],
+    ['many (unroll)', many, 40],
+  ] as const) {
     const [o] = await engine.pushSegments([seg([...hashes])]);
     t.true(o!.probed, name);
     t.is(o!.assignedBase, null, `${name}: the aligned occurrence is a duplicate`);
-    t.deepEqual(o!.duplicates.map((d) => [d.index, d.offset, d.id]), [[at, 3, uuidToString(ids[2]!)]], `${name}: MIN over aligned occurrences only`);
+    t.deepEqual(
+      o!.duplicates.map((d) => [d.index, d.offset, d.id]),
+      [[at, 3, uuidToString(ids[2]!)]],
+      `${name}: MIN over aligned occurrences only`,
+    );
   }
   // Without the aligned occurrence (only the A|B row in the window), T is new both ways.
-  await sql.query('UPDATE queen.log_txns SET created_at = now() - interval \'2 hours\' WHERE partition_id = $1 AND base_offset = 1', [pid]);
+  await sql.query("UPDATE queen.log_txns SET created_at = now() - interval '2 hours' WHERE partition_id = $1 AND base_offset = 1", [pid]);
   const [o] = await engine.pushSegments([seg([T])]);
   t.deepEqual(o!.duplicates, [], 'a misaligned byte match is not an occurrence');
   t.is(o!.assignedBase, 6);
 });
 
-test.serial('a checked-out client whose connection drops between queries does not crash the process (database restart mid-push)', async (t) => {
-  const client = await t.context.engine.pool.connect();
-  let released = false;
-  try {
-    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-    const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
-    // No query in flight: pg emits the drop as an 'error' event on the client itself.
-    await t.context.sql.query('SELECT pg_terminate_backend($1)', [pid]);
-    await ended;
-    await t.throwsAsync(client.query('SELECT 1'), undefined, 'the holder learns of the drop at its next query');
-    client.release(new Error('connection dropped'));
-    released = true;
-    const r = await t.context.engine.pool.query<{ one: number }>('SELECT 1 AS one');
-    t.is(r.rows[0]!.one, 1, 'the pool serves a fresh connection');
-  } finally {
-    if (!released) client.release(new Error('test ended'));
-  }
-});
+test.serial(
+  'a checked-out client whose connection drops between queries does not crash the process (database restart mid-push)',
+  async (t) => {
+    const client = await t.context.engine.pool.connect();
+    let released = false;
+    try {
+      const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
+      // No query in flight: pg emits the drop as an 'error' event on the client itself.
+      await t.context.sql.query('SELECT pg_terminate_backend($1)', [pid]);
+      await ended;
+      await t.throwsAsync(client.query('SELECT 1'), undefined, 'the holder learns of the drop at its next query');
+      client.release(new Error('connection dropped'));
+      released = true;
+      const r = await t.context.engine.pool.query<{ one: number }>('SELECT 1 AS one');
+      t.is(r.rows[0]!.one, 1, 'the pool serves a fresh connection');
+    } finally {
+      if (!released) client.release(new Error('test ended'));
+    }
+  },
+);

@@ -77,23 +77,107 @@ const REQUEST_CASES: [string, Raw, number, string, RegExp][] = [
   ['items missing', { path: '/api/v1/push', body: '{}' }, 400, 'bad_request', /items must be an array/],
   ['items is an object', { path: '/api/v1/push', body: '{"items": {"queue": "q"}}' }, 400, 'bad_request', /items must be an array/],
   ['items is empty', { path: '/api/v1/push', body: pushBody([]) }, 400, 'bad_request', /must not be empty/],
-  ['too many items', { path: '/api/v1/push', body: pushBody(Array.from({ length: MAX_ITEMS + 1 }, () => item())) }, 400, 'bad_request', /over the limit of 50 per request/],
-  ['unknown top-level field', { path: '/api/v1/push', body: JSON.stringify({ items: [item()], queue: 'x' }) }, 400, 'bad_request', /unknown field "queue"/],
-  ['__proto__ smuggled in', { path: '/api/v1/push', body: '{"__proto__": {"items": [1]}, "items": [{"queue":"bad-in","payload":1}]}' }, 400, 'bad_request', /unknown field "__proto__"/],
-  ['body over maxBodyBytes', { path: '/api/v1/push', body: pushBody([item({ payload: 'x'.repeat(MAX_BODY) })]) }, 413, 'payload_too_large', /too large/],
-  ['text/plain content type', { path: '/api/v1/push', body: pushBody([item()]), contentType: 'text/plain' }, 415, 'unsupported_media_type', /Unsupported Media Type/],
-  ['form content type', { path: '/api/v1/push', body: 'items=1', contentType: 'application/x-www-form-urlencoded' }, 415, 'unsupported_media_type', /Unsupported Media Type/],
-  ['a body without a content type', { path: '/api/v1/push', body: pushBody([item()]), contentType: null }, 415, 'unsupported_media_type', /Unsupported Media Type/],
+  [
+    'too many items',
+    { path: '/api/v1/push', body: pushBody(Array.from({ length: MAX_ITEMS + 1 }, () => item())) },
+    400,
+    'bad_request',
+    /over the limit of 50 per request/,
+  ],
+  [
+    'unknown top-level field',
+    { path: '/api/v1/push', body: JSON.stringify({ items: [item()], queue: 'x' }) },
+    400,
+    'bad_request',
+    /unknown field "queue"/,
+  ],
+  [
+    '__proto__ smuggled in',
+    { path: '/api/v1/push', body: '{"__proto__": {"items": [1]}, "items": [{"queue":"bad-in","payload":1}]}' },
+    400,
+    'bad_request',
+    /unknown field "__proto__"/,
+  ],
+  [
+    'body over maxBodyBytes',
+    { path: '/api/v1/push', body: pushBody([item({ payload: 'x'.repeat(MAX_BODY) })]) },
+    413,
+    'payload_too_large',
+    /too large/,
+  ],
+  [
+    'text/plain content type',
+    { path: '/api/v1/push', body: pushBody([item()]), contentType: 'text/plain' },
+    415,
+    'unsupported_media_type',
+    /Unsupported Media Type/,
+  ],
+  [
+    'form content type',
+    { path: '/api/v1/push', body: 'items=1', contentType: 'application/x-www-form-urlencoded' },
+    415,
+    'unsupported_media_type',
+    /Unsupported Media Type/,
+  ],
+  [
+    'a body without a content type',
+    { path: '/api/v1/push', body: pushBody([item()]), contentType: null },
+    415,
+    'unsupported_media_type',
+    /Unsupported Media Type/,
+  ],
   ['push without a body', { method: 'POST', path: '/api/v1/push', contentType: null }, 400, 'bad_request', /JSON object/],
   ['configure: body is an array', { path: '/api/v1/configure', body: '[1]' }, 400, 'bad_request', /JSON object/],
-  ['configure: unknown field', { path: '/api/v1/configure', body: '{"queue":"cfg-bad","option":{}}' }, 400, 'bad_request', /unknown field "option"/],
-  ['configure: bad queue name', { path: '/api/v1/configure', body: '{"queue":"no spaces","options":{}}' }, 400, 'bad_request', /queue must be/],
+  [
+    'configure: unknown field',
+    { path: '/api/v1/configure', body: '{"queue":"cfg-bad","option":{}}' },
+    400,
+    'bad_request',
+    /unknown field "option"/,
+  ],
+  [
+    'configure: bad queue name',
+    { path: '/api/v1/configure', body: '{"queue":"no spaces","options":{}}' },
+    400,
+    'bad_request',
+    /queue must be/,
+  ],
   ['configure: missing queue', { path: '/api/v1/configure', body: '{"options":{}}' }, 400, 'bad_request', /queue must be/],
-  ['configure: bad mode', { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":{},"mode":"upsert"}' }, 400, 'bad_request', /mode must be "merge" or "replace"/],
-  ['configure: unknown option', { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":{"dedupWindow":5}}' }, 400, 'bad_request', /unknown option "dedupWindow"/],
-  ['configure: wrong type', { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":{"dedupWindowSeconds":"60"}}' }, 400, 'bad_request', /dedupWindowSeconds must be an integer/],
-  ['configure: negative window', { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":{"dedupWindowSeconds":-1}}' }, 400, 'bad_request', /dedupWindowSeconds/],
-  ['configure: options not an object', { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":[]}' }, 400, 'bad_request', /options must be an object/],
+  [
+    'configure: bad mode',
+    { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":{},"mode":"upsert"}' },
+    400,
+    'bad_request',
+    /mode must be "merge" or "replace"/,
+  ],
+  [
+    'configure: unknown option',
+    { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":{"dedupWindow":5}}' },
+    400,
+    'bad_request',
+    /unknown option "dedupWindow"/,
+  ],
+  [
+    'configure: wrong type',
+    { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":{"dedupWindowSeconds":"60"}}' },
+    400,
+    'bad_request',
+    /dedupWindowSeconds must be an integer/,
+  ],
+  [
+    'configure: negative window',
+    { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":{"dedupWindowSeconds":-1}}' },
+    400,
+    'bad_request',
+    /dedupWindowSeconds/,
+  ],
+  [
+    'configure: options not an object',
+    { path: '/api/v1/configure', body: '{"queue":"cfg-bad","options":[]}' },
+    400,
+    'bad_request',
+    /options must be an object/,
+  ],
   ['get: unknown queue', { path: '/api/v1/resources/queues/never-made' }, 404, 'not_found', /does not exist/],
   ['get: bad queue name', { path: `/api/v1/resources/queues/${encodeURIComponent('a b')}` }, 400, 'bad_request', /queue must be/],
   ['unknown route', { path: '/api/v1/nope' }, 404, 'not_found', /no route GET \/api\/v1\/nope/],
@@ -101,8 +185,17 @@ const REQUEST_CASES: [string, Raw, number, string, RegExp][] = [
 ];
 
 test.serial('seed data before the bad input', async (t) => {
-  const res = await new Queen({ url: t.context.open.url }).queue('bad-in').partition('p').push([{ transactionId: 'kept-1', data: 1 }, { transactionId: 'kept-2', data: 2 }]);
-  t.deepEqual(res.map((r) => r.status), ['queued', 'queued']);
+  const res = await new Queen({ url: t.context.open.url })
+    .queue('bad-in')
+    .partition('p')
+    .push([
+      { transactionId: 'kept-1', data: 1 },
+      { transactionId: 'kept-2', data: 2 },
+    ]);
+  t.deepEqual(
+    res.map((r) => r.status),
+    ['queued', 'queued'],
+  );
   t.is(await frames(t, 'bad-in'), 2);
 });
 
@@ -155,11 +248,36 @@ test.serial('bad items fail alone; the valid items of the same request are writt
   const res = await send(t.context.open.url, { path: '/api/v1/push', body: pushBody(items) });
   t.is(res.status, 201);
   const out = res.body as { index: number; status: string; error?: string; message_id: string | null }[];
-  t.deepEqual(out.map((r) => r.index), items.map((_, i) => i));
+  t.deepEqual(
+    out.map((r) => r.index),
+    items.map((_, i) => i),
+  );
   const expected = ['queued', ...Array(16).fill('failed'), 'queued'];
-  t.deepEqual(out.map((r) => r.status), expected);
+  t.deepEqual(
+    out.map((r) => r.status),
+    expected,
+  );
   const errors = out.map((r) => r.error ?? '');
-  const patterns = [/^$/, /object/, /object/, /object/, /object/, /queue must be/, /queue must be/, /at most 256/, /non-empty/, /control/, /transactionId must be a non-empty string/, /at most 512/, /payload is required/, /either payload or data/, /over the limit of 1024/, /unknown field "transactionID"/, /traceContext must be a string/, /^$/];
+  const patterns = [
+    /^$/,
+    /object/,
+    /object/,
+    /object/,
+    /object/,
+    /queue must be/,
+    /queue must be/,
+    /at most 256/,
+    /non-empty/,
+    /control/,
+    /transactionId must be a non-empty string/,
+    /at most 512/,
+    /payload is required/,
+    /either payload or data/,
+    /over the limit of 1024/,
+    /unknown field "transactionID"/,
+    /traceContext must be a string/,
+    /^$/,
+  ];
   patterns.forEach((p, i) => t.regex(errors[i]!, p, `item ${i}`));
   for (const r of out.filter((x) => x.status === 'failed')) t.is(r.message_id, null);
   t.is(await frames(t, 'bad-in'), 4);
@@ -185,14 +303,21 @@ test.serial('auth: /api routes need the bearer token; /health and /metrics do no
   const ok = await send(base, { path: '/api/v1/push', body, auth: `Bearer ${TOKEN}` });
   t.is(ok.status, 201);
   t.is(ok.body[0].status, 'queued');
-  t.is((await send(base, { path: '/api/v1/resources/queues/bad-in', auth: `bearer ${TOKEN}` })).status, 200, 'the scheme is case-insensitive');
+  t.is(
+    (await send(base, { path: '/api/v1/resources/queues/bad-in', auth: `bearer ${TOKEN}` })).status,
+    200,
+    'the scheme is case-insensitive',
+  );
   t.is((await send(base, { path: '/health' })).status, 200);
   t.is((await send(base, { path: '/metrics' })).status, 200);
 });
 
 test.serial('auth through the client: the token is sent; a wrong one is a 401 that is not retried', async (t) => {
   const good = new Queen({ url: t.context.guarded.url, token: TOKEN });
-  const [r] = await good.queue('bad-in').partition('p').push([{ transactionId: 'client-authed', data: 1 }]);
+  const [r] = await good
+    .queue('bad-in')
+    .partition('p')
+    .push([{ transactionId: 'client-authed', data: 1 }]);
   t.is(r!.status, 'queued');
   let retries = 0;
   const bad = new Queen({ url: t.context.guarded.url, token: 'nope', onRetry: () => retries++ });
@@ -207,7 +332,10 @@ test.serial('afterwards the service is alive and the accepted data is intact', a
   t.deepEqual(health.body, { status: 'ok' });
   // 2 seeded + 2 good items + 1 authed push + 1 client push; none of the bad input wrote anything.
   t.is(await frames(t, 'bad-in'), 6);
-  const again = await new Queen({ url: t.context.open.url }).queue('bad-in').partition('p').push([{ transactionId: 'kept-1', data: 1 }]);
+  const again = await new Queen({ url: t.context.open.url })
+    .queue('bad-in')
+    .partition('p')
+    .push([{ transactionId: 'kept-1', data: 1 }]);
   t.is(again[0]!.status, 'duplicate', 'the seeded message is still there to be a duplicate of');
   const metrics = await send(t.context.open.url, { path: '/metrics' });
   t.notRegex(metrics.body, /queen_http_responses_total\{status="5\d\d"\}/, 'no 5xx was ever answered');

@@ -122,7 +122,9 @@ test('concurrent configures serialise: all succeed and the final value is one of
 test('concurrent merges of null and values never produce anything but a written value or the default', async (t) => {
   const q = t.context.client.queue('cfg-race-mixed');
   await q.configure({ dedupWindowSeconds: 0 });
-  const bodies: QueueOptionsPatch[] = Array.from({ length: 20 }, (_, i) => (i % 3 === 0 ? { dedupWindowSeconds: null } : i % 3 === 1 ? {} : { dedupWindowSeconds: i }));
+  const bodies: QueueOptionsPatch[] = Array.from({ length: 20 }, (_, i) =>
+    i % 3 === 0 ? { dedupWindowSeconds: null } : i % 3 === 1 ? {} : { dedupWindowSeconds: i },
+  );
   await Promise.all(bodies.map((b) => q.configure(b)));
   const final = await stored(t, 'cfg-race-mixed');
   const allowed = new Set([3600, ...bodies.map((b) => b.dedupWindowSeconds).filter((v): v is number => typeof v === 'number')]);

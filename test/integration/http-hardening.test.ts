@@ -31,7 +31,11 @@ interface Answer {
 }
 
 async function post(base: string, path: string, body: unknown): Promise<Answer> {
-  const res = await fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: await res.json() };
 }
 
@@ -42,8 +46,18 @@ async function get(base: string, path: string): Promise<Answer> {
 }
 
 /** The documented error body: exactly these keys, right types. */
-function assertErrorShape(t: { true(v: boolean, m?: string): void; deepEqual(a: unknown, b: unknown, m?: string): void }, body: any, code: string): void {
-  t.deepEqual(Object.keys(body).filter((k) => k !== 'field').sort(), ['error', 'message', 'retriable'], JSON.stringify(body));
+function assertErrorShape(
+  t: { true(v: boolean, m?: string): void; deepEqual(a: unknown, b: unknown, m?: string): void },
+  body: any,
+  code: string,
+): void {
+  t.deepEqual(
+    Object.keys(body)
+      .filter((k) => k !== 'field')
+      .sort(),
+    ['error', 'message', 'retriable'],
+    JSON.stringify(body),
+  );
   t.deepEqual(body.error, code, JSON.stringify(body));
   t.true(typeof body.message === 'string' && typeof body.retriable === 'boolean', JSON.stringify(body));
 }
@@ -98,7 +112,10 @@ test('5: lone surrogates in partition names fail alone; concurrent good requests
   }
   // Nothing was rewritten: no U+FFFD partition besides the one asked for, and the valid names stored exactly.
   const names = await partitionNames(t, 'rq1');
-  t.deepEqual(names.filter((n) => n.includes('\ufffd')), ['fffd-\ufffd']);
+  t.deepEqual(
+    names.filter((n) => n.includes('\ufffd')),
+    ['fffd-\ufffd'],
+  );
   for (const v of valid) t.true(names.includes(v), v);
   t.is(await frames(t, 'rq1'), good.length * 2 + bad.length);
   const health = await get(base, '/health');
@@ -129,16 +146,28 @@ test('6: distinct transactionIds with lone surrogates are never merged; pairs an
 });
 
 test('6: a Kafka header string with a lone surrogate is refused by the writer (dead-lettered), never merged', async (t) => {
-  const rec = (txn: string, offset: string) => ({ key: Buffer.from('k'), value: Buffer.from('{}'), offset, headers: { transactionId: txn } });
+  const rec = (txn: string, offset: string) => ({
+    key: Buffer.from('k'),
+    value: Buffer.from('{}'),
+    offset,
+    headers: { transactionId: txn },
+  });
   const mapped = ['ls-\ud800', 'ls-\udc00', 'ls-ok'].map((txn, i) => mapRecord('topic', 'kq', 0, rec(txn, String(i))));
   const items = mapped.map((m) => (m.ok ? m.item : undefined)).filter((x) => x !== undefined);
   const results = await t.context.writer.push(items);
-  t.deepEqual(results.map((r) => r.status), ['failed', 'failed', 'queued']);
+  t.deepEqual(
+    results.map((r) => r.status),
+    ['failed', 'failed', 'queued'],
+  );
   t.regex(results[0]!.error!, /well-formed/);
 });
 
 test('5: a body that is not valid UTF-8 is a 400, not a silent U+FFFD rewrite', async (t) => {
-  const body = Buffer.concat([Buffer.from('{"items":[{"queue":"rq-bytes","partition":"a-'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('","payload":1}]}')]);
+  const body = Buffer.concat([
+    Buffer.from('{"items":[{"queue":"rq-bytes","partition":"a-'),
+    Buffer.from([0xed, 0xa0, 0x80]),
+    Buffer.from('","payload":1}]}'),
+  ]);
   const res = await fetch(`${t.context.api.url}/api/v1/push`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
   t.is(res.status, 400);
   const b = (await res.json()) as any;
@@ -174,7 +203,12 @@ test('7: queue names of 101-128 characters work through every route; longer ones
 
 test('7: the CLI reaches the same limits', async (t) => {
   const out: string[] = [];
-  const io: CliIo = { out: (s) => void out.push(s), err: (s) => void out.push(s), env: { QUEEN_URL: t.context.api.url }, read: async () => '' };
+  const io: CliIo = {
+    out: (s) => void out.push(s),
+    err: (s) => void out.push(s),
+    env: { QUEEN_URL: t.context.api.url },
+    read: async () => '',
+  };
   const name = `c${'y'.repeat(127)}`;
   t.is(await run(['push', name, '--partition', 'é'.repeat(128), '--txn', 't'.repeat(512), '{"a":1}'], io), 0, out.join(''));
   t.is(await run(['get', 'queue', name, '-o', 'json'], io), 0, out.join(''));

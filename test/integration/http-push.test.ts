@@ -102,7 +102,12 @@ test.before(async (t) => {
   proxied.hostname = '127.0.0.1';
   proxied.port = String(proxy.port);
   // A small in-flight budget, so one stalled 2 KiB push is enough to overload it.
-  const viaProxy = await startHttpStack('http_push', { database: main, engineUrl: proxied.toString(), maxBodyBytes: 4 << 20, maxInflightBytes: 1024 });
+  const viaProxy = await startHttpStack('http_push', {
+    database: main,
+    engineUrl: proxied.toString(),
+    maxBodyBytes: 4 << 20,
+    maxInflightBytes: 1024,
+  });
   t.context = { sql: main.sql, main, proxy, viaProxy };
 });
 
@@ -190,10 +195,13 @@ test('the stored payload is the JSON text of data; payload is the wire name and 
 test('the client pushes to "Default" without a partition and mints transactionIds that are kept', async (t) => {
   const client = new Queen({ url: t.context.main.api.url });
   const res = await client.queue('minted').push([{ data: 1 }, { data: 1 }]);
-  t.deepEqual(res.map((r) => [r.status, r.partition, r.offset]), [
-    ['queued', 'Default', 0],
-    ['queued', 'Default', 1],
-  ]);
+  t.deepEqual(
+    res.map((r) => [r.status, r.partition, r.offset]),
+    [
+      ['queued', 'Default', 0],
+      ['queued', 'Default', 1],
+    ],
+  );
   t.regex(res[0]!.transactionId!, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   t.not(res[0]!.transactionId, res[1]!.transactionId);
 });
@@ -213,7 +221,10 @@ test('a push whose answer is lost is retried by the client and answered duplicat
     return res;
   };
   const client = new Queen({ url, fetch: losingFetch, baseDelayMs: 1 });
-  const [r] = await client.queue('lost-answer').partition('p').push([{ data: { amount: 5 } }]);
+  const [r] = await client
+    .queue('lost-answer')
+    .partition('p')
+    .push([{ data: { amount: 5 } }]);
   t.is(calls, 2);
   t.is(r!.status, 'duplicate', 'the retry found the first attempt');
   t.is(r!.offset, 0);
@@ -224,8 +235,16 @@ test('a batch mixes queued, duplicate and failed items in request order', async 
   const client = new Queen({ url: t.context.main.api.url });
   const q = client.queue('mixed').partition('p');
   const [orig] = await q.push([{ transactionId: 'x', data: 0 }]);
-  const res = await q.push([{ transactionId: 'y', data: 1 }, { transactionId: 'x', data: 2 }, { transactionId: '', data: 3 }, { transactionId: 'y', data: 4 }]);
-  t.deepEqual(res.map((r) => r.status), ['queued', 'duplicate', 'failed', 'duplicate']);
+  const res = await q.push([
+    { transactionId: 'y', data: 1 },
+    { transactionId: 'x', data: 2 },
+    { transactionId: '', data: 3 },
+    { transactionId: 'y', data: 4 },
+  ]);
+  t.deepEqual(
+    res.map((r) => r.status),
+    ['queued', 'duplicate', 'failed', 'duplicate'],
+  );
   t.is(res[1]!.id, orig!.id);
   t.is(res[3]!.id, res[0]!.id, 'a repeat within one request follows its leader');
   t.regex(res[2]!.error!, /transactionId/);
@@ -277,7 +296,10 @@ test.serial('the client retries 503 with backoff until PostgreSQL is back, and t
       proxy.up();
     },
   });
-  const [r] = await client.queue('outage-retry').partition('p').push([{ transactionId: 'once', data: { a: 1 } }]);
+  const [r] = await client
+    .queue('outage-retry')
+    .partition('p')
+    .push([{ transactionId: 'once', data: { a: 1 } }]);
   t.is(r!.status, 'queued');
   t.true(reasons.length >= 1);
   t.is(reasons[0], 'HTTP 503');
@@ -295,7 +317,11 @@ test.serial('overload: while the push path holds more than its budget, pushes ar
   const shed = await post(url, '/api/v1/push', { items: [{ queue: 'shed', partition: 'p', transactionId: 'small', payload: 1 }] });
   t.is(shed.status, 503);
   t.is(shed.headers.get('retry-after'), '1');
-  t.like(await shed.json(), { error: 'unavailable', retriable: true, message: 'the push path is over its in-flight byte budget; retry later' });
+  t.like(await shed.json(), {
+    error: 'unavailable',
+    retriable: true,
+    message: 'the push path is over its in-flight byte budget; retry later',
+  });
   proxy.resume();
   const res = await big;
   t.is(res.status, 201);
@@ -315,7 +341,14 @@ test('a 4xx is not retried and surfaces as QueenHttpError', async (t) => {
 
 test('a port already in use fails start() and leaves nothing running', async (t) => {
   const { main } = t.context;
-  const clash = new HttpApi({ fusion: main.fusion, pool: main.engine.pool, metrics: new MetricsRegistry(), maxBodyBytes: 1024, host: '127.0.0.1', port: main.api.port });
+  const clash = new HttpApi({
+    fusion: main.fusion,
+    pool: main.engine.pool,
+    metrics: new MetricsRegistry(),
+    maxBodyBytes: 1024,
+    host: '127.0.0.1',
+    port: main.api.port,
+  });
   await t.throwsAsync(clash.start(), { message: /EADDRINUSE/ });
   t.is(clash.state, 'stopped');
   t.is((await fetch(`${main.api.url}/health`)).status, 200, 'the running API is untouched');

@@ -52,7 +52,8 @@ function start(t: { context: Ctx }, env: Record<string, string>): ServiceProcess
 }
 
 /** Records with derived transactionIds (topic/partition/offset): the commit invariant is checkable per offset. */
-const wave = (from: number, n: number): Message[] => Array.from({ length: n }, (_, i) => ({ key: `k${(from + i) % 24}`, value: `v${from + i}` }));
+const wave = (from: number, n: number): Message[] =>
+  Array.from({ length: n }, (_, i) => ({ key: `k${(from + i) % 24}`, value: `v${from + i}` }));
 
 /** Every offset below each committed offset has its record in the log. */
 async function assertCommitsBehindLog(t: { context: Ctx }, topic: string, group: string): Promise<number> {
@@ -78,7 +79,11 @@ async function storedCount(sql: pg.Pool, queue: string): Promise<number> {
   return r.rows[0].n;
 }
 
-function assertExactlyOnce(t: { is: (a: unknown, b: unknown, m?: string) => void }, frames: Awaited<ReturnType<typeof storedFrames>>, total: number) {
+function assertExactlyOnce(
+  t: { is: (a: unknown, b: unknown, m?: string) => void },
+  frames: Awaited<ReturnType<typeof storedFrames>>,
+  total: number,
+) {
   t.is(frames.length, total, 'every record stored once');
   t.is(new Set(frames.map((f) => f.transactionId)).size, total, 'no transactionId stored twice');
 }
@@ -154,7 +159,11 @@ test.serial('PostgreSQL restart mid-stream: the ingress recovers by itself and t
   const dir = fileURLToPath(new URL(`../../../.local/pg-restart-${randomBytes(3).toString('hex')}/`, import.meta.url));
   const env = { ...process.env, QUEEN_LOCAL_DIR: dir, QUEEN_PG_OPTS: '-c fsync=off' };
   const { stdout } = await run('bash', [PG_SCRIPT, 'start'], { env });
-  const url = stdout.trim().split('\n').pop()!.replace(/^DATABASE_URL=/, '');
+  const url = stdout
+    .trim()
+    .split('\n')
+    .pop()!
+    .replace(/^DATABASE_URL=/, '');
   const pool = new pg.Pool({ connectionString: url, max: 2 });
   pool.on('error', () => undefined);
   let stack: Awaited<ReturnType<typeof startIngestStack>> | undefined;

@@ -52,7 +52,11 @@ test.serial("lz4, zstd and snappy batches from Kafka's Java producer are each in
   const stack = await startIngestStack({ databaseUrl: db.url, topic, group });
   try {
     for (const codec of codecs) {
-      const records = Array.from({ length: PER_CODEC }, (_, i) => ({ key: `${codec}-k${i % 8}`, value: `{"codec":"${codec}","s":${Math.floor(i / 8)}}`, headers: { transactionId: `${codec}-${i}` } }));
+      const records = Array.from({ length: PER_CODEC }, (_, i) => ({
+        key: `${codec}-k${i % 8}`,
+        value: `{"codec":"${codec}","s":${Math.floor(i / 8)}}`,
+        headers: { transactionId: `${codec}-${i}` },
+      }));
       // Every tenth record sent twice: the second copy must come back a duplicate.
       const resends = records.filter((_, i) => i % 10 === 0);
       await javaProduce(brokers(), topic, [...records, ...resends], { compression: codec });
@@ -65,8 +69,14 @@ test.serial("lz4, zstd and snappy batches from Kafka's Java producer are each in
       t.is(frames.filter((f) => f.transactionId.startsWith(`${codec}-`)).length, PER_CODEC, `${codec}: all records`);
       t.true(codecStats().decoded[codec] > before[codec], `${codec}: the batches really were ${codec}-compressed`);
       for (let k = 0; k < 8; k++) {
-        const seqs = frames.filter((f) => f.partition === `${codec}-k${k}`).map((f) => (JSON.parse(f.payload.toString()) as { s: number }).s);
-        t.deepEqual(seqs, seqs.map((_, i) => i), `${codec}-k${k}: per-key order`);
+        const seqs = frames
+          .filter((f) => f.partition === `${codec}-k${k}`)
+          .map((f) => (JSON.parse(f.payload.toString()) as { s: number }).s);
+        t.deepEqual(
+          seqs,
+          seqs.map((_, i) => i),
+          `${codec}-k${k}: per-key order`,
+        );
       }
     }
     const rec = stack.metrics.counter('queen_ingress_records_total', '');
@@ -83,7 +93,15 @@ test.serial('a consumer crash is counted, shows in readiness, and the consumer r
   const group = uniqueName('g-crash');
   await createTopic(kafka, topic, 2);
   const stack = await startIngestStack({ databaseUrl: db.url, topic, group, ingress: { consumerRetries: 1, restartBackoffMaxMs: 2_000 } });
-  const http = new HttpApi({ fusion: stack.fusion, pool: sql, metrics: stack.metrics, maxBodyBytes: 1 << 20, host: '127.0.0.1', port: 0, ingressReadiness: () => stack.ingress.status() });
+  const http = new HttpApi({
+    fusion: stack.fusion,
+    pool: sql,
+    metrics: stack.metrics,
+    maxBodyBytes: 1 << 20,
+    host: '127.0.0.1',
+    port: 0,
+    ingressReadiness: () => stack.ingress.status(),
+  });
   await http.start();
   try {
     await produce(kafka, topic, [{ key: 'a', value: '{"n":0}', headers: { transactionId: 'before' } }]);

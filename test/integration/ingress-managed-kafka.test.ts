@@ -38,10 +38,38 @@ function ingressFromEnv(env: Record<string, string>) {
 }
 
 const cases: { name: string; env: (b: SecureKafka) => Record<string, string> }[] = [
-  { name: 'SASL SCRAM-SHA-256', env: (b) => ({ KAFKA_BROKERS: b.saslBroker, KAFKA_SASL_MECHANISM: 'scram-sha-256', KAFKA_SASL_USERNAME: b.user, KAFKA_SASL_PASSWORD: b.password }) },
-  { name: 'SASL SCRAM-SHA-512', env: (b) => ({ KAFKA_BROKERS: b.saslBroker, KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: b.user, KAFKA_SASL_PASSWORD: b.password }) },
-  { name: 'SASL PLAIN', env: (b) => ({ KAFKA_BROKERS: b.saslBroker, KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: b.user, KAFKA_SASL_PASSWORD: b.password, KAFKA_CLIENT_ID: 'plain-client' }) },
-  { name: 'TLS (broker certificate verified against KAFKA_SSL_CA_FILE)', env: (b) => ({ KAFKA_BROKERS: b.sslBroker, KAFKA_SSL_CA_FILE: b.caFile }) },
+  {
+    name: 'SASL SCRAM-SHA-256',
+    env: (b) => ({
+      KAFKA_BROKERS: b.saslBroker,
+      KAFKA_SASL_MECHANISM: 'scram-sha-256',
+      KAFKA_SASL_USERNAME: b.user,
+      KAFKA_SASL_PASSWORD: b.password,
+    }),
+  },
+  {
+    name: 'SASL SCRAM-SHA-512',
+    env: (b) => ({
+      KAFKA_BROKERS: b.saslBroker,
+      KAFKA_SASL_MECHANISM: 'scram-sha-512',
+      KAFKA_SASL_USERNAME: b.user,
+      KAFKA_SASL_PASSWORD: b.password,
+    }),
+  },
+  {
+    name: 'SASL PLAIN',
+    env: (b) => ({
+      KAFKA_BROKERS: b.saslBroker,
+      KAFKA_SASL_MECHANISM: 'plain',
+      KAFKA_SASL_USERNAME: b.user,
+      KAFKA_SASL_PASSWORD: b.password,
+      KAFKA_CLIENT_ID: 'plain-client',
+    }),
+  },
+  {
+    name: 'TLS (broker certificate verified against KAFKA_SSL_CA_FILE)',
+    env: (b) => ({ KAFKA_BROKERS: b.sslBroker, KAFKA_SSL_CA_FILE: b.caFile }),
+  },
 ];
 
 for (const c of cases) {
@@ -52,7 +80,11 @@ for (const c of cases) {
     const topic = uniqueName('secure');
     const group = uniqueName('g-secure');
     await createTopic(kafka, topic, 2);
-    await produce(kafka, topic, Array.from({ length: 200 }, (_, i) => ({ key: `k${i % 4}`, value: `{"i":${i}}`, headers: { transactionId: `s-${i}` } })));
+    await produce(
+      kafka,
+      topic,
+      Array.from({ length: 200 }, (_, i) => ({ key: `k${i % 4}`, value: `{"i":${i}}`, headers: { transactionId: `s-${i}` } })),
+    );
     // The lag reader connects with the same settings (it has its own admin client).
     const lag = new LagMonitor({ ...opts, groupId: group, topics: [topic], intervalMs: 100 }, silentLogger, new MetricsRegistry());
     await lag.start();
@@ -78,13 +110,28 @@ test.serial('a wrong SASL password fails start-up with an authentication error, 
   const { broker, db } = t.context;
   const wrong = `wrong-${broker.password}`;
   const lines: string[] = [];
-  const logger = pino({ level: 'debug' }, new Writable({ write: (chunk, _enc, done) => {
-    lines.push(chunk.toString());
-    done();
-  } }));
-  const opts = ingressFromEnv({ KAFKA_BROKERS: broker.saslBroker, KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: broker.user, KAFKA_SASL_PASSWORD: wrong });
-  const err = await t.throwsAsync(startIngestStack({ databaseUrl: db.url, topic: uniqueName('denied'), group: uniqueName('g-denied'), ingress: opts, logger }));
+  const logger = pino(
+    { level: 'debug' },
+    new Writable({
+      write: (chunk, _enc, done) => {
+        lines.push(chunk.toString());
+        done();
+      },
+    }),
+  );
+  const opts = ingressFromEnv({
+    KAFKA_BROKERS: broker.saslBroker,
+    KAFKA_SASL_MECHANISM: 'scram-sha-512',
+    KAFKA_SASL_USERNAME: broker.user,
+    KAFKA_SASL_PASSWORD: wrong,
+  });
+  const err = await t.throwsAsync(
+    startIngestStack({ databaseUrl: db.url, topic: uniqueName('denied'), group: uniqueName('g-denied'), ingress: opts, logger }),
+  );
   t.regex(err.message, /SASL|authentic/i);
   t.false(err.message.includes(wrong));
-  t.false(lines.some((l) => l.includes(wrong) || l.includes(broker.password)), 'the password never reaches the log');
+  t.false(
+    lines.some((l) => l.includes(wrong) || l.includes(broker.password)),
+    'the password never reaches the log',
+  );
 });

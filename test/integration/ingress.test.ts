@@ -2,7 +2,17 @@ import anyTest, { type TestFn } from 'ava';
 import type { Kafka, Message } from 'kafkajs';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { caughtUp, committed, createTopic, kafkaClient, produce, recordCount, storedFrames, uniqueName, VerdictLog } from '../helpers/kafka.js';
+import {
+  caughtUp,
+  committed,
+  createTopic,
+  kafkaClient,
+  produce,
+  recordCount,
+  storedFrames,
+  uniqueName,
+  VerdictLog,
+} from '../helpers/kafka.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
 import { startIngestStack } from '../helpers/stack.js';
 
@@ -38,7 +48,11 @@ function events(n: number, resendEvery = 10): { messages: Message[]; distinct: n
 }
 
 /** The log holds each distinct transactionId once, per-key in production order. */
-function assertExact(t: { is: (a: unknown, b: unknown, m?: string) => void; deepEqual: (a: unknown, b: unknown, m?: string) => void }, frames: Awaited<ReturnType<typeof storedFrames>>, distinct: number) {
+function assertExact(
+  t: { is: (a: unknown, b: unknown, m?: string) => void; deepEqual: (a: unknown, b: unknown, m?: string) => void },
+  frames: Awaited<ReturnType<typeof storedFrames>>,
+  distinct: number,
+) {
   t.is(frames.length, distinct, 'each distinct transactionId stored exactly once');
   t.is(new Set(frames.map((f) => f.transactionId)).size, distinct);
   const byKey = new Map<string, number[]>();
@@ -48,7 +62,11 @@ function assertExact(t: { is: (a: unknown, b: unknown, m?: string) => void; deep
     byKey.get(f.partition)!.push(s);
   }
   for (const [key, seqs] of byKey) {
-    t.deepEqual(seqs, seqs.map((_, i) => i), `per-key order preserved for ${key}`);
+    t.deepEqual(
+      seqs,
+      seqs.map((_, i) => i),
+      `per-key order preserved for ${key}`,
+    );
   }
 }
 
@@ -154,7 +172,11 @@ test.serial('bad records of many kinds are dead-lettered with reasons; good ones
   try {
     await waitFor('the group to commit the end of the topic', () => caughtUp(kafka, group, topic), 120_000, 100);
     const frames = await storedFrames(sql, topic);
-    t.deepEqual(frames.map((f) => f.transactionId), good, 'every good record ingested, in order');
+    t.deepEqual(
+      frames.map((f) => f.transactionId),
+      good,
+      'every good record ingested, in order',
+    );
 
     const letters = new Map<number, { reason: string; topic: string; offset: string }>();
     await dlq.connect();
@@ -197,7 +219,8 @@ test.serial('committed offsets never pass what PostgreSQL holds (derived transac
         const c = await committed(kafka, group, topic);
         const stored = new Set((await storedFrames(sql, topic)).map((f) => f.transactionId));
         for (const [p, off] of c) {
-          for (let o = 0; o < off; o++) if (!stored.has(`${topic}/${p}/${o}`)) throw new Error(`offset ${o} of partition ${p} committed but not stored`);
+          for (let o = 0; o < off; o++)
+            if (!stored.has(`${topic}/${p}/${o}`)) throw new Error(`offset ${o} of partition ${p} committed but not stored`);
         }
         checks++;
         return caughtUp(kafka, group, topic);

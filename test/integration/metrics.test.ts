@@ -30,7 +30,11 @@ function sample(text: string, series: string): number | undefined {
 }
 
 function records(from: number, n: number, tag: string): Message[] {
-  return Array.from({ length: n }, (_, i) => ({ key: `k${(from + i) % 4}`, value: JSON.stringify({ i: from + i }), headers: { transactionId: `${tag}-${from + i}` } }));
+  return Array.from({ length: n }, (_, i) => ({
+    key: `k${(from + i) % 4}`,
+    value: JSON.stringify({ i: from + i }),
+    headers: { transactionId: `${tag}-${from + i}` },
+  }));
 }
 
 test('consumer lag rises while ingest is stopped and falls to zero after; verdicts, commit latency and consumer-up move', async (t) => {
@@ -48,16 +52,27 @@ test('consumer lag rises while ingest is stopped and falls to zero after; verdic
     const scraped = await watch.render();
     const perPartition = [0, 1].map((p) => sample(scraped, `queen_kafka_consumer_lag{topic="${topic}",partition="${p}"}`) ?? NaN);
     t.is(perPartition[0]! + perPartition[1]!, 30, `per-partition lag in the scrape: ${perPartition.join(',')}`);
-    t.true(perPartition.every((v) => v > 0), 'both partitions hold unread records');
+    t.true(
+      perPartition.every((v) => v > 0),
+      'both partitions hold unread records',
+    );
 
     let stack = await startIngestStack({ databaseUrl: t.context.db.url, topic, group });
     try {
-      await waitFor('consumer up', () => stack.metrics.find('queen_kafka_consumer_up') && (stack.metrics.gauge('queen_kafka_consumer_up', '').get() === 1), 30_000, 50);
+      await waitFor(
+        'consumer up',
+        () => stack.metrics.find('queen_kafka_consumer_up') && stack.metrics.gauge('queen_kafka_consumer_up', '').get() === 1,
+        30_000,
+        50,
+      );
       await waitFor('lag back to zero', () => lag.total() === 0n, 60_000, 50);
       const verdicts = stack.metrics.counter('queen_messages_total', '');
       t.is(verdicts.get({ source: 'kafka', status: 'queued' }), 30);
       t.true(stack.metrics.histogram('queen_ingress_record_commit_seconds', '').count() > 0, 'record->commit latency observed');
-      t.true(stack.metrics.histogram('queen_bundle_push_duration_seconds', '', { labelKeys: ['result'] }).count({ result: 'ok' }) > 0, 'bundle push latency observed');
+      t.true(
+        stack.metrics.histogram('queen_bundle_push_duration_seconds', '', { labelKeys: ['result'] }).count({ result: 'ok' }) > 0,
+        'bundle push latency observed',
+      );
     } finally {
       await stack.stop();
     }
@@ -83,12 +98,22 @@ test('consumer lag rises while ingest is stopped and falls to zero after; verdic
 });
 
 test('the service exposes build info, process metrics, PostgreSQL pool and health, HTTP durations and HTTP verdicts', async (t) => {
-  const config = loadConfig({ DATABASE_URL: t.context.db.url, QUEEN_HTTP_PORT: '0', QUEEN_HTTP_HOST: '127.0.0.1', QUEEN_BUILD_COMMIT: 'feedc0ffee12' });
+  const config = loadConfig({
+    DATABASE_URL: t.context.db.url,
+    QUEEN_HTTP_PORT: '0',
+    QUEEN_HTTP_HOST: '127.0.0.1',
+    QUEEN_BUILD_COMMIT: 'feedc0ffee12',
+  });
   const service = new Service(config, silentLogger);
   await service.start();
   try {
     const base = service.http.url;
-    const push = (items: unknown[]) => fetch(`${base}/api/v1/push`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    const push = (items: unknown[]) =>
+      fetch(`${base}/api/v1/push`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ items }),
+      }).then(async (r) => ({ status: r.status, body: await r.json() }));
     const item = (tx: string) => ({ queue: 'm', partition: 'p', transactionId: tx, payload: { tx } });
     const first = await push([item('a'), item('b'), item('c')]);
     t.is(first.status, 201, JSON.stringify(first.body));
@@ -115,22 +140,43 @@ test('the service exposes build info, process metrics, PostgreSQL pool and healt
 
 test('every queen_* metric the dashboard and the alert rules query is exposed by a running service', async (t) => {
   const { readFileSync } = await import('node:fs');
-  const dashboard = JSON.parse(readFileSync('observability/grafana/queen-ingress.json', 'utf8')) as { panels: { targets?: { expr?: string }[] }[] };
-  const exprs = [...dashboard.panels.flatMap((p) => (p.targets ?? []).map((x) => x.expr ?? '')), readFileSync('observability/prometheus/alerts.yml', 'utf8')];
+  const dashboard = JSON.parse(readFileSync('observability/grafana/queen-ingress.json', 'utf8')) as {
+    panels: { targets?: { expr?: string }[] }[];
+  };
+  const exprs = [
+    ...dashboard.panels.flatMap((p) => (p.targets ?? []).map((x) => x.expr ?? '')),
+    readFileSync('observability/prometheus/alerts.yml', 'utf8'),
+  ];
   const used = new Set(exprs.flatMap((e) => [...e.matchAll(/\bqueen_[a-z0-9_]+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, ''))));
   t.true(used.size >= 8, `queries found: ${[...used].join(', ')}`);
   const topic = uniqueName('families');
   await createTopic(t.context.kafka, topic, 1);
   await produce(t.context.kafka, topic, records(0, 5, 'families'));
-  const config = loadConfig({ DATABASE_URL: t.context.db.url, KAFKA_BROKERS: brokers().join(','), QUEEN_INGRESS_TOPICS: topic, QUEEN_INGRESS_GROUP: uniqueName('g-families'), QUEEN_HTTP_PORT: '0', QUEEN_HTTP_HOST: '127.0.0.1', QUEEN_LAG_INTERVAL_MS: '200' });
+  const config = loadConfig({
+    DATABASE_URL: t.context.db.url,
+    KAFKA_BROKERS: brokers().join(','),
+    QUEEN_INGRESS_TOPICS: topic,
+    QUEEN_INGRESS_GROUP: uniqueName('g-families'),
+    QUEEN_HTTP_PORT: '0',
+    QUEEN_HTTP_HOST: '127.0.0.1',
+    QUEEN_LAG_INTERVAL_MS: '200',
+  });
   const service = new Service(config, silentLogger);
   await service.start();
   try {
-    await waitFor('the 5 records ingested', () => service.metrics.counter('queen_messages_total', '').get({ source: 'kafka', status: 'queued' }) === 5, 60_000, 20);
+    await waitFor(
+      'the 5 records ingested',
+      () => service.metrics.counter('queen_messages_total', '').get({ source: 'kafka', status: 'queued' }) === 5,
+      60_000,
+      20,
+    );
     const text = await fetch(`${service.http.url}/metrics`).then((r) => r.text());
     const missing = [...used].filter((name) => !text.includes(`# TYPE ${name} `));
     t.deepEqual(missing, [], 'a dashboard panel or an alert on a metric the service does not expose would stay empty forever');
-    t.true((sample(text, 'queen_dedup_resident_bytes') ?? 0) > 0, 'the cache holds the 5 ingested hashes: its resident bytes moved off zero');
+    t.true(
+      (sample(text, 'queen_dedup_resident_bytes') ?? 0) > 0,
+      'the cache holds the 5 ingested hashes: its resident bytes moved off zero',
+    );
   } finally {
     await service.stop();
   }

@@ -65,7 +65,16 @@ test.before(async (t) => {
   // @types/node: what any TypeScript-on-Node project has (same version as ours, so the npm cache serves it).
   await ok(
     'npm',
-    ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', join(tarballs, client), join(tarballs, cli), '@types/node@20.19.43'],
+    [
+      'install',
+      '--no-audit',
+      '--no-fund',
+      '--prefer-offline',
+      '--loglevel=error',
+      join(tarballs, client),
+      join(tarballs, cli),
+      '@types/node@20.19.43',
+    ],
     project,
   );
 });
@@ -101,7 +110,18 @@ test('an importer type-checks against the installed declarations (tsc --noEmit),
   const project = join(t.context.dir, 'project');
   await writeFile(
     join(project, 'tsconfig.json'),
-    JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: true, types: ['node'] }, files: ['check.ts'] }),
+    JSON.stringify({
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        types: ['node'],
+      },
+      files: ['check.ts'],
+    }),
   );
   await writeFile(
     join(project, 'check.ts'),
@@ -162,7 +182,9 @@ test('the installed queenctl bin: version, and get queues -o json against the re
   const bin = join(project, 'node_modules', '.bin', 'queenctl');
   t.is((await ok(bin, ['version'], project)).trim(), 'queenctl 0.1.0');
   await t.context.client.queue('pkg-listed').configure({ dedupWindowSeconds: 60 });
-  const listed = JSON.parse(await ok(bin, ['get', 'queues', '-o', 'json', '--server', t.context.api.url], project)) as { queues: { queue: string; options: { dedupWindowSeconds: number } }[] };
+  const listed = JSON.parse(await ok(bin, ['get', 'queues', '-o', 'json', '--server', t.context.api.url], project)) as {
+    queues: { queue: string; options: { dedupWindowSeconds: number } }[];
+  };
   const mine = listed.queues.find((q) => q.queue === 'pkg-listed');
   t.is(mine?.options.dedupWindowSeconds, 60);
 });

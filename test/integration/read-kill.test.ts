@@ -27,7 +27,10 @@ teardownAndCheckLeaks(test, async (t) => {
 });
 
 function consumer(t: { context: Ctx }, env: Record<string, string>): { child: ChildProcess; handled: string[]; exited: Promise<void> } {
-  const child = spawn(process.execPath, [SCRIPT], { env: { PATH: process.env.PATH ?? '', QUEEN_URL: t.context.s.api.url, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [SCRIPT], {
+    env: { PATH: process.env.PATH ?? '', QUEEN_URL: t.context.s.api.url, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   t.context.children.push(child);
   const handled: string[] = [];
   let buf = '';
@@ -55,7 +58,10 @@ async function committed(s: HttpStack, queue: string, group: string): Promise<nu
 test('a consumer killed with SIGKILL mid-batch loses nothing (at-least-once)', async (t) => {
   const { s } = t.context;
   const N = 300;
-  await s.client.queue('kill-ack').partition('p').push(Array.from({ length: N }, (_, i) => ({ transactionId: `k${i}`, data: i })));
+  await s.client
+    .queue('kill-ack')
+    .partition('p')
+    .push(Array.from({ length: N }, (_, i) => ({ transactionId: `k${i}`, data: i })));
   const handled = new Set<string>();
   let kills = 0;
   while ((await committed(s, 'kill-ack', 'g')) < N) {
@@ -63,7 +69,12 @@ test('a consumer killed with SIGKILL mid-batch loses nothing (at-least-once)', a
     if (kills < 3) {
       // Kill it once it handled some more messages: mid-batch, before or after an ack.
       const target = c.handled.length + 25 + kills * 7;
-      await waitFor('the consumer to handle messages', () => c.handled.length >= target || (c.child.exitCode ?? c.child.signalCode) !== null, 60_000, 5);
+      await waitFor(
+        'the consumer to handle messages',
+        () => c.handled.length >= target || (c.child.exitCode ?? c.child.signalCode) !== null,
+        60_000,
+        5,
+      );
       c.child.kill('SIGKILL');
       kills++;
     } else {
@@ -81,15 +92,27 @@ test('a consume -> push pipeline through /transaction is exactly-once across SIG
   const { s } = t.context;
   const N = 200;
   await s.client.queue('pipe-out').configure({ dedupWindowSeconds: 0 });
-  await s.client.queue('pipe-in').partition('p').push(Array.from({ length: N }, (_, i) => ({ transactionId: `in${i}`, data: i })));
+  await s.client
+    .queue('pipe-in')
+    .partition('p')
+    .push(Array.from({ length: N }, (_, i) => ({ transactionId: `in${i}`, data: i })));
   const outCount = async (): Promise<number> =>
-    (await s.sql.query("SELECT coalesce(sum(t.end_offset - t.base_offset + 1), 0)::int AS n FROM queen.log_txns t JOIN queen.log_partitions lp ON lp.id = t.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'pipe-out'")).rows[0].n;
+    (
+      await s.sql.query(
+        "SELECT coalesce(sum(t.end_offset - t.base_offset + 1), 0)::int AS n FROM queen.log_txns t JOIN queen.log_partitions lp ON lp.id = t.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'pipe-out'",
+      )
+    ).rows[0].n;
   let kills = 0;
   while ((await committed(s, 'pipe-in', 'g')) < N) {
     const c = consumer(t, { MODE: 'pipeline', QUEUE: 'pipe-in', GROUP: 'g', OUT_QUEUE: 'pipe-out' });
     if (kills < 4) {
       const target = c.handled.length + 20 + kills * 5;
-      await waitFor('the pipeline to handle messages', () => c.handled.length >= target || (c.child.exitCode ?? c.child.signalCode) !== null, 60_000, 2);
+      await waitFor(
+        'the pipeline to handle messages',
+        () => c.handled.length >= target || (c.child.exitCode ?? c.child.signalCode) !== null,
+        60_000,
+        2,
+      );
       c.child.kill('SIGKILL');
       kills++;
     } else {
@@ -102,5 +125,8 @@ test('a consume -> push pipeline through /transaction is exactly-once across SIG
   t.is(await outCount(), N);
   // Every input produced exactly one output, with its payload.
   const out = await s.client.queue('pipe-out').pop({ group: 'check', batch: 10_000 });
-  t.deepEqual(out.map((m) => m.data as number).sort((a, b) => a - b), Array.from({ length: N }, (_, i) => i));
+  t.deepEqual(
+    out.map((m) => m.data as number).sort((a, b) => a - b),
+    Array.from({ length: N }, (_, i) => i),
+  );
 });

@@ -59,9 +59,15 @@ test('FIFO per partition per group: batches come in offset order, each message o
     t.true(msgs.length <= 7);
     for (const m of msgs) seen.push((m.data as { i: number }).i);
     const acks = await s.client.ack(msgs);
-    t.deepEqual(acks.map((a) => a.result), msgs.map(() => 'acked'));
+    t.deepEqual(
+      acks.map((a) => a.result),
+      msgs.map(() => 'acked'),
+    );
   }
-  t.deepEqual(seen, Array.from({ length: 53 }, (_, i) => i));
+  t.deepEqual(
+    seen,
+    Array.from({ length: 53 }, (_, i) => i),
+  );
   t.deepEqual(await cursor(s, 'fifo', 'g'), [{ committed: 52, leaseEnd: null }]);
 });
 
@@ -90,11 +96,24 @@ test('two concurrent poppers never hold overlapping leases (random interleavings
   let run = 0;
   await fc.assert(
     fc.asyncProperty(
-      fc.array(fc.record({ who: fc.constantFrom(0, 1), op: fc.constantFrom('pop', 'pop', 'ack', 'fail', 'expire'), batch: fc.integer({ min: 1, max: 5 }) }), { minLength: 5, maxLength: 25 }),
+      fc.array(
+        fc.record({
+          who: fc.constantFrom(0, 1),
+          op: fc.constantFrom('pop', 'pop', 'ack', 'fail', 'expire'),
+          batch: fc.integer({ min: 1, max: 5 }),
+        }),
+        { minLength: 5, maxLength: 25 },
+      ),
       async (steps) => {
         const queue = `overlap-${run++}`;
-        await s.client.queue(queue).partition('x').push(Array.from({ length: 12 }, (_, i) => ({ transactionId: `t${i}`, data: i })));
-        await s.client.queue(queue).partition('y').push(Array.from({ length: 12 }, (_, i) => ({ transactionId: `t${i}`, data: i })));
+        await s.client
+          .queue(queue)
+          .partition('x')
+          .push(Array.from({ length: 12 }, (_, i) => ({ transactionId: `t${i}`, data: i })));
+        await s.client
+          .queue(queue)
+          .partition('y')
+          .push(Array.from({ length: 12 }, (_, i) => ({ transactionId: `t${i}`, data: i })));
         const held: Message[][] = [[], []];
         const check = (): void => {
           const keys = held.map((h) => new Set(h.map((m) => `${m.partitionId}:${m.offset}`)));
@@ -104,16 +123,22 @@ test('two concurrent poppers never hold overlapping leases (random interleavings
           const mine = held[step.who]!;
           if (step.op === 'pop') {
             // Both poppers pop at once: real concurrency on the cursor rows.
-            const [a, b] = await Promise.all([0, 1].map(() => s.client.queue(queue).pop({ group: 'g', batch: step.batch, leaseSeconds: 300 })));
+            const [a, b] = await Promise.all(
+              [0, 1].map(() => s.client.queue(queue).pop({ group: 'g', batch: step.batch, leaseSeconds: 300 })),
+            );
             held[0]!.push(...a!);
             held[1]!.push(...b!);
           } else if (step.op === 'expire' && mine.length > 0) {
             // Time travel instead of a sleep: this popper's leases are now expired.
-            await s.sql.query('UPDATE queen.log_cursors SET lease_expires_at = now() - interval \'1 second\' WHERE lease_id = ANY($1::uuid[])', [[...new Set(mine.map((m) => m.leaseId))]]);
+            await s.sql.query(
+              "UPDATE queen.log_cursors SET lease_expires_at = now() - interval '1 second' WHERE lease_id = ANY($1::uuid[])",
+              [[...new Set(mine.map((m) => m.leaseId))]],
+            );
             mine.length = 0;
           } else if ((step.op === 'ack' || step.op === 'fail') && mine.length > 0) {
             const r = await s.client.ack(mine, step.op === 'ack' ? 'completed' : 'retry');
-            if (r.some((x) => x.result !== 'acked' && x.result !== 'released')) throw new Error(`ack of a held lease answered ${JSON.stringify(r)}`);
+            if (r.some((x) => x.result !== 'acked' && x.result !== 'released'))
+              throw new Error(`ack of a held lease answered ${JSON.stringify(r)}`);
             mine.length = 0;
           }
           check();
@@ -132,14 +157,23 @@ test('an expired lease is redelivered; its stale lease id then answers lease_exp
   t.is(first.length, 3);
   // The lease really expires (1 s); the second pop long-polls until it can take it over.
   const again = await s.client.queue('expiry').pop({ group: 'g', batch: 3, wait: true, timeoutMs: 20_000 });
-  t.deepEqual(again.map((m) => m.offset), first.map((m) => m.offset));
+  t.deepEqual(
+    again.map((m) => m.offset),
+    first.map((m) => m.offset),
+  );
   t.not(again[0]!.leaseId, first[0]!.leaseId);
   t.true(s.metrics.counter('queen_lease_expiries_total', '').get() >= 1);
   const stale = await s.client.ack(first);
-  t.deepEqual(stale.map((r) => r.result), ['lease_expired', 'lease_expired', 'lease_expired']);
+  t.deepEqual(
+    stale.map((r) => r.result),
+    ['lease_expired', 'lease_expired', 'lease_expired'],
+  );
   t.deepEqual(await cursor(s, 'expiry', 'g'), [{ committed: -1, leaseEnd: 2 }]);
   const ok = await s.client.ack(again);
-  t.deepEqual(ok.map((r) => r.result), ['acked', 'acked', 'acked']);
+  t.deepEqual(
+    ok.map((r) => r.result),
+    ['acked', 'acked', 'acked'],
+  );
   t.deepEqual(await cursor(s, 'expiry', 'g'), [{ committed: 2, leaseEnd: null }]);
 });
 
@@ -163,17 +197,38 @@ test('ack edge cases: below the cursor, unresolvable, a hash twice in the lease,
   const p = s.client.queue('edges').partition('p');
   await p.push([{ transactionId: 'dup', data: 1 }]);
   const [m0] = await s.client.queue('edges').pop({ group: 'g' });
-  t.deepEqual((await s.client.ack(m0!)).map((r) => r.result), ['acked']);
+  t.deepEqual(
+    (await s.client.ack(m0!)).map((r) => r.result),
+    ['acked'],
+  );
   // Below the cursor.
-  const below = await api(s, 'POST', '/api/v1/ack', { transactionId: 'dup', partitionId: m0!.partitionId, consumerGroup: 'g', status: 'completed' });
+  const below = await api(s, 'POST', '/api/v1/ack', {
+    transactionId: 'dup',
+    partitionId: m0!.partitionId,
+    consumerGroup: 'g',
+    status: 'completed',
+  });
   t.is(below.status, 200);
   t.is(below.body.result, 'already_acked');
   // Window 0: the same transactionId is stored again, twice more: three rows share the hash.
-  await p.push([{ transactionId: 'dup', data: 2 }, { transactionId: 'dup', data: 3 }, { transactionId: 'other', data: 4 }]);
+  await p.push([
+    { transactionId: 'dup', data: 2 },
+    { transactionId: 'dup', data: 3 },
+    { transactionId: 'other', data: 4 },
+  ]);
   const leased = await s.client.queue('edges').pop({ group: 'g', batch: 10 });
-  t.deepEqual(leased.map((m) => m.data), [2, 3, 4]);
+  t.deepEqual(
+    leased.map((m) => m.data),
+    [2, 3, 4],
+  );
   const ackDup = (): Promise<{ status: number; body: any }> =>
-    api(s, 'POST', '/api/v1/ack', { transactionId: 'dup', partitionId: m0!.partitionId, consumerGroup: 'g', status: 'completed', leaseId: leased[0]!.leaseId });
+    api(s, 'POST', '/api/v1/ack', {
+      transactionId: 'dup',
+      partitionId: m0!.partitionId,
+      consumerGroup: 'g',
+      status: 'completed',
+      leaseId: leased[0]!.leaseId,
+    });
   // The one in the lease (not the acked one below the cursor), lowest open first.
   const a1 = await ackDup();
   t.is(a1.body.result, 'acked');
@@ -193,7 +248,10 @@ test('ack edge cases: below the cursor, unresolvable, a hash twice in the lease,
     ],
   });
   t.is(batch.status, 200);
-  t.deepEqual(batch.body.results.map((r: { result: string }) => r.result), ['not_found', 'acked', 'not_found']);
+  t.deepEqual(
+    batch.body.results.map((r: { result: string }) => r.result),
+    ['not_found', 'acked', 'not_found'],
+  );
   t.deepEqual(await cursor(s, 'edges', 'g'), [{ committed: 3, leaseEnd: null }]);
 });
 
@@ -211,7 +269,10 @@ test('failed counts attempts; past retryLimit the message is dead-lettered and t
   t.deepEqual(results, ['released:1', 'released:2', 'dead_lettered:3']);
   const [next] = await s.client.queue('retries').pop({ group: 'g' });
   t.is(next!.transactionId, 'm-1');
-  const dl = await s.sql.query("SELECT transaction_id, error, attempts, convert_from(payload, 'UTF8') AS payload FROM queen.log_dead_letters WHERE consumer_group = 'g' AND partition_id = $1", [next!.partitionId]);
+  const dl = await s.sql.query(
+    "SELECT transaction_id, error, attempts, convert_from(payload, 'UTF8') AS payload FROM queen.log_dead_letters WHERE consumer_group = 'g' AND partition_id = $1",
+    [next!.partitionId],
+  );
   t.deepEqual(dl.rows, [{ transaction_id: 'm-0', error: 'boom 3', attempts: 3, payload: JSON.stringify({ i: 0, prefix: 'm' }) }]);
   // dlq status dead-letters at once.
   const [r] = await s.client.ack(next!, 'dlq', { error: 'poison' });
@@ -227,12 +288,20 @@ test('subscriptionMode=new skips history; from takes an ISO time; all reads ever
   // A partition created after the group subscribed is all new.
   await pushN(s, 'subs', 1, 'p1', 'late');
   const fresh = await s.client.queue('subs').pop({ group: 'fresh', partition: 'p0', batch: 10 });
-  t.deepEqual(fresh.map((m) => m.transactionId), ['new-0', 'new-1']);
+  t.deepEqual(
+    fresh.map((m) => m.transactionId),
+    ['new-0', 'new-1'],
+  );
   const late = await s.client.queue('subs').pop({ group: 'fresh', partition: 'p1', batch: 10 });
-  t.deepEqual(late.map((m) => m.transactionId), ['late-0']);
+  t.deepEqual(
+    late.map((m) => m.transactionId),
+    ['late-0'],
+  );
   const all = await s.client.queue('subs').pop({ group: 'everything', partition: 'p0', batch: 10 });
   t.is(all.length, 7);
-  const future = await s.client.queue('subs').pop({ group: 'later', subscriptionMode: 'from', subscriptionFrom: new Date(Date.now() + 3_600_000) });
+  const future = await s.client
+    .queue('subs')
+    .pop({ group: 'later', subscriptionMode: 'from', subscriptionFrom: new Date(Date.now() + 3_600_000) });
   t.deepEqual(future, []);
 });
 
@@ -287,23 +356,49 @@ test('transaction: ack + push commit together; a stale lease rolls everything ba
   const { s } = t.context;
   await pushN(s, 'tx-in', 2);
   const [m] = await s.client.queue('tx-in').pop({ group: 'g' });
-  const r = await s.client.transaction().ack(m!).queue('tx-out').partition('o').push([{ transactionId: 'out-0', data: 'x' }]).commit();
+  const r = await s.client
+    .transaction()
+    .ack(m!)
+    .queue('tx-out')
+    .partition('o')
+    .push([{ transactionId: 'out-0', data: 'x' }])
+    .commit();
   t.is(r.pushes[0]!.status, 'queued');
   t.is(r.acks[0]!.result, 'acked');
   // A second consumer's view: the ack settled, the push is there.
   const out = await s.client.queue('tx-out').pop({ group: 'g' });
-  t.deepEqual(out.map((x) => x.transactionId), ['out-0']);
+  t.deepEqual(
+    out.map((x) => x.transactionId),
+    ['out-0'],
+  );
 
   const [m1] = await s.client.queue('tx-in').pop({ group: 'g', leaseSeconds: 300 });
-  await s.sql.query('UPDATE queen.log_cursors SET lease_expires_at = now() - interval \'1 second\' WHERE lease_id = $1', [m1!.leaseId]);
+  await s.sql.query("UPDATE queen.log_cursors SET lease_expires_at = now() - interval '1 second' WHERE lease_id = $1", [m1!.leaseId]);
   const [taken] = await s.client.queue('tx-in').pop({ group: 'g' });
   t.is(taken!.offset, m1!.offset);
-  const err = await t.throwsAsync(s.client.transaction().ack(m1!).queue('tx-out').partition('o').push([{ transactionId: 'out-1', data: 'y' }]).commit(), { instanceOf: QueenHttpError });
+  const err = await t.throwsAsync(
+    s.client
+      .transaction()
+      .ack(m1!)
+      .queue('tx-out')
+      .partition('o')
+      .push([{ transactionId: 'out-1', data: 'y' }])
+      .commit(),
+    { instanceOf: QueenHttpError },
+  );
   t.is(err.status, 409);
-  const written = await s.sql.query("SELECT count(*)::int AS n FROM queen.log_txns t JOIN queen.log_partitions lp ON lp.id = t.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'tx-out'");
+  const written = await s.sql.query(
+    "SELECT count(*)::int AS n FROM queen.log_txns t JOIN queen.log_partitions lp ON lp.id = t.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'tx-out'",
+  );
   t.is(written.rows[0].n, 1);
   // Pushes inside a transaction get the same dedup verdicts as /push.
-  const dup = await s.client.transaction().ack(taken!).queue('tx-out').partition('o').push([{ transactionId: 'out-0', data: 'again' }]).commit();
+  const dup = await s.client
+    .transaction()
+    .ack(taken!)
+    .queue('tx-out')
+    .partition('o')
+    .push([{ transactionId: 'out-0', data: 'again' }])
+    .commit();
   t.is(dup.pushes[0]!.status, 'duplicate');
   t.is(dup.pushes[0]!.id, r.pushes[0]!.id);
 });
@@ -314,19 +409,54 @@ test('bad input is a 400 naming the problem, and changes nothing', async (t) => 
   const [m] = await s.client.queue('bad').pop({ group: 'g' });
   const state = await cursor(s, 'bad', 'g');
   const cases: [string, 'GET' | 'POST', string, unknown, RegExp][] = [
-    ['unknown status', 'POST', '/api/v1/ack', { transactionId: m!.transactionId, partitionId: m!.partitionId, consumerGroup: 'g', status: 'done' }, /status/],
-    ['unknown status in a batch', 'POST', '/api/v1/ack/batch', { consumerGroup: 'g', acknowledgments: [{ transactionId: m!.transactionId, partitionId: m!.partitionId }, { transactionId: 'x', partitionId: 1, status: 'ok' }] }, /status/],
+    [
+      'unknown status',
+      'POST',
+      '/api/v1/ack',
+      { transactionId: m!.transactionId, partitionId: m!.partitionId, consumerGroup: 'g', status: 'done' },
+      /status/,
+    ],
+    [
+      'unknown status in a batch',
+      'POST',
+      '/api/v1/ack/batch',
+      {
+        consumerGroup: 'g',
+        acknowledgments: [
+          { transactionId: m!.transactionId, partitionId: m!.partitionId },
+          { transactionId: 'x', partitionId: 1, status: 'ok' },
+        ],
+      },
+      /status/,
+    ],
     ['bad lease id', 'POST', '/api/v1/ack', { transactionId: m!.transactionId, leaseId: 'nope', status: 'completed' }, /leaseId/],
     ['neither id nor transactionId', 'POST', '/api/v1/ack', { partitionId: m!.partitionId, status: 'completed' }, /transactionId or id/],
     ['batch 0', 'GET', '/api/v1/pop/queue/bad?consumerGroup=g&batch=0', undefined, /batch/],
     ['batch over the limit', 'GET', '/api/v1/pop/queue/bad?consumerGroup=g&batch=10001', undefined, /batch/],
     ['batch not a number', 'GET', '/api/v1/pop/queue/bad?consumerGroup=g&batch=ten', undefined, /batch/],
-    ['bad ISO time', 'GET', '/api/v1/pop/queue/bad?consumerGroup=h&subscriptionMode=from&subscriptionFrom=yesterday', undefined, /subscriptionFrom/],
+    [
+      'bad ISO time',
+      'GET',
+      '/api/v1/pop/queue/bad?consumerGroup=h&subscriptionMode=from&subscriptionFrom=yesterday',
+      undefined,
+      /subscriptionFrom/,
+    ],
     ['bad subscription mode', 'GET', '/api/v1/pop/queue/bad?consumerGroup=h&subscriptionMode=latest', undefined, /subscriptionMode/],
     ['unknown parameter', 'GET', '/api/v1/pop/queue/bad?consumerGroup=g&batchSize=5', undefined, /batchSize/],
     ['bad wait', 'GET', '/api/v1/pop/queue/bad?consumerGroup=g&wait=maybe', undefined, /wait/],
     ['transaction with an unknown op', 'POST', '/api/v1/transaction', { operations: [{ type: 'delete' }] }, /type/],
-    ['transaction with a bad push item', 'POST', '/api/v1/transaction', { operations: [{ type: 'ack', transactionId: m!.transactionId, partitionId: m!.partitionId, consumerGroup: 'g' }, { type: 'push', items: [{ queue: 'bad out', payload: 1 }] }] }, /queue/],
+    [
+      'transaction with a bad push item',
+      'POST',
+      '/api/v1/transaction',
+      {
+        operations: [
+          { type: 'ack', transactionId: m!.transactionId, partitionId: m!.partitionId, consumerGroup: 'g' },
+          { type: 'push', items: [{ queue: 'bad out', payload: 1 }] },
+        ],
+      },
+      /queue/,
+    ],
   ];
   for (const [name, method, path, body, field] of cases) {
     const r = await api(s, method, path, body);
@@ -347,21 +477,33 @@ test('a cursor below log_start skips to it, says so in the pop response and coun
   const [m] = await s.client.queue('start').pop({ group: 'g' });
   await s.client.ack(m!);
   // What retention does: raise the first retained offset (and drop what is below).
-  await s.sql.query("UPDATE queen.log_partitions SET log_start = 4 WHERE id = $1", [m!.partitionId]);
+  await s.sql.query('UPDATE queen.log_partitions SET log_start = 4 WHERE id = $1', [m!.partitionId]);
   await s.sql.query('DELETE FROM queen.log_segments WHERE partition_id = $1 AND end_offset < 4', [m!.partitionId]);
   const skips = s.metrics.counter('queen_cursor_log_start_skips_total', '');
   const before = skips.get();
   const r = await api(s, 'GET', '/api/v1/pop/queue/start?consumerGroup=g&batch=10');
   t.is(r.status, 200);
   t.is(r.body.skipped, 3);
-  t.deepEqual(r.body.messages.map((x: { offset: number }) => x.offset), [4, 5]);
+  t.deepEqual(
+    r.body.messages.map((x: { offset: number }) => x.offset),
+    [4, 5],
+  );
   t.is(skips.get(), before + 3);
   // A new group starts at log_start too.
   const fresh = await s.client.queue('start').pop({ group: 'new-group', batch: 10 });
-  t.deepEqual(fresh.map((x) => x.offset), [4, 5]);
+  t.deepEqual(
+    fresh.map((x) => x.offset),
+    [4, 5],
+  );
 
   // A skip that leaves nothing to deliver still says so: the empty answer (204) carries it in a header.
-  await s.client.queue('skip-empty').partition('p').push([{ transactionId: 'e0', data: 0 }, { transactionId: 'e1', data: 1 }]);
+  await s.client
+    .queue('skip-empty')
+    .partition('p')
+    .push([
+      { transactionId: 'e0', data: 0 },
+      { transactionId: 'e1', data: 1 },
+    ]);
   const [e0] = await s.client.queue('skip-empty').pop({ group: 'g' });
   const k = { partitionId: e0!.partitionId };
   t.is(e0!.offset, 0);
@@ -375,38 +517,69 @@ test('a cursor below log_start skips to it, says so in the pop response and coun
   t.is(res.headers.get('x-queen-skipped'), '1');
   t.is(skips.get(), before2 + 1);
   // The client reports a skip through onSkipped.
-  await s.client.queue('skip-empty').partition('p').push([{ transactionId: 'e2', data: 2 }]);
-  await s.client.queue('skip-empty').partition('p').push([{ transactionId: 'e3', data: 3 }]);
+  await s.client
+    .queue('skip-empty')
+    .partition('p')
+    .push([{ transactionId: 'e2', data: 2 }]);
+  await s.client
+    .queue('skip-empty')
+    .partition('p')
+    .push([{ transactionId: 'e3', data: 3 }]);
   await s.sql.query('UPDATE queen.log_partitions SET log_start = 3 WHERE id = $1', [k.partitionId]);
   await s.sql.query('DELETE FROM queen.log_segments WHERE partition_id = $1 AND end_offset < 3', [k.partitionId]);
   const seen: [number, string][] = [];
   const got = await s.client.queue('skip-empty').pop({ group: 'g', batch: 10, onSkipped: (n, p) => seen.push([n, p]) });
-  t.deepEqual(got.map((x) => x.offset), [3]);
+  t.deepEqual(
+    got.map((x) => x.offset),
+    [3],
+  );
   t.deepEqual(seen, [[1, 'p']]);
 });
 
 test('browse decodes a span; by transactionId finds the message; the SQL decode function agrees', async (t) => {
   const { s } = t.context;
-  await s.client.queue('browse').partition('p').push([
-    { transactionId: 'b0', data: { a: 1 }, traceContext: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
-    { transactionId: 'b1', data: 'two' },
-  ]);
-  await s.client.queue('browse').partition('p').push([{ transactionId: 'b2', data: [3] }]);
+  await s.client
+    .queue('browse')
+    .partition('p')
+    .push([
+      { transactionId: 'b0', data: { a: 1 }, traceContext: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
+      { transactionId: 'b1', data: 'two' },
+    ]);
+  await s.client
+    .queue('browse')
+    .partition('p')
+    .push([{ transactionId: 'b2', data: [3] }]);
   const r = await api(s, 'GET', '/api/v1/messages?queue=browse&partition=p&from=1&limit=5');
   t.is(r.status, 200);
-  t.deepEqual(r.body.messages.map((m: { offset: number; data: unknown }) => [m.offset, m.data]), [[1, 'two'], [2, [3]]]);
+  t.deepEqual(
+    r.body.messages.map((m: { offset: number; data: unknown }) => [m.offset, m.data]),
+    [
+      [1, 'two'],
+      [2, [3]],
+    ],
+  );
   t.is(r.body.next, null);
   const one = await api(s, 'GET', `/api/v1/messages/${r.body.partitionId}/b0`);
   t.is(one.status, 200);
-  t.deepEqual([one.body.offset, one.body.data, one.body.traceContext], [0, { a: 1 }, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01']);
+  t.deepEqual(
+    [one.body.offset, one.body.data, one.body.traceContext],
+    [0, { a: 1 }, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'],
+  );
   t.is((await api(s, 'GET', `/api/v1/messages/${r.body.partitionId}/nope`)).status, 404);
   t.is((await api(s, 'GET', '/api/v1/messages?queue=browse&partition=missing')).status, 404);
   t.is((await api(s, 'GET', '/api/v1/messages?queue=browse&partition=p&limit=0')).status, 400);
   // psql users: queen.log_read_v1 decodes the same frames.
-  const sql = await s.sql.query("SELECT msg_offset, message_id::text AS id, transaction_id, trace_context, convert_from(payload, 'UTF8') AS payload FROM queen.log_read_v1($1, 0, 2)", [r.body.partitionId]);
+  const sql = await s.sql.query(
+    "SELECT msg_offset, message_id::text AS id, transaction_id, trace_context, convert_from(payload, 'UTF8') AS payload FROM queen.log_read_v1($1, 0, 2)",
+    [r.body.partitionId],
+  );
   t.deepEqual(
     sql.rows.map((x) => [Number(x.msg_offset), x.transaction_id, x.payload]),
-    [[0, 'b0', '{"a":1}'], [1, 'b1', '"two"'], [2, 'b2', '[3]']],
+    [
+      [0, 'b0', '{"a":1}'],
+      [1, 'b1', '"two"'],
+      [2, 'b2', '[3]'],
+    ],
   );
   t.is(sql.rows[0].trace_context, one.body.traceContext);
   t.is(sql.rows[0].id, one.body.id);
@@ -421,7 +594,16 @@ test('dead letters: listed with their payload and error; requeue pushes a copy o
   t.is(list.status, 200);
   t.is(list.body.deadLetters.length, 1);
   const d = list.body.deadLetters[0];
-  t.like(d, { queue: 'dlq', partition: 'p0', consumerGroup: 'g', offset: 0, transactionId: 'm-0', data: { i: 0, prefix: 'm' }, error: 'cannot parse', requeuedAt: null });
+  t.like(d, {
+    queue: 'dlq',
+    partition: 'p0',
+    consumerGroup: 'g',
+    offset: 0,
+    transactionId: 'm-0',
+    data: { i: 0, prefix: 'm' },
+    error: 'cannot parse',
+    requeuedAt: null,
+  });
   const rq = await api(s, 'POST', `/api/v1/dlq/${d.id}/requeue`);
   t.is(rq.status, 200);
   t.is(rq.body.push.status, 'queued');
@@ -430,7 +612,10 @@ test('dead letters: listed with their payload and error; requeue pushes a copy o
   t.is((await api(s, 'POST', '/api/v1/dlq/999999/requeue')).status, 404);
   // The group gets m-1, then the requeued copy.
   const rest = await s.client.queue('dlq').pop({ group: 'g', batch: 10 });
-  t.deepEqual(rest.map((x) => x.transactionId), ['m-1', `m-0#requeue-${d.id}`]);
+  t.deepEqual(
+    rest.map((x) => x.transactionId),
+    ['m-1', `m-0#requeue-${d.id}`],
+  );
   t.deepEqual(rest[1]!.data, { i: 0, prefix: 'm' });
 });
 
@@ -455,10 +640,15 @@ test('client consume(): acks on success, fails on throw (redelivered), renews th
         if (m.transactionId === 'm-12' && !slowLease) {
           // Outlive the 3 s lease; only renewal keeps it.
           slowLease = { leaseId: m.leaseId!, firstExpiry: Date.parse(m.leaseExpiresAt!) };
-          await waitFor('the lease to be renewed past its first expiry', async () => {
-            const r = await s.sql.query('SELECT lease_expires_at FROM queen.log_cursors WHERE lease_id = $1', [m.leaseId]);
-            return r.rowCount === 1 && Date.now() > slowLease!.firstExpiry + 1_500 && r.rows[0].lease_expires_at.getTime() > Date.now();
-          }, 20_000, 50);
+          await waitFor(
+            'the lease to be renewed past its first expiry',
+            async () => {
+              const r = await s.sql.query('SELECT lease_expires_at FROM queen.log_cursors WHERE lease_id = $1', [m.leaseId]);
+              return r.rowCount === 1 && Date.now() > slowLease!.firstExpiry + 1_500 && r.rows[0].lease_expires_at.getTime() > Date.now();
+            },
+            20_000,
+            50,
+          );
         }
         handled.push(m.transactionId);
         if (new Set(handled).size === 30) stop.abort();

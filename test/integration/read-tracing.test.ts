@@ -31,7 +31,10 @@ test('a pop continues the producer trace: its span links to the context stored i
   t.is(msgs.length, 2);
   const pop = exporter.getFinishedSpans().find((s) => s.name === 'queen.pop');
   t.truthy(pop);
-  t.deepEqual(pop!.links.map((l) => [l.context.traceId, l.context.spanId]), [[producerTrace, producerSpan]]);
+  t.deepEqual(
+    pop!.links.map((l) => [l.context.traceId, l.context.spanId]),
+    [[producerTrace, producerSpan]],
+  );
   t.is(pop!.attributes['messaging.destination.name'], 'traced');
   t.is(pop!.attributes['messaging.batch.message_count'], 2);
 });

@@ -36,12 +36,20 @@ async function broker(t: { context: Ctx }, cache: boolean) {
   await engine.start();
   t.context.stops.push(() => engine.stop());
   const c = cache ? new DedupCache({ capBytes: 64 << 20 }) : undefined;
-  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: c ? new CacheWatermarks(c, engine.pool, metrics) : undefined });
+  const writer = new LogWriter(engine, {
+    maxPayloadBytes: 1024,
+    metadataTtlMs: 0,
+    watermarks: c ? new CacheWatermarks(c, engine.pool, metrics) : undefined,
+  });
   return { engine, writer };
 }
 
 /** A retention service for one test: stopped when the test ends, so the next test's service can lead. */
-async function retention(t: ExecutionContext<Ctx>, batchRows: number, onStep?: ConstructorParameters<typeof RetentionService>[0]['onStep']) {
+async function retention(
+  t: ExecutionContext<Ctx>,
+  batchRows: number,
+  onStep?: ConstructorParameters<typeof RetentionService>[0]['onStep'],
+) {
   const metrics = new MetricsRegistry();
   const svc = new RetentionService({ connectionString: t.context.db.url, intervalMs: 3_600_000, batchRows, metrics, onStep });
   await svc.start();
@@ -49,21 +57,42 @@ async function retention(t: ExecutionContext<Ctx>, batchRows: number, onStep?: C
   return Object.assign(svc, { metrics });
 }
 
-const item = (queue: string, partition: string, txn: string): PushItem => ({ queue, partition, transactionId: txn, payload: Buffer.from(JSON.stringify(txn)) });
+const item = (queue: string, partition: string, txn: string): PushItem => ({
+  queue,
+  partition,
+  transactionId: txn,
+  payload: Buffer.from(JSON.stringify(txn)),
+});
 
 /** Ages a partition's rows below `below` by `seconds` (both tables unless `only`): time travel for stored data. */
-async function age(sql: pg.Pool, queue: string, partition: string, below: number, seconds: number, only?: 'segments' | 'txns'): Promise<void> {
+async function age(
+  sql: pg.Pool,
+  queue: string,
+  partition: string,
+  below: number,
+  seconds: number,
+  only?: 'segments' | 'txns',
+): Promise<void> {
   const pid = await partitionId(sql, queue, partition);
   if (only !== 'txns') {
-    await sql.query(`UPDATE queen.log_segments SET created_at = created_at - make_interval(secs => $3) WHERE partition_id = $1 AND base_offset < $2`, [pid, below, seconds]);
+    await sql.query(
+      `UPDATE queen.log_segments SET created_at = created_at - make_interval(secs => $3) WHERE partition_id = $1 AND base_offset < $2`,
+      [pid, below, seconds],
+    );
   }
   if (only !== 'segments') {
-    await sql.query(`UPDATE queen.log_txns SET created_at = created_at - make_interval(secs => $3) WHERE partition_id = $1 AND base_offset < $2`, [pid, below, seconds]);
+    await sql.query(
+      `UPDATE queen.log_txns SET created_at = created_at - make_interval(secs => $3) WHERE partition_id = $1 AND base_offset < $2`,
+      [pid, below, seconds],
+    );
   }
 }
 
 async function partitionId(sql: pg.Pool, queue: string, partition: string): Promise<number> {
-  const r = await sql.query('SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1 AND lp.name = $2', [queue, partition]);
+  const r = await sql.query(
+    'SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1 AND lp.name = $2',
+    [queue, partition],
+  );
   return Number(r.rows[0].id);
 }
 
@@ -85,7 +114,14 @@ async function partitionState(sql: pg.Pool, pid: number) {
     [pid],
   );
   const row = r.rows[0];
-  return { logStart: Number(row.log_start), txnsStart: Number(row.txns_start), last: Number(row.last_offset), firstSeg: row.first_seg === null ? null : Number(row.first_seg), firstTxn: row.first_txn === null ? null : Number(row.first_txn), txnRows: Number(row.txn_rows) };
+  return {
+    logStart: Number(row.log_start),
+    txnsStart: Number(row.txns_start),
+    last: Number(row.last_offset),
+    firstSeg: row.first_seg === null ? null : Number(row.first_seg),
+    firstTxn: row.first_txn === null ? null : Number(row.first_txn),
+    txnRows: Number(row.txn_rows),
+  };
 }
 
 test.serial('retention removes exactly the segments and log_txns rows past their limits, under concurrent pushes', async (t) => {
@@ -101,7 +137,8 @@ test.serial('retention removes exactly the segments and log_txns rows past their
     }
   };
   // 40 segments of 5 per partition, then the first 25 segments (offsets < 125) made two hours old.
-  for (let s = 0; s < 40; s++) note(await b.writer.push(parts.flatMap((p) => Array.from({ length: 5 }, (_, j) => item('ret', p, `${p}-${s}-${j}`)))));
+  for (let s = 0; s < 40; s++)
+    note(await b.writer.push(parts.flatMap((p) => Array.from({ length: 5 }, (_, j) => item('ret', p, `${p}-${s}-${j}`)))));
   for (const p of parts) await age(sql, 'ret', p, 125, 7200);
 
   // Retention (batches of 4: several steps per partition) while pushes keep arriving.
@@ -131,7 +168,10 @@ test.serial('retention removes exactly the segments and log_txns rows past their
     t.is(st.firstTxn, 125);
     // Nothing lost, nothing resurrected: what is stored is exactly what was accepted from offset 125 on.
     const expected = [...accepted.get(p)!].filter(([off]) => off >= 125).sort((a, z) => a[0] - z[0]);
-    t.deepEqual([...(await storedIds(sql, pid))].sort((a, z) => a[0] - z[0]), expected);
+    t.deepEqual(
+      [...(await storedIds(sql, pid))].sort((a, z) => a[0] - z[0]),
+      expected,
+    );
     t.is(st.last, Math.max(...accepted.get(p)!.keys()));
   }
   const q = await getQueue(sql, 'ret');
@@ -150,82 +190,93 @@ test.serial('retention removes exactly the segments and log_txns rows past their
   t.log(`retention steps: ${steps.length}, longest ${Math.max(...steps).toFixed(1)} ms (batch 4)`);
 });
 
-test.serial('the log_txns purge keeps what is younger than GREATEST(window, completedRetention, 900 s); segments stay without retentionSeconds', async (t) => {
-  const { sql } = t.context;
-  const b = await broker(t, false);
-  await configureQueue(sql, 'floor', { dedupWindowSeconds: 60 }, 'merge');
-  for (let s = 0; s < 6; s++) await b.writer.push([item('floor', 'p', `f-${s}`)]);
-  // Offsets 0,1: 1000 s old (past the 900 s floor); 2,3: 600 s old (inside it); 4,5: new.
-  await age(sql, 'floor', 'p', 2, 400);
-  await age(sql, 'floor', 'p', 4, 600);
-  const svc = await retention(t, 100);
-  const r = await svc.runOnce();
-  const pid = await partitionId(sql, 'floor', 'p');
-  let st = await partitionState(sql, pid);
-  t.is(st.txnsStart, 2);
-  t.is(st.txnRows, 4);
-  t.is(st.logStart, 0, 'retentionSeconds 0 keeps every segment');
-  t.is(st.firstSeg, 0);
-  t.is(r.segmentsRemoved, 0);
-  // completedRetentionSeconds raises the horizon: nothing more goes even at 1000 s old.
-  await configureQueue(sql, 'floor', { completedRetentionSeconds: 2000 }, 'merge');
-  await age(sql, 'floor', 'p', 4, 400);
-  await svc.runOnce();
-  st = await partitionState(sql, pid);
-  t.is(st.txnsStart, 2);
-  await t.throwsAsync(configureQueue(sql, 'floor', { retentionSeconds: -1 }, 'merge'), { message: /options.retentionSeconds must be an integer from 0/ });
-  await t.throwsAsync(configureQueue(sql, 'floor', { completedRetentionSeconds: 1.5 }, 'merge'), { message: /options.completedRetentionSeconds must be an integer/ });
-  await configureQueue(sql, 'floor', { completedRetentionSeconds: null }, 'merge');
-  await svc.runOnce();
-  st = await partitionState(sql, pid);
-  t.is(st.txnsStart, 4);
-});
+test.serial(
+  'the log_txns purge keeps what is younger than GREATEST(window, completedRetention, 900 s); segments stay without retentionSeconds',
+  async (t) => {
+    const { sql } = t.context;
+    const b = await broker(t, false);
+    await configureQueue(sql, 'floor', { dedupWindowSeconds: 60 }, 'merge');
+    for (let s = 0; s < 6; s++) await b.writer.push([item('floor', 'p', `f-${s}`)]);
+    // Offsets 0,1: 1000 s old (past the 900 s floor); 2,3: 600 s old (inside it); 4,5: new.
+    await age(sql, 'floor', 'p', 2, 400);
+    await age(sql, 'floor', 'p', 4, 600);
+    const svc = await retention(t, 100);
+    const r = await svc.runOnce();
+    const pid = await partitionId(sql, 'floor', 'p');
+    let st = await partitionState(sql, pid);
+    t.is(st.txnsStart, 2);
+    t.is(st.txnRows, 4);
+    t.is(st.logStart, 0, 'retentionSeconds 0 keeps every segment');
+    t.is(st.firstSeg, 0);
+    t.is(r.segmentsRemoved, 0);
+    // completedRetentionSeconds raises the horizon: nothing more goes even at 1000 s old.
+    await configureQueue(sql, 'floor', { completedRetentionSeconds: 2000 }, 'merge');
+    await age(sql, 'floor', 'p', 4, 400);
+    await svc.runOnce();
+    st = await partitionState(sql, pid);
+    t.is(st.txnsStart, 2);
+    await t.throwsAsync(configureQueue(sql, 'floor', { retentionSeconds: -1 }, 'merge'), {
+      message: /options.retentionSeconds must be an integer from 0/,
+    });
+    await t.throwsAsync(configureQueue(sql, 'floor', { completedRetentionSeconds: 1.5 }, 'merge'), {
+      message: /options.completedRetentionSeconds must be an integer/,
+    });
+    await configureQueue(sql, 'floor', { completedRetentionSeconds: null }, 'merge');
+    await svc.runOnce();
+    st = await partitionState(sql, pid);
+    t.is(st.txnsStart, 4);
+  },
+);
 
-test.serial('after a purge, with the cache on: an old re-sent transactionId is new, one within the window is still a duplicate', async (t) => {
-  const { sql } = t.context;
-  const warm = await broker(t, true);
-  await configureQueue(sql, 'dd', { dedupWindowSeconds: 3600 }, 'merge');
-  const firsts = new Map<string, PushResult>();
-  for (const txn of ['old-1', 'old-2', 'old-3', 'new-1', 'new-2', 'new-3']) firsts.set(txn, (await warm.writer.push([item('dd', 'p', txn)]))[0]!);
-  // The three "old" ones are two hours old: past the window and the 900 s floor.
-  await age(sql, 'dd', 'p', 3, 7200);
-  const svc = await retention(t, 100);
-  t.is((await svc.runOnce()).txnsRowsRemoved, 3);
-  const pid = await partitionId(sql, 'dd', 'p');
-  t.is((await partitionState(sql, pid)).txnsStart, 3);
+test.serial(
+  'after a purge, with the cache on: an old re-sent transactionId is new, one within the window is still a duplicate',
+  async (t) => {
+    const { sql } = t.context;
+    const warm = await broker(t, true);
+    await configureQueue(sql, 'dd', { dedupWindowSeconds: 3600 }, 'merge');
+    const firsts = new Map<string, PushResult>();
+    for (const txn of ['old-1', 'old-2', 'old-3', 'new-1', 'new-2', 'new-3'])
+      firsts.set(txn, (await warm.writer.push([item('dd', 'p', txn)]))[0]!);
+    // The three "old" ones are two hours old: past the window and the 900 s floor.
+    await age(sql, 'dd', 'p', 3, 7200);
+    const svc = await retention(t, 100);
+    t.is((await svc.runOnce()).txnsRowsRemoved, 3);
+    const pid = await partitionId(sql, 'dd', 'p');
+    t.is((await partitionState(sql, pid)).txnsStart, 3);
 
-  // The warm cache still holds the old hashes (it saw them arrive "now"): a
-  // local hit only routes to the full probe, which finds nothing below txns_start.
-  const [o1] = await warm.writer.push([item('dd', 'p', 'old-1')]);
-  t.is(o1!.status, 'queued');
-  t.not(o1!.id, firsts.get('old-1')!.id);
-  const [n1] = await warm.writer.push([item('dd', 'p', 'new-1')]);
-  t.is(n1!.status, 'duplicate');
-  t.is(n1!.id, firsts.get('new-1')!.id);
-  t.is(n1!.offset, firsts.get('new-1')!.offset);
-  // A cold cache (another broker) hydrates after the purge and agrees.
-  const cold = await broker(t, true);
-  t.is((await cold.writer.push([item('dd', 'p', 'old-2')]))[0]!.status, 'queued');
-  const [n2] = await cold.writer.push([item('dd', 'p', 'new-2')]);
-  t.deepEqual([n2!.status, n2!.id], ['duplicate', firsts.get('new-2')!.id]);
-  // And with no cache at all (-1, the reference verdict).
-  const plain = await broker(t, false);
-  t.is((await plain.writer.push([item('dd', 'p', 'old-3')]))[0]!.status, 'queued');
-  t.is((await plain.writer.push([item('dd', 'p', 'new-3')]))[0]!.status, 'duplicate');
+    // The warm cache still holds the old hashes (it saw them arrive "now"): a
+    // local hit only routes to the full probe, which finds nothing below txns_start.
+    const [o1] = await warm.writer.push([item('dd', 'p', 'old-1')]);
+    t.is(o1!.status, 'queued');
+    t.not(o1!.id, firsts.get('old-1')!.id);
+    const [n1] = await warm.writer.push([item('dd', 'p', 'new-1')]);
+    t.is(n1!.status, 'duplicate');
+    t.is(n1!.id, firsts.get('new-1')!.id);
+    t.is(n1!.offset, firsts.get('new-1')!.offset);
+    // A cold cache (another broker) hydrates after the purge and agrees.
+    const cold = await broker(t, true);
+    t.is((await cold.writer.push([item('dd', 'p', 'old-2')]))[0]!.status, 'queued');
+    const [n2] = await cold.writer.push([item('dd', 'p', 'new-2')]);
+    t.deepEqual([n2!.status, n2!.id], ['duplicate', firsts.get('new-2')!.id]);
+    // And with no cache at all (-1, the reference verdict).
+    const plain = await broker(t, false);
+    t.is((await plain.writer.push([item('dd', 'p', 'old-3')]))[0]!.status, 'queued');
+    t.is((await plain.writer.push([item('dd', 'p', 'new-3')]))[0]!.status, 'duplicate');
 
-  // The purge is what decides once the window grows past the purged rows'
-  // age: before it they would be duplicates, after it SQL's lower bound
-  // (txns_start - 1) excludes them, with the cache on as with -1.
-  await configureQueue(sql, 'dd2', { dedupWindowSeconds: 3600 }, 'merge');
-  await warm.writer.push([item('dd2', 'p', 'x-1'), item('dd2', 'p', 'x-2')]);
-  await warm.writer.push([item('dd2', 'p', 'y-1')]);
-  await age(sql, 'dd2', 'p', 2, 7200);
-  await svc.runOnce();
-  await configureQueue(sql, 'dd2', { dedupWindowSeconds: 4 * 3600 }, 'merge');
-  t.is((await warm.writer.push([item('dd2', 'p', 'x-1')]))[0]!.status, 'queued');
-  t.is((await plain.writer.push([item('dd2', 'p', 'x-2')]))[0]!.status, 'queued');
-  t.is((await warm.writer.push([item('dd2', 'p', 'y-1')]))[0]!.status, 'duplicate');
-});
+    // The purge is what decides once the window grows past the purged rows'
+    // age: before it they would be duplicates, after it SQL's lower bound
+    // (txns_start - 1) excludes them, with the cache on as with -1.
+    await configureQueue(sql, 'dd2', { dedupWindowSeconds: 3600 }, 'merge');
+    await warm.writer.push([item('dd2', 'p', 'x-1'), item('dd2', 'p', 'x-2')]);
+    await warm.writer.push([item('dd2', 'p', 'y-1')]);
+    await age(sql, 'dd2', 'p', 2, 7200);
+    await svc.runOnce();
+    await configureQueue(sql, 'dd2', { dedupWindowSeconds: 4 * 3600 }, 'merge');
+    t.is((await warm.writer.push([item('dd2', 'p', 'x-1')]))[0]!.status, 'queued');
+    t.is((await plain.writer.push([item('dd2', 'p', 'x-2')]))[0]!.status, 'queued');
+    t.is((await warm.writer.push([item('dd2', 'p', 'y-1')]))[0]!.status, 'duplicate');
+  },
+);
 
 test.serial('a duplicate of an original whose segment retention removed answers the all-zero id', async (t) => {
   const { sql } = t.context;
@@ -269,7 +320,14 @@ test.serial('two brokers never run retention at once: one leader, the other take
     await s2.stop();
   });
   const lockHolders = async () =>
-    Number((await sql.query(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`, [RETENTION_LOCK_KEY.toString()])).rows[0].n);
+    Number(
+      (
+        await sql.query(
+          `SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
+          [RETENTION_LOCK_KEY.toString()],
+        )
+      ).rows[0].n,
+    );
   for (let round = 0; round < 3; round++) {
     for (let i = 0; i < 6; i++) await b.writer.push([item('lead', `p${i}`, `l-${round}-${i}`)]);
     for (let i = 0; i < 6; i++) await age(sql, 'lead', `p${i}`, 1_000_000, 120, 'segments');
@@ -277,7 +335,10 @@ test.serial('two brokers never run retention at once: one leader, the other take
     const [r1, r2] = await Promise.all([s1.runOnce(), s2.runOnce()]);
     t.true(r1.leader !== r2.leader, 'exactly one leader per pass');
     const leaderName = r1.leader ? 's1' : 's2';
-    t.true(running.every((n) => n === leaderName), 'only the leader stepped');
+    t.true(
+      running.every((n) => n === leaderName),
+      'only the leader stepped',
+    );
     t.is((r1.leader ? r2 : r1).steps, 0);
     t.is(r1.segmentsRemoved + r2.segmentsRemoved, 6);
     overlap += running.filter((n) => n !== leaderName).length;

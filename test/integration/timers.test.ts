@@ -28,7 +28,13 @@ teardownAndCheckLeaks(test, async (t) => {
 
 /** A sweeper that fires only when told (sweepOnce), stopped with the test. */
 async function sweeper(t: ExecutionContext<Ctx>, opts: { batch?: number; loop?: boolean; pollMs?: number } = {}) {
-  const s = new TimerSweeper({ pool: t.context.stack.engine.pool, pollMs: opts.pollMs ?? 3_600_000, batch: opts.batch ?? 1000, metrics: new MetricsRegistry(), loop: opts.loop ?? false });
+  const s = new TimerSweeper({
+    pool: t.context.stack.engine.pool,
+    pollMs: opts.pollMs ?? 3_600_000,
+    batch: opts.batch ?? 1000,
+    metrics: new MetricsRegistry(),
+    loop: opts.loop ?? false,
+  });
   await s.start();
   t.teardown(() => s.stop());
   return s;
@@ -53,45 +59,71 @@ async function logOf(sql: pg.Pool, queue: string): Promise<Map<string, { txn: st
 }
 
 const pending = async (sql: pg.Pool, queue: string) =>
-  Number((await sql.query('SELECT count(*) AS n FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id WHERE q.name = $1', [queue])).rows[0].n);
+  Number(
+    (await sql.query('SELECT count(*) AS n FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id WHERE q.name = $1', [queue]))
+      .rows[0].n,
+  );
 
-test.serial('schedule, peek, reschedule, fire with the promised id and transactionId (no probe), then absent; re-scheduling after the fire makes a second message', async (t) => {
-  const { client, sql } = t.context.stack;
-  const s = await sweeper(t);
-  const a = await client.timer('tq').key('order-1').partition('c-42').delay('1h').payload({ n: 1 }).schedule();
-  t.is(a.status, 'scheduled');
-  t.regex(a.messageId, /^[0-9a-f-]{36}$/);
-  t.is(a.transactionId, `timer:${a.messageId}`);
-  const peek = await client.timer('tq').key('order-1').peek();
-  t.like(peek, { status: 'pending', partition: 'c-42', messageId: a.messageId, transactionId: a.transactionId, payload: { n: 1 }, attempts: 0 });
-  t.deepEqual(await s.sweepOnce(), [], 'not due: nothing fires');
+test.serial(
+  'schedule, peek, reschedule, fire with the promised id and transactionId (no probe), then absent; re-scheduling after the fire makes a second message',
+  async (t) => {
+    const { client, sql } = t.context.stack;
+    const s = await sweeper(t);
+    const a = await client.timer('tq').key('order-1').partition('c-42').delay('1h').payload({ n: 1 }).schedule();
+    t.is(a.status, 'scheduled');
+    t.regex(a.messageId, /^[0-9a-f-]{36}$/);
+    t.is(a.transactionId, `timer:${a.messageId}`);
+    const peek = await client.timer('tq').key('order-1').peek();
+    t.like(peek, {
+      status: 'pending',
+      partition: 'c-42',
+      messageId: a.messageId,
+      transactionId: a.transactionId,
+      payload: { n: 1 },
+      attempts: 0,
+    });
+    t.deepEqual(await s.sweepOnce(), [], 'not due: nothing fires');
 
-  // Rescheduling keeps the promised id; it is due now.
-  const b = await client.timer('tq').key('order-1').partition('c-42').at(new Date(Date.now() - 1000)).payload({ n: 2 }).schedule();
-  t.deepEqual(b, { status: 'rescheduled', messageId: a.messageId, transactionId: a.transactionId });
-  const fired = await s.sweepOnce();
-  t.is(fired.length, 1);
-  t.false(fired[0]!.probed, 'the fire pushes with the partition\'s own marker: no probe');
-  const log = await logOf(sql, 'tq');
-  t.deepEqual(log.get(a.messageId), { txn: a.transactionId, payload: '{"n":2}', n: 1 });
-  t.is(await client.timer('tq').key('order-1').peek(), null);
-  t.is(await client.timer('tq').key('order-1').cancel(), 'absent', 'absent = no longer pending (here: delivered)');
+    // Rescheduling keeps the promised id; it is due now.
+    const b = await client
+      .timer('tq')
+      .key('order-1')
+      .partition('c-42')
+      .at(new Date(Date.now() - 1000))
+      .payload({ n: 2 })
+      .schedule();
+    t.deepEqual(b, { status: 'rescheduled', messageId: a.messageId, transactionId: a.transactionId });
+    const fired = await s.sweepOnce();
+    t.is(fired.length, 1);
+    t.false(fired[0]!.probed, "the fire pushes with the partition's own marker: no probe");
+    const log = await logOf(sql, 'tq');
+    t.deepEqual(log.get(a.messageId), { txn: a.transactionId, payload: '{"n":2}', n: 1 });
+    t.is(await client.timer('tq').key('order-1').peek(), null);
+    t.is(await client.timer('tq').key('order-1').cancel(), 'absent', 'absent = no longer pending (here: delivered)');
 
-  // The documented consequence: the same key scheduled again after its fire committed is a new timer and a second message.
-  const c = await client.timer('tq').key('order-1').partition('c-42').delay(0).transactionId(a.transactionId).payload({ n: 3 }).schedule();
-  t.is(c.status, 'scheduled');
-  t.not(c.messageId, a.messageId);
-  await s.sweepOnce();
-  const log2 = await logOf(sql, 'tq');
-  t.is(log2.size, 2, 'a second message, even with the same transactionId: the fire does not probe');
-  t.is(log2.get(c.messageId)!.txn, a.transactionId);
+    // The documented consequence: the same key scheduled again after its fire committed is a new timer and a second message.
+    const c = await client
+      .timer('tq')
+      .key('order-1')
+      .partition('c-42')
+      .delay(0)
+      .transactionId(a.transactionId)
+      .payload({ n: 3 })
+      .schedule();
+    t.is(c.status, 'scheduled');
+    t.not(c.messageId, a.messageId);
+    await s.sweepOnce();
+    const log2 = await logOf(sql, 'tq');
+    t.is(log2.size, 2, 'a second message, even with the same transactionId: the fire does not probe');
+    t.is(log2.get(c.messageId)!.txn, a.transactionId);
 
-  // Cancel of a pending timer.
-  await client.timer('tq').key('later').delay('2d').payload(null).schedule();
-  t.is(await client.timer('tq').key('later').cancel(), 'cancelled');
-  t.is(await client.timer('tq').key('later').cancel(), 'absent');
-  t.is((await client.timer('tq').list()).timers.length, 0);
-});
+    // Cancel of a pending timer.
+    await client.timer('tq').key('later').delay('2d').payload(null).schedule();
+    t.is(await client.timer('tq').key('later').cancel(), 'cancelled');
+    t.is(await client.timer('tq').key('later').cancel(), 'absent');
+    t.is((await client.timer('tq').list()).timers.length, 0);
+  },
+);
 
 test.serial('bad schedules get a clear 400 and store nothing', async (t) => {
   const { client, sql } = t.context.stack;
@@ -101,7 +133,16 @@ test.serial('bad schedules get a clear 400 and store nothing', async (t) => {
     t.is(err.field, field);
   };
   await bad(() => client.timer('bq').key('k').delay('91d').payload(1).schedule(), 'delayMs');
-  await bad(() => client.timer('bq').key('k').at(Date.now() + 91 * 86_400_000).payload(1).schedule(), 'deliverAt');
+  await bad(
+    () =>
+      client
+        .timer('bq')
+        .key('k')
+        .at(Date.now() + 91 * 86_400_000)
+        .payload(1)
+        .schedule(),
+    'deliverAt',
+  );
   await bad(() => client.timer('bad queue').key('k').delay(1).payload(1).schedule(), 'queue');
   await bad(() => client.timer('bq').key('k\u0001').delay(1).payload(1).schedule(), 'key');
   t.is(await pending(sql, 'bq'), 0);
@@ -113,7 +154,13 @@ test.serial('timers fire exactly once across a kill -9 of the firing broker betw
   const promised = new Map<string, string>();
   for (let run = 0; run < 20; run++) {
     for (let i = 0; i < 5; i++) {
-      const r = await client.timer('kq').key(`r${run}-${i}`).partition(`p${i % 2}`).delay(0).payload({ run, i }).schedule();
+      const r = await client
+        .timer('kq')
+        .key(`r${run}-${i}`)
+        .partition(`p${i % 2}`)
+        .delay(0)
+        .payload({ run, i })
+        .schedule();
       promised.set(r.messageId, r.transactionId);
     }
     const child = new ServiceProcess({}, CHILD, [db.url]);
@@ -133,14 +180,27 @@ test.serial('timers fire exactly once across a kill -9 of the firing broker betw
   }
   const log = await logOf(sql, 'kq');
   t.is(log.size, 100);
-  for (const [id, txn] of promised) t.deepEqual([log.get(id)?.txn, log.get(id)?.n], [txn, 1], `timer ${id} fired exactly once with its promised transactionId`);
+  for (const [id, txn] of promised)
+    t.deepEqual([log.get(id)?.txn, log.get(id)?.n], [txn, 1], `timer ${id} fired exactly once with its promised transactionId`);
 });
 
 test.serial('cancel racing fire ends in exactly one of cancelled / delivered, for every timer', async (t) => {
   const { client, sql } = t.context.stack;
   const s = await sweeper(t, { batch: 3 });
   const ids = new Map<string, string>();
-  for (let i = 0; i < 60; i++) ids.set(`k${i}`, (await client.timer('cq').key(`k${i}`).partition(`p${i % 3}`).delay(0).payload(i).schedule()).messageId);
+  for (let i = 0; i < 60; i++)
+    ids.set(
+      `k${i}`,
+      (
+        await client
+          .timer('cq')
+          .key(`k${i}`)
+          .partition(`p${i % 3}`)
+          .delay(0)
+          .payload(i)
+          .schedule()
+      ).messageId,
+    );
   const keys = [...ids.keys()].sort(() => Math.random() - 0.5);
   const answers = new Map<string, string>();
   const firing = (async () => {
@@ -184,16 +244,26 @@ test.serial('10 000 timers due in the same second all fire, each once, within 5 
   );
   t.is(staged.rowCount, 10_000);
   const due = (staged.rows[0].deliver_at as Date).getTime();
-  t.true(staged.rows.every((r) => (r.deliver_at as Date).getTime() === due), 'all due in the same second');
+  t.true(
+    staged.rows.every((r) => (r.deliver_at as Date).getTime() === due),
+    'all due in the same second',
+  );
   // The sweeper as a broker runs it by default (QUEEN_TIMER_POLL_MS, QUEEN_TIMER_BATCH).
   await sweeper(t, { loop: true, pollMs: DEFAULTS.timerPollMs, batch: DEFAULTS.timerBatch });
   // A condition wait whose deadline is the promise: 5 s after the due second.
-  await waitFor('every bulk timer to fire within 5 s of its due second', async () => (await pending(sql, 'bulk')) === 0, Math.max(0, due + 5_000 - Date.now()), 50);
+  await waitFor(
+    'every bulk timer to fire within 5 s of its due second',
+    async () => (await pending(sql, 'bulk')) === 0,
+    Math.max(0, due + 5_000 - Date.now()),
+    50,
+  );
   const last = Date.now();
   const log = await logOf(sql, 'bulk');
   t.is(log.size, 10_000);
   for (const row of staged.rows) t.is(log.get(row.message_id)?.n, 1);
-  t.log(`10 000 timers fired; the last seen ${last - due} ms after their due second (batch ${DEFAULTS.timerBatch}, poll ${DEFAULTS.timerPollMs} ms)`);
+  t.log(
+    `10 000 timers fired; the last seen ${last - due} ms after their due second (batch ${DEFAULTS.timerBatch}, poll ${DEFAULTS.timerPollMs} ms)`,
+  );
 });
 
 test.serial('queenctl timers: schedule, list, peek, cancel', async (t) => {
@@ -201,7 +271,12 @@ test.serial('queenctl timers: schedule, list, peek, cancel', async (t) => {
   const ctl = async (...args: string[]) => {
     let out = '';
     let err = '';
-    const code = await run(['--server', stack.api.url, 'timers', ...args], { out: (x) => (out += x), err: (x) => (err += x), env: {}, read: async () => '' });
+    const code = await run(['--server', stack.api.url, 'timers', ...args], {
+      out: (x) => (out += x),
+      err: (x) => (err += x),
+      env: {},
+      read: async () => '',
+    });
     return { code, out, err };
   };
   const s = await ctl('schedule', 'ctlq', 'k1', '--delay', '30m', '--partition', 'p', '{"a":1}', '-o', 'json');

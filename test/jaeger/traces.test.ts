@@ -71,7 +71,16 @@ exporters:
   let log = '';
   jaeger.stderr.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4000)));
   const queryUrl = `http://127.0.0.1:${query}`;
-  await waitFor(`Jaeger query API (${log})`, () => fetch(`${queryUrl}/api/services`).then((r) => r.ok, () => false), 60_000, 200);
+  await waitFor(
+    `Jaeger query API (${log})`,
+    () =>
+      fetch(`${queryUrl}/api/services`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    60_000,
+    200,
+  );
   t.context = { db: await createTestDatabase('jaeger'), jaeger, query: queryUrl, otlp: `http://127.0.0.1:${http}` };
 });
 teardownAndCheckLeaks(test, async (t) => {
@@ -83,12 +92,17 @@ const tag = (s: JaegerSpan, key: string) => s.tags.find((x) => x.key === key)?.v
 const parent = (s: JaegerSpan) => s.references.find((r) => r.refType === 'CHILD_OF')?.spanID;
 
 async function traceOf(t: { context: Ctx }, traceId: string, wanted: (tr: JaegerTrace) => boolean): Promise<JaegerTrace> {
-  return waitFor(`trace ${traceId} in Jaeger`, async () => {
-    const r = await fetch(`${t.context.query}/api/traces/${traceId}`);
-    if (!r.ok) return undefined;
-    const tr = ((await r.json()) as { data: JaegerTrace[] }).data[0];
-    return tr && wanted(tr) ? tr : undefined;
-  }, 30_000, 200);
+  return waitFor(
+    `trace ${traceId} in Jaeger`,
+    async () => {
+      const r = await fetch(`${t.context.query}/api/traces/${traceId}`);
+      if (!r.ok) return undefined;
+      const tr = ((await r.json()) as { data: JaegerTrace[] }).data[0];
+      return tr && wanted(tr) ? tr : undefined;
+    },
+    30_000,
+    200,
+  );
 }
 
 test('producer -> consume -> flush -> PostgreSQL push, for a Kafka record and for an HTTP push, in Jaeger', async (t) => {
@@ -98,7 +112,9 @@ test('producer -> consume -> flush -> PostgreSQL push, for a Kafka record and fo
   await createTopic(kafka, topic, 1);
   const kTrace = '5b8efff798038103d269b633813fc60c';
   const kSpan = 'eee19b7ec3c1b174';
-  await produce(kafka, topic, [{ key: 'order-1', value: '{"n":1}', headers: { transactionId: 'jaeger-1', traceparent: `00-${kTrace}-${kSpan}-01` } }]);
+  await produce(kafka, topic, [
+    { key: 'order-1', value: '{"n":1}', headers: { transactionId: 'jaeger-1', traceparent: `00-${kTrace}-${kSpan}-01` } },
+  ]);
   const service = new ServiceProcess({
     DATABASE_URL: t.context.db.url,
     KAFKA_BROKERS: brokers().join(','),
@@ -153,7 +169,10 @@ test('producer -> consume -> flush -> PostgreSQL push, for a Kafka record and fo
   const proc = k.processes[process!.processID]!;
   t.is(proc.serviceName, 'queen-ingress-jaeger-test');
   t.is(proc.tags.find((x) => x.key === 'service.version')?.value, '0.1.0');
-  t.true(k.spans.some((s) => parent(s) === push!.spanID && tag(s, 'db.system.name') === 'postgresql'), 'the pg instrumentation span is under the push');
+  t.true(
+    k.spans.some((s) => parent(s) === push!.spanID && tag(s, 'db.system.name') === 'postgresql'),
+    'the pg instrumentation span is under the push',
+  );
 
   const h = await traceOf(t, hTrace, (tr) => tr.spans.length >= 3);
   const server = h.spans.find((s) => s.operationName === 'POST /api/v1/push');

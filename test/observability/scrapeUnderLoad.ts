@@ -16,12 +16,38 @@ async function main(): Promise<void> {
   const kafka = kafkaClient();
   const topic = uniqueName('scrape');
   await createTopic(kafka, topic, 4);
-  await produce(kafka, topic, Array.from({ length: 20_000 }, (_, i) => ({ key: `k${i % 16}`, value: JSON.stringify({ i }), headers: { transactionId: `s-${i % 15_000}` } })));
-  const config = loadConfig({ DATABASE_URL: db.url, KAFKA_BROKERS: brokers().join(','), QUEEN_INGRESS_TOPICS: topic, QUEEN_INGRESS_GROUP: uniqueName('g-scrape'), QUEEN_HTTP_PORT: '0', QUEEN_HTTP_HOST: '127.0.0.1', QUEEN_LAG_INTERVAL_MS: '200', QUEEN_INGRESS_COMMIT_EVERY: '500' });
+  await produce(
+    kafka,
+    topic,
+    Array.from({ length: 20_000 }, (_, i) => ({
+      key: `k${i % 16}`,
+      value: JSON.stringify({ i }),
+      headers: { transactionId: `s-${i % 15_000}` },
+    })),
+  );
+  const config = loadConfig({
+    DATABASE_URL: db.url,
+    KAFKA_BROKERS: brokers().join(','),
+    QUEEN_INGRESS_TOPICS: topic,
+    QUEEN_INGRESS_GROUP: uniqueName('g-scrape'),
+    QUEEN_HTTP_PORT: '0',
+    QUEEN_HTTP_HOST: '127.0.0.1',
+    QUEEN_LAG_INTERVAL_MS: '200',
+    QUEEN_INGRESS_COMMIT_EVERY: '500',
+  });
   const service = new Service(config, silentLogger);
   await service.start();
   try {
-    await fetch(`${service.http.url}/api/v1/push`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items: [{ queue: 'scrape', payload: 1, transactionId: 'x' }, { queue: 'scrape', payload: 1, transactionId: 'x' }] }) }).then((r) => r.arrayBuffer());
+    await fetch(`${service.http.url}/api/v1/push`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        items: [
+          { queue: 'scrape', payload: 1, transactionId: 'x' },
+          { queue: 'scrape', payload: 1, transactionId: 'x' },
+        ],
+      }),
+    }).then((r) => r.arrayBuffer());
     // Under load: as soon as some, not all, records have a verdict.
     const verdicts = service.metrics.counter('queen_messages_total', '');
     await waitFor('first Kafka verdicts', () => verdicts.get({ source: 'kafka', status: 'queued' }) > 0, 60_000, 5);

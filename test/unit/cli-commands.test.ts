@@ -48,7 +48,9 @@ function bashComplete(script: string, words: string[]): Promise<string[]> {
   const quoted = words.map((w) => `'${w}'`).join(' ');
   const program = `${script}\nCOMP_WORDS=(${quoted}); COMP_CWORD=${words.length - 1}; _queenctl; printf '%s\\n' "\${COMPREPLY[@]}"`;
   return new Promise((resolve, reject) =>
-    execFile('bash', ['--norc', '-c', program], (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(stdout.split('\n').filter(Boolean)))),
+    execFile('bash', ['--norc', '-c', program], (err, stdout, stderr) =>
+      err ? reject(new Error(stderr)) : resolve(stdout.split('\n').filter(Boolean)),
+    ),
   );
 }
 

@@ -29,12 +29,18 @@ test('multi-document YAML: one manifest per document, empty documents skipped', 
 
 test('JSON files and lists of manifests are accepted', (t) => {
   const one = parseManifests('{"kind": "Queue", "name": "j", "config": {"dedupWindowSeconds": 60}}', 'm.json');
-  t.deepEqual(one.map((m) => [m.name, m.config]), [['j', { dedupWindowSeconds: 60 }]]);
+  t.deepEqual(
+    one.map((m) => [m.name, m.config]),
+    [['j', { dedupWindowSeconds: 60 }]],
+  );
   const list = parseManifests('[{"kind": "Queue", "name": "x"},\n {"kind": "Queue", "name": "y", "config": null}]', 'm.json');
-  t.deepEqual(list.map((m) => [m.name, m.config, m.line]), [
-    ['x', {}, 1],
-    ['y', {}, 2],
-  ]);
+  t.deepEqual(
+    list.map((m) => [m.name, m.config, m.line]),
+    [
+      ['x', {}, 1],
+      ['y', {}, 2],
+    ],
+  );
 });
 
 test('null in config means the default', (t) => {
@@ -51,7 +57,9 @@ test('unknown keys are reported with their line, at the top level and in config'
 });
 
 test('duplicate keys are reported with their line, in YAML and in JSON', (t) => {
-  t.deepEqual(problems('kind: Queue\nname: a\nconfig:\n  dedupWindowSeconds: 0\n  dedupWindowSeconds: 5\n'), ['5:3 duplicate key "dedupWindowSeconds" (Map keys must be unique)']);
+  t.deepEqual(problems('kind: Queue\nname: a\nconfig:\n  dedupWindowSeconds: 0\n  dedupWindowSeconds: 5\n'), [
+    '5:3 duplicate key "dedupWindowSeconds" (Map keys must be unique)',
+  ]);
   t.deepEqual(problems('{\n  "kind": "Queue",\n  "name": "a",\n  "name": "b"\n}'), ['4:3 duplicate key "name" (Map keys must be unique)']);
 });
 
@@ -101,8 +109,17 @@ test('a queue defined twice, a syntax error, and an empty file are errors', (t) 
 test('the dry-run plan: create, change, unchanged', (t) => {
   const [m] = parseManifests('kind: Queue\nname: a\nconfig:\n  dedupWindowSeconds: 0\n', 'm.yaml');
   const live = (o: Partial<QueueOptions>): QueueOptions => ({ ...QUEUE_OPTION_DEFAULTS, ...o });
-  t.deepEqual(renderPlan(plan(m!, undefined)), ['+ queue/a (would be created)', '    + dedupWindowSeconds: 0', '    + retentionSeconds: 0', '    + completedRetentionSeconds: 0']);
-  t.deepEqual(renderPlan(plan(m!, live({ dedupWindowSeconds: 3600 }))), ['~ queue/a (would be changed)', '    - dedupWindowSeconds: 3600', '    + dedupWindowSeconds: 0']);
+  t.deepEqual(renderPlan(plan(m!, undefined)), [
+    '+ queue/a (would be created)',
+    '    + dedupWindowSeconds: 0',
+    '    + retentionSeconds: 0',
+    '    + completedRetentionSeconds: 0',
+  ]);
+  t.deepEqual(renderPlan(plan(m!, live({ dedupWindowSeconds: 3600 }))), [
+    '~ queue/a (would be changed)',
+    '    - dedupWindowSeconds: 3600',
+    '    + dedupWindowSeconds: 0',
+  ]);
   t.deepEqual(renderPlan(plan(m!, live({ dedupWindowSeconds: 0 }))), ['  queue/a (unchanged)']);
   // An omitted option is compared with its default: apply sends mode "replace".
   const [bare] = parseManifests('kind: Queue\nname: b\n', 'm.yaml');

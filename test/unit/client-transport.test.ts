@@ -41,10 +41,24 @@ async function scripted(answers: { status: number; body: unknown; headers?: Reco
   };
 }
 
-const unavailable = { status: 503, body: { error: 'unavailable', message: 'PostgreSQL is unavailable', retriable: true }, headers: { 'retry-after': '0' } };
+const unavailable = {
+  status: 503,
+  body: { error: 'unavailable', message: 'PostgreSQL is unavailable', retriable: true },
+  headers: { 'retry-after': '0' },
+};
 const pushed = (txn: string) => ({
   status: 201,
-  body: [{ index: 0, message_id: '0190a000-0000-7000-8000-000000000000', transaction_id: txn, queue: 'q', partition: 'p', status: 'queued', offset: 3 }],
+  body: [
+    {
+      index: 0,
+      message_id: '0190a000-0000-7000-8000-000000000000',
+      transaction_id: txn,
+      queue: 'q',
+      partition: 'p',
+      status: 'queued',
+      offset: 3,
+    },
+  ],
 });
 
 test('503 is retried, and every attempt carries the same minted transactionId', async (t) => {
@@ -52,7 +66,10 @@ test('503 is retried, and every attempt carries the same minted transactionId', 
   t.teardown(() => s.close());
   const retries: string[] = [];
   const client = new Queen({ url: s.url, baseDelayMs: 1, onRetry: (i) => retries.push(`${i.attempt}:${i.reason}`) });
-  const [r] = await client.queue('q').partition('p').push([{ data: { a: 1 } }]);
+  const [r] = await client
+    .queue('q')
+    .partition('p')
+    .push([{ data: { a: 1 } }]);
   t.is(r!.status, 'queued');
   t.is(r!.offset, 3);
   t.deepEqual(retries, ['1:HTTP 503', '2:HTTP 503']);
@@ -71,9 +88,13 @@ test('a given transactionId is sent as is', async (t) => {
 });
 
 test('4xx is thrown at once as QueenHttpError with the server body', async (t) => {
-  const s = await scripted([{ status: 400, body: { error: 'bad_request', message: 'mode must be "merge" or "replace"', field: 'mode', retriable: false } }]);
+  const s = await scripted([
+    { status: 400, body: { error: 'bad_request', message: 'mode must be "merge" or "replace"', field: 'mode', retriable: false } },
+  ]);
   t.teardown(() => s.close());
-  const err = await t.throwsAsync(new Queen({ url: s.url, baseDelayMs: 1 }).queue('q').configure({}, { mode: 'merge' }), { instanceOf: QueenHttpError });
+  const err = await t.throwsAsync(new Queen({ url: s.url, baseDelayMs: 1 }).queue('q').configure({}, { mode: 'merge' }), {
+    instanceOf: QueenHttpError,
+  });
   t.is(err.status, 400);
   t.is(err.code, 'bad_request');
   t.is(err.field, 'mode');
@@ -95,7 +116,9 @@ test('network errors are retried, then thrown as QueenNetworkError', async (t) =
   const url = s.url;
   await s.close();
   let retries = 0;
-  const err = await t.throwsAsync(new Queen({ url, retries: 3, baseDelayMs: 1, onRetry: () => retries++ }).queue('q').get(), { instanceOf: QueenNetworkError });
+  const err = await t.throwsAsync(new Queen({ url, retries: 3, baseDelayMs: 1, onRetry: () => retries++ }).queue('q').get(), {
+    instanceOf: QueenNetworkError,
+  });
   t.is(retries, 3);
   t.regex(err.message, /ECONNREFUSED.*after 4 attempts/);
 });
@@ -111,7 +134,9 @@ test('backoff delays grow and stay within the ceiling; Retry-After is honoured u
 });
 
 test('a base URL with a path prefix is kept', async (t) => {
-  const s = await scripted([{ status: 200, body: { queue: 'q', options: { dedupWindowSeconds: 1 }, createdAt: '', updatedAt: '', partitions: 0 } }]);
+  const s = await scripted([
+    { status: 200, body: { queue: 'q', options: { dedupWindowSeconds: 1 }, createdAt: '', updatedAt: '', partitions: 0 } },
+  ]);
   t.teardown(() => s.close());
   const info = await new Queen({ url: `${s.url}/` }).queue('a.b-c_d').get();
   t.is(info.options.dedupWindowSeconds, 1);

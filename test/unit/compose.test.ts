@@ -24,7 +24,9 @@ interface Service {
   tmpfs?: string[];
   cap_drop?: string[];
 }
-interface Compose { services: Record<string, Service> }
+interface Compose {
+  services: Record<string, Service>;
+}
 
 const compose = async (): Promise<Compose> => parseYaml(await read('docker-compose.yml'));
 
@@ -45,7 +47,9 @@ test('the stack: PostgreSQL 15, Kafka (KRaft, the local scripts’ version), Jae
 
 test('every file or folder mounted from the repository exists', async (t) => {
   const { services } = await compose();
-  const mounts = Object.values(services).flatMap((s) => s.volumes ?? []).filter((v) => v.startsWith('./'));
+  const mounts = Object.values(services)
+    .flatMap((s) => s.volumes ?? [])
+    .filter((v) => v.startsWith('./'));
   t.true(mounts.length >= 5);
   for (const m of mounts) await t.notThrowsAsync(access(new URL(m.split(':')[0]!, ROOT)), m);
 });
@@ -55,7 +59,9 @@ test('the service gets only variables src/config.ts reads, and runs like the cha
   const svc = services['queen-ingress']!;
   const config = await read('src/config.ts');
   for (const name of Object.keys(svc.environment!)) t.true(config.includes(name), `${name} is not read by src/config.ts`);
-  const values = parseYaml(await read('deploy/helm/queen-ingress/values.yaml')) as { podSecurityContext: { runAsUser: number; runAsGroup: number } };
+  const values = parseYaml(await read('deploy/helm/queen-ingress/values.yaml')) as {
+    podSecurityContext: { runAsUser: number; runAsGroup: number };
+  };
   t.is(svc.user, `${values.podSecurityContext.runAsUser}:${values.podSecurityContext.runAsGroup}`);
   t.true(svc.read_only);
   t.deepEqual(svc.tmpfs, ['/tmp']);
@@ -64,7 +70,10 @@ test('the service gets only variables src/config.ts reads, and runs like the cha
 
 test('Prometheus scrapes the service and loads the chart’s alert rules; Grafana provisions Prometheus and the dashboards folder', async (t) => {
   const { services } = await compose();
-  const prom = parseYaml(await read('deploy/compose/prometheus.yml')) as { rule_files: string[]; scrape_configs: { static_configs: { targets: string[] }[] }[] };
+  const prom = parseYaml(await read('deploy/compose/prometheus.yml')) as {
+    rule_files: string[];
+    scrape_configs: { static_configs: { targets: string[] }[] }[];
+  };
   t.deepEqual(prom.scrape_configs[0]!.static_configs[0]!.targets, ['queen-ingress:6632']);
   const ruleMount = services.prometheus!.volumes!.find((v) => v.includes(':/etc/prometheus/alerts.yml'));
   t.is(ruleMount, './deploy/helm/queen-ingress/files/alerts.yml:/etc/prometheus/alerts.yml:ro');

@@ -12,12 +12,24 @@ test('defaults: dedup cache on, 512 MB, port 6632, no topics', (t) => {
 });
 
 test('managed Kafka: SASL and TLS settings, per-topic dead-letter topic, errors tolerance', (t) => {
-  const c = loadConfig({ KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: 'svc', KAFKA_SASL_PASSWORD: 's3cret', KAFKA_SSL: 'true', KAFKA_CLIENT_ID: 'ingest-1', QUEEN_INGRESS_ERRORS_TOLERANCE: 'none', QUEEN_INGRESS_TOPICS: 'orders:o:orders-errors,pay', KAFKA_BROKERS: 'h:1' });
+  const c = loadConfig({
+    KAFKA_SASL_MECHANISM: 'scram-sha-512',
+    KAFKA_SASL_USERNAME: 'svc',
+    KAFKA_SASL_PASSWORD: 's3cret',
+    KAFKA_SSL: 'true',
+    KAFKA_CLIENT_ID: 'ingest-1',
+    QUEEN_INGRESS_ERRORS_TOLERANCE: 'none',
+    QUEEN_INGRESS_TOPICS: 'orders:o:orders-errors,pay',
+    KAFKA_BROKERS: 'h:1',
+  });
   t.deepEqual(c.kafkaSasl, { mechanism: 'scram-sha-512', username: 'svc', password: 's3cret' });
   t.deepEqual(c.kafkaTls, { rejectUnauthorized: true });
   t.is(c.kafkaClientId, 'ingest-1');
   t.is(c.ingressErrorsTolerance, 'none');
-  t.deepEqual(c.ingressTopics, [{ topic: 'orders', queue: 'o', dlq: 'orders-errors' }, { topic: 'pay', queue: 'pay' }]);
+  t.deepEqual(c.ingressTopics, [
+    { topic: 'orders', queue: 'o', dlq: 'orders-errors' },
+    { topic: 'pay', queue: 'pay' },
+  ]);
   const d = loadConfig({});
   t.is(d.kafkaSasl, undefined);
   t.is(d.kafkaTls, undefined);

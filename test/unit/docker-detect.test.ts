@@ -27,7 +27,10 @@ test('no socket file, a refused port, a silent listener and a non-ping answer ar
   t.deepEqual(missing, { available: false, reason: 'unix:///nonexistent/docker.sock: ENOENT' });
 
   const port = await closedPort();
-  t.deepEqual(await detectDockerEngine({ DOCKER_HOST: `tcp://127.0.0.1:${port}` }), { available: false, reason: `tcp://127.0.0.1:${port}: ECONNREFUSED` });
+  t.deepEqual(await detectDockerEngine({ DOCKER_HOST: `tcp://127.0.0.1:${port}` }), {
+    available: false,
+    reason: `tcp://127.0.0.1:${port}: ECONNREFUSED`,
+  });
 
   const silent = net.createServer(() => undefined);
   const silentPort = await listen(silent);

@@ -37,7 +37,11 @@ async function stages(): Promise<{ args: Map<string, string>; stages: Instructio
   return { args, stages: out };
 }
 
-async function chartValues(): Promise<{ podSecurityContext: { runAsUser: number; runAsGroup: number }; probes: { liveness: { path: string } }; http: { port: number } }> {
+async function chartValues(): Promise<{
+  podSecurityContext: { runAsUser: number; runAsGroup: number };
+  probes: { liveness: { path: string } };
+  http: { port: number };
+}> {
   return parseYaml(await read('deploy/helm/queen-ingress/values.yaml'));
 }
 
@@ -65,7 +69,11 @@ test('the final stage runs as the numeric non-root user the chart expects, with 
 });
 
 test('the final stage carries the OCI labels', async (t) => {
-  const labels = (await stages()).stages.at(-1)!.filter((i) => i.op === 'LABEL').map((i) => i.args).join(' ');
+  const labels = (await stages()).stages
+    .at(-1)!
+    .filter((i) => i.op === 'LABEL')
+    .map((i) => i.args)
+    .join(' ');
   for (const key of ['title', 'description', 'version', 'revision', 'created', 'licenses', 'base.name']) {
     t.regex(labels, new RegExp(`org\\.opencontainers\\.image\\.${key.replace('.', '\\.')}="[^"]+"`), key);
   }
@@ -73,8 +81,14 @@ test('the final stage carries the OCI labels', async (t) => {
 
 test('the final stage copies only the built service, the migrations, the manifest and production dependencies', async (t) => {
   const { stages: all } = await stages();
-  const copies = all.at(-1)!.filter((i) => i.op === 'COPY' || i.op === 'ADD').map((i) => i.args);
-  t.deepEqual(copies.sort(), ['--from=build /app/dist/src ./dist/src', '--from=build /app/node_modules ./node_modules', 'package.json ./', 'sql ./sql'].sort());
+  const copies = all
+    .at(-1)!
+    .filter((i) => i.op === 'COPY' || i.op === 'ADD')
+    .map((i) => i.args);
+  t.deepEqual(
+    copies.sort(),
+    ['--from=build /app/dist/src ./dist/src', '--from=build /app/node_modules ./node_modules', 'package.json ./', 'sql ./sql'].sort(),
+  );
   // The build stage prunes dev dependencies before the final stage takes node_modules.
   const build = all[0]!.map((i) => i.args).join('\n');
   t.regex(build, /npm prune --omit=dev/);
@@ -86,7 +100,9 @@ test('the final stage copies only the built service, the migrations, the manifes
 test('every path the Dockerfile copies from the context exists after the build and is not in .dockerignore', async (t) => {
   const { stages: all } = await stages();
   const ignored = (await read('.dockerignore')).split('\n').filter((l) => l && !l.startsWith('#'));
-  const sources = all.flatMap((s) => s.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(/\s+/).slice(0, -1)));
+  const sources = all.flatMap((s) =>
+    s.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(/\s+/).slice(0, -1)),
+  );
   t.deepEqual(sources.sort(), ['package-lock.json', 'package.json', 'package.json', 'sql', 'src', 'tsconfig.json'].sort());
   for (const src of sources) {
     await t.notThrowsAsync(access(new URL(src, ROOT)), src);

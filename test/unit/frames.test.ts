@@ -6,9 +6,21 @@ import { uuidToString, uuidv7Bytes } from '../../src/util/uuidv7.js';
 test('pack/unpack round-trips any frames; ids sit at 5 + 16 i', (t) => {
   fc.assert(
     fc.property(
-      fc.array(fc.record({ txn: fc.string({ minLength: 1, maxLength: 40 }), trace: fc.option(fc.string({ maxLength: 60 }), { nil: undefined }), payload: fc.uint8Array({ maxLength: 200 }) }), { minLength: 1, maxLength: 20 }),
+      fc.array(
+        fc.record({
+          txn: fc.string({ minLength: 1, maxLength: 40 }),
+          trace: fc.option(fc.string({ maxLength: 60 }), { nil: undefined }),
+          payload: fc.uint8Array({ maxLength: 200 }),
+        }),
+        { minLength: 1, maxLength: 20 },
+      ),
       (frames) => {
-        const packed = frames.map((f) => ({ id: uuidv7Bytes(), transactionId: Buffer.from(f.txn), traceContext: f.trace ? Buffer.from(f.trace) : undefined, payload: Buffer.from(f.payload) }));
+        const packed = frames.map((f) => ({
+          id: uuidv7Bytes(),
+          transactionId: Buffer.from(f.txn),
+          traceContext: f.trace ? Buffer.from(f.trace) : undefined,
+          payload: Buffer.from(f.payload),
+        }));
         const blob = packSegment(packed);
         const back = unpackSegment(blob);
         t.is(back.length, frames.length);

@@ -22,7 +22,14 @@ class GatedSink implements BundleSink {
     await new Promise<void>((r) => this.gates.push(r));
     for (const k of keys) this.inFlightKeys.set(k, this.inFlightKeys.get(k)! - 1);
     if (this.fail) throw this.fail;
-    return items.map((i) => ({ status: 'queued', id: 'x', transactionId: i.transactionId ?? null, queue: i.queue, partition: i.partition ?? 'Default', offset: 0 }));
+    return items.map((i) => ({
+      status: 'queued',
+      id: 'x',
+      transactionId: i.transactionId ?? null,
+      queue: i.queue,
+      partition: i.partition ?? 'Default',
+      offset: 0,
+    }));
   }
 
   async releaseAll(): Promise<void> {
@@ -31,7 +38,12 @@ class GatedSink implements BundleSink {
   }
 }
 
-const item = (partition: string, n: number, bytes = 10): PushItem => ({ queue: 'q', partition, transactionId: `${partition}-${n}`, payload: Buffer.alloc(bytes) });
+const item = (partition: string, n: number, bytes = 10): PushItem => ({
+  queue: 'q',
+  partition,
+  transactionId: `${partition}-${n}`,
+  payload: Buffer.alloc(bytes),
+});
 const opts = { maxItems: 100, maxBytes: 1 << 20, holdMs: 0, maxInflightBytes: 1 << 20, maxConcurrentFlushes: 4 };
 
 test('disjoint partitions fuse into one bundle; a partition is never flushed twice at once', async (t) => {
@@ -48,11 +60,18 @@ test('disjoint partitions fuse into one bundle; a partition is never flushed twi
   while (sink.bundles.length < 2) await new Promise((r) => setImmediate(r));
   const p2 = f.submit([item('a', 3), item('b', 2)]);
   while (sink.bundles.length < 3) await new Promise((r) => setImmediate(r));
-  t.deepEqual(sink.bundles[2]!.map((i) => i.partition), ['b'], 'a is in flight, so only b is taken');
+  t.deepEqual(
+    sink.bundles[2]!.map((i) => i.partition),
+    ['b'],
+    'a is in flight, so only b is taken',
+  );
   await sink.releaseAll();
   await sink.releaseAll();
   await Promise.all([p1, p2]);
-  t.deepEqual(sink.bundles[3]!.map((i) => i.transactionId), ['a-3']);
+  t.deepEqual(
+    sink.bundles[3]!.map((i) => i.transactionId),
+    ['a-3'],
+  );
   t.is(sink.maxPerKey, 1, 'single-flight per partition');
   await f.stop();
 });
@@ -64,8 +83,14 @@ test('bundles respect the item limit and keep per-partition arrival order', asyn
   const p = f.submit(Array.from({ length: 12 }, (_, i) => item('a', i)));
   for (let i = 0; i < 3; i++) await sink.releaseAll();
   const results = await p;
-  t.deepEqual(sink.bundles.map((b) => b.length), [5, 5, 2]);
-  t.deepEqual(sink.bundles.flat().map((i) => i.transactionId), Array.from({ length: 12 }, (_, i) => `a-${i}`));
+  t.deepEqual(
+    sink.bundles.map((b) => b.length),
+    [5, 5, 2],
+  );
+  t.deepEqual(
+    sink.bundles.flat().map((i) => i.transactionId),
+    Array.from({ length: 12 }, (_, i) => `a-${i}`),
+  );
   t.is(results.length, 12);
   await f.stop();
 });
@@ -110,7 +135,14 @@ class PoisonSink implements BundleSink {
   async push(items: readonly PushItem[]): Promise<PushResult[]> {
     this.bundles.push([...items]);
     if (items.some((i) => i.partition === 'poison')) throw new BundleNotWrittenError(new TypeError('boom'));
-    return items.map((i) => ({ status: 'queued', id: 'x', transactionId: i.transactionId ?? null, queue: i.queue, partition: i.partition ?? 'Default', offset: 0 }));
+    return items.map((i) => ({
+      status: 'queued',
+      id: 'x',
+      transactionId: i.transactionId ?? null,
+      queue: i.queue,
+      partition: i.partition ?? 'Default',
+      offset: 0,
+    }));
   }
 }
 
@@ -122,11 +154,21 @@ test('a bundle that fails unwritten is pushed again per request: only the reques
   const good1 = f.submit([item('a', 1), item('b', 1)]);
   const bad = f.submit([item('c', 1), item('poison', 1)]);
   const good2 = f.submit([item('d', 1)]);
-  t.deepEqual((await good1).map((r) => r.status), ['queued', 'queued']);
-  t.deepEqual((await good2).map((r) => r.status), ['queued']);
+  t.deepEqual(
+    (await good1).map((r) => r.status),
+    ['queued', 'queued'],
+  );
+  t.deepEqual(
+    (await good2).map((r) => r.status),
+    ['queued'],
+  );
   await t.throwsAsync(bad, { instanceOf: BundleNotWrittenError });
   t.is(sink.bundles[0]!.length, 5, 'the three requests were first fused into one bundle');
-  t.deepEqual(sink.bundles.slice(1).map((b) => b.map((i) => i.partition)), [['a', 'b'], ['c', 'poison'], ['d']], 'then pushed apart, one request at a time');
+  t.deepEqual(
+    sink.bundles.slice(1).map((b) => b.map((i) => i.partition)),
+    [['a', 'b'], ['c', 'poison'], ['d']],
+    'then pushed apart, one request at a time',
+  );
   await f.stop();
 });
 

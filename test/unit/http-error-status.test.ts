@@ -1,5 +1,13 @@
 import test from 'ava';
-import { AuthError, DatabaseError, LifecycleError, NotFoundError, PayloadTooLargeError, QueenError, ValidationError } from '../../src/errors.js';
+import {
+  AuthError,
+  DatabaseError,
+  LifecycleError,
+  NotFoundError,
+  PayloadTooLargeError,
+  QueenError,
+  ValidationError,
+} from '../../src/errors.js';
 import { OverloadedError, toHttpError } from '../../src/http/errorStatus.js';
 import { BearerAuth } from '../../src/http/auth.js';
 
@@ -16,7 +24,12 @@ test('typed errors map to their statuses', (t) => {
     [new OverloadedError('busy'), 503, 'unavailable', true],
     [new LifecycleError('Fusion is stopping'), 503, 'unavailable', true],
     [new QueenError('retry me', { retriable: true }), 503, 'unavailable', true],
-    [Object.assign(new Error('Unsupported Media Type'), { statusCode: 415, code: 'FST_ERR_CTP_INVALID_MEDIA_TYPE' }), 415, 'unsupported_media_type', false],
+    [
+      Object.assign(new Error('Unsupported Media Type'), { statusCode: 415, code: 'FST_ERR_CTP_INVALID_MEDIA_TYPE' }),
+      415,
+      'unsupported_media_type',
+      false,
+    ],
     [Object.assign(new Error('Request body is too large'), { statusCode: 413 }), 413, 'payload_too_large', false],
     [new TypeError('a bug'), 500, 'internal', false],
     ['a string thrown', 500, 'internal', false],
@@ -36,7 +49,10 @@ test('client errors keep their message and field; internal errors do not leak th
     field: 'options.dedupWindowSeconds',
   });
   t.is(toHttpError(new TypeError('secret internals at /srv/x.js'), 1).body.message, 'internal error');
-  t.is(toHttpError(new DatabaseError('pushing: password authentication failed for user x', '28P01', { retriable: false }), 1).body.message, 'internal error');
+  t.is(
+    toHttpError(new DatabaseError('pushing: password authentication failed for user x', '28P01', { retriable: false }), 1).body.message,
+    'internal error',
+  );
   t.regex(toHttpError(new AuthError('x'), 1).headers['www-authenticate']!, /^Bearer realm=/);
 });
 

@@ -16,7 +16,10 @@ test('counters keep the single-label call style and expose TYPE counter', async 
   t.is(m.counter('queen_things_total', '').get('duplicate'), 1, 'lookup by name returns the same counter');
   const text = await m.render();
   t.true(text.includes('# TYPE queen_things_total counter'));
-  t.deepEqual(samples(text, 'queen_things_total').sort(), ['queen_things_total{outcome="duplicate"} 1', 'queen_things_total{outcome="queued"} 5']);
+  t.deepEqual(samples(text, 'queen_things_total').sort(), [
+    'queen_things_total{outcome="duplicate"} 1',
+    'queen_things_total{outcome="queued"} 5',
+  ]);
 });
 
 test('multi-label counters, and a plain label value on them is refused', (t) => {
@@ -45,7 +48,10 @@ test('gauges: set, computed, and labelled series that vanish when the source dro
   m.gauge('queen_set', 's').set(2.5);
   let v = 1;
   m.gauge('queen_computed', 'c').collect(() => v);
-  let parts: [Record<string, string>, number][] = [[{ partition: '0' }, 5], [{ partition: '1' }, 6]];
+  let parts: [Record<string, string>, number][] = [
+    [{ partition: '0' }, 5],
+    [{ partition: '1' }, 6],
+  ];
   m.gauge('queen_lagish', 'l', ['partition']).collectLabeled(() => parts);
   v = 9;
   let text = await m.render();
@@ -92,7 +98,16 @@ test('build info and the default process metrics', async (t) => {
 test("process and Node.js defaults follow promtool's naming rules: no non-counter family ends in _total", async (t) => {
   const m = new MetricsRegistry();
   m.collectDefaults();
-  const types = (await m.render()).split('\n').filter((l) => l.startsWith('# TYPE ')).map((l) => l.split(' ').slice(2, 4) as [string, string]);
-  t.true(types.some(([name]) => name === 'nodejs_active_handles'), 'the per-type gauges stay');
-  t.deepEqual(types.filter(([name, type]) => type !== 'counter' && name.endsWith('_total')), []);
+  const types = (await m.render())
+    .split('\n')
+    .filter((l) => l.startsWith('# TYPE '))
+    .map((l) => l.split(' ').slice(2, 4) as [string, string]);
+  t.true(
+    types.some(([name]) => name === 'nodejs_active_handles'),
+    'the per-type gauges stay',
+  );
+  t.deepEqual(
+    types.filter(([name, type]) => type !== 'counter' && name.endsWith('_total')),
+    [],
+  );
 });

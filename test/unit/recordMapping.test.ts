@@ -1,7 +1,12 @@
 import test from 'ava';
 import { mapRecord } from '../../src/ingress/recordMapping.js';
 
-const rec = (o: Partial<{ key: Buffer | null; value: Buffer | null; offset: string; headers: Record<string, Buffer | string> }>) => ({ key: null, value: Buffer.from('{}'), offset: '7', ...o });
+const rec = (o: Partial<{ key: Buffer | null; value: Buffer | null; offset: string; headers: Record<string, Buffer | string> }>) => ({
+  key: null,
+  value: Buffer.from('{}'),
+  offset: '7',
+  ...o,
+});
 
 test('key -> partition, null key -> Default', (t) => {
   const a = mapRecord('orders', 'q', 3, rec({ key: Buffer.from('customer-42') }));
@@ -11,7 +16,12 @@ test('key -> partition, null key -> Default', (t) => {
 });
 
 test('transactionId: header, then JSON field, then topic/partition/offset', (t) => {
-  const h = mapRecord('orders', 'q', 3, rec({ headers: { transactionId: 'from-header' }, value: Buffer.from('{"transactionId":"from-json"}') }));
+  const h = mapRecord(
+    'orders',
+    'q',
+    3,
+    rec({ headers: { transactionId: 'from-header' }, value: Buffer.from('{"transactionId":"from-json"}') }),
+  );
   t.true(h.ok && h.item.transactionId === 'from-header');
   const j = mapRecord('orders', 'q', 3, rec({ value: Buffer.from(' {"transactionId":"from-json"}') }));
   t.true(j.ok && j.item.transactionId === 'from-json');

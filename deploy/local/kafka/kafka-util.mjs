@@ -116,14 +116,22 @@ async function probe(hostPort, timeoutMs) {
   // 1) ApiVersions v0 (every broker answers v0) -> supported Metadata range.
   const [av] = await roundTrip(host, port, [() => request(API_VERSIONS, 0, 1, Buffer.alloc(0))], timeoutMs);
   let off = 4; // correlation id
-  const err = av.readInt16BE(off); off += 2;
+  const err = av.readInt16BE(off);
+  off += 2;
   if (err !== 0) throw new Error(`ApiVersions error ${err}`);
-  const n = av.readInt32BE(off); off += 4;
-  let mdMin = -1, mdMax = -1;
+  const n = av.readInt32BE(off);
+  off += 4;
+  let mdMin = -1,
+    mdMax = -1;
   for (let k = 0; k < n; k++) {
-    const key = av.readInt16BE(off), min = av.readInt16BE(off + 2), max = av.readInt16BE(off + 4);
+    const key = av.readInt16BE(off),
+      min = av.readInt16BE(off + 2),
+      max = av.readInt16BE(off + 4);
     off += 6;
-    if (key === API_METADATA) { mdMin = min; mdMax = max; }
+    if (key === API_METADATA) {
+      mdMin = min;
+      mdMax = max;
+    }
   }
   if (mdMax < 0) throw new Error('broker does not advertise Metadata');
   // We can encode v1..v8 (v9+ is a "flexible" version with a different encoding).

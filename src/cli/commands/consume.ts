@@ -14,7 +14,8 @@ export interface PopArgs {
 
 function positiveInt(v: string | undefined, name: string, dflt: number, max: number): number {
   if (v === undefined) return dflt;
-  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > max) throw new UsageError(`--${name} must be an integer from 1 to ${max}, got "${v}"`);
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > max)
+    throw new UsageError(`--${name} must be an integer from 1 to ${max}, got "${v}"`);
   return Number(v);
 }
 
@@ -22,7 +23,9 @@ function dataText(m: Message): string {
   return m.dataEncoding === 'base64' ? `base64:${String(m.data)}` : JSON.stringify(m.data);
 }
 
-export function messageRows(msgs: readonly Pick<Message, 'partition' | 'offset' | 'transactionId' | 'createdAt' | 'data' | 'dataEncoding'>[]): string[][] {
+export function messageRows(
+  msgs: readonly Pick<Message, 'partition' | 'offset' | 'transactionId' | 'createdAt' | 'data' | 'dataEncoding'>[],
+): string[][] {
   return msgs.map((m) => [m.partition, String(m.offset), m.transactionId, m.createdAt, dataText(m as Message)]);
 }
 
@@ -56,7 +59,11 @@ export async function pop(client: Queen, io: CliIo, args: string[], o: PopArgs, 
     return;
   }
   io.out(table(HEADER, messageRows(msgs)));
-  io.out(o.ack ? `acked ${acked.filter((r) => r === 'acked').length} of ${msgs.length}\n` : `leaseId ${msgs[0]!.leaseId} (not acked: redelivered when the lease expires)\n`);
+  io.out(
+    o.ack
+      ? `acked ${acked.filter((r) => r === 'acked').length} of ${msgs.length}\n`
+      : `leaseId ${msgs[0]!.leaseId} (not acked: redelivered when the lease expires)\n`,
+  );
 }
 
 /**
@@ -65,7 +72,13 @@ export async function pop(client: Queen, io: CliIo, args: string[], o: PopArgs, 
  * starts at the end (subscriptionMode new) and disturbs no one; with --group
  * it consumes as that group (autoAck). Stops on Ctrl-C or after --max.
  */
-export async function tail(client: Queen, io: CliIo, args: string[], o: { group: string | undefined; max: string | undefined }, format: OutputFormat): Promise<void> {
+export async function tail(
+  client: Queen,
+  io: CliIo,
+  args: string[],
+  o: { group: string | undefined; max: string | undefined },
+  format: OutputFormat,
+): Promise<void> {
   const [queue, ...rest] = args;
   if (!queue || rest.length > 0) throw new UsageError('tail needs exactly one QUEUE');
   const max = o.max === undefined ? Infinity : positiveInt(o.max, 'max', 1, Number.MAX_SAFE_INTEGER);
@@ -89,7 +102,13 @@ export async function tail(client: Queen, io: CliIo, args: string[], o: { group:
       throw err;
     }
     for (const m of msgs) {
-      io.out(format === 'table' ? table(HEADER, messageRows([m])).split('\n')[1]! + '\n' : format === 'json' ? JSON.stringify(m) + '\n' : structured([m], 'yaml'));
+      io.out(
+        format === 'table'
+          ? table(HEADER, messageRows([m])).split('\n')[1]! + '\n'
+          : format === 'json'
+            ? JSON.stringify(m) + '\n'
+            : structured([m], 'yaml'),
+      );
     }
     shown += msgs.length;
   }

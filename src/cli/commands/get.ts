@@ -15,7 +15,10 @@ export interface BrowseArgs {
 
 /** `queenctl get messages QUEUE [--partition P] [--from N] [--limit N]`: decoded messages, no cursor moves. */
 async function getMessages(client: Queen, io: CliIo, queue: string, o: BrowseArgs, format: OutputFormat): Promise<void> {
-  for (const [k, v] of [['from', o.from], ['limit', o.limit]] as const) {
+  for (const [k, v] of [
+    ['from', o.from],
+    ['limit', o.limit],
+  ] as const) {
     if (v !== undefined && !/^\d+$/.test(v)) throw new UsageError(`--${k} must be a non-negative integer, got "${v}"`);
   }
   const page = await client.queue(queue).browse({
@@ -37,15 +40,23 @@ async function getMessages(client: Queen, io: CliIo, queue: string, o: BrowseArg
  * json and yaml print the API's answer as is: one queue's object, or
  * {"queues": [...]} for the list.
  */
-export async function get(client: Queen, io: CliIo, args: string[], format: OutputFormat, browse: BrowseArgs = { partition: undefined, from: undefined, limit: undefined }): Promise<void> {
+export async function get(
+  client: Queen,
+  io: CliIo,
+  args: string[],
+  format: OutputFormat,
+  browse: BrowseArgs = { partition: undefined, from: undefined, limit: undefined },
+): Promise<void> {
   const [kind, name, ...rest] = args;
   if (kind === 'messages' || kind === 'message') {
     if (!name || rest.length > 0) throw new UsageError('get messages needs exactly one QUEUE');
     await getMessages(client, io, name, browse, format);
     return;
   }
-  if (browse.partition !== undefined || browse.from !== undefined || browse.limit !== undefined) throw new UsageError('--partition, --from and --limit go with get messages');
-  if (kind !== 'queue' && kind !== 'queues') throw new UsageError(`get: unknown resource "${kind ?? ''}" (try: get queues, get queue NAME, get messages QUEUE)`);
+  if (browse.partition !== undefined || browse.from !== undefined || browse.limit !== undefined)
+    throw new UsageError('--partition, --from and --limit go with get messages');
+  if (kind !== 'queue' && kind !== 'queues')
+    throw new UsageError(`get: unknown resource "${kind ?? ''}" (try: get queues, get queue NAME, get messages QUEUE)`);
   if (rest.length > 0) throw new UsageError(`get ${kind} takes at most one queue NAME`);
   if (name === undefined) {
     if (kind === 'queue') throw new UsageError('get queue needs a queue NAME (or: get queues)');

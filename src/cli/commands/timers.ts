@@ -27,14 +27,24 @@ export async function timers(client: Queen, io: CliIo, args: string[], opts: Tim
       const limit = opts.limit === undefined ? 100 : Number(opts.limit);
       if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${opts.limit}"`);
       const r = await client.timer(queue).list(limit);
-      if (format !== 'table') { io.out(structured(r, format)); return; }
-      io.out(table(['KEY', 'PARTITION', 'DELIVER AT', 'MESSAGE ID', 'ATTEMPTS'], r.timers.map((x) => [x.key, x.partition, x.deliverAt, x.messageId, String(x.attempts)])));
+      if (format !== 'table') {
+        io.out(structured(r, format));
+        return;
+      }
+      io.out(
+        table(
+          ['KEY', 'PARTITION', 'DELIVER AT', 'MESSAGE ID', 'ATTEMPTS'],
+          r.timers.map((x) => [x.key, x.partition, x.deliverAt, x.messageId, String(x.attempts)]),
+        ),
+      );
       return;
     }
     case 'schedule': {
       const [raw, ...extra] = rest;
-      if (!key || raw === undefined || extra.length > 0) throw new UsageError('timers schedule needs QUEUE KEY and one DATA argument (JSON)');
-      if ((opts.delay === undefined) === (opts.at === undefined)) throw new UsageError('timers schedule needs exactly one of --delay or --at');
+      if (!key || raw === undefined || extra.length > 0)
+        throw new UsageError('timers schedule needs QUEUE KEY and one DATA argument (JSON)');
+      if ((opts.delay === undefined) === (opts.at === undefined))
+        throw new UsageError('timers schedule needs exactly one of --delay or --at');
       let data: unknown;
       try {
         data = JSON.parse(raw);
@@ -56,7 +66,10 @@ export async function timers(client: Queen, io: CliIo, args: string[], opts: Tim
     case 'peek': {
       if (!key || rest.length > 0) throw new UsageError('timers peek needs QUEUE KEY');
       const r = await client.timer(queue).key(key).peek();
-      if (!r) { show({ status: 'absent' }, `absent (no longer pending: never scheduled, cancelled, or already fired)\n`); return; }
+      if (!r) {
+        show({ status: 'absent' }, `absent (no longer pending: never scheduled, cancelled, or already fired)\n`);
+        return;
+      }
       show(r, `pending key=${key} partition=${r.partition} deliverAt=${r.deliverAt} messageId=${r.messageId} attempts=${r.attempts}\n`);
       return;
     }

@@ -17,7 +17,17 @@ export const CONSUME_LIMITS = {
   maxAckItems: 10_000,
 } as const;
 
-const POP_PARAMS = new Set(['consumerGroup', 'batch', 'wait', 'timeout', 'autoAck', 'subscriptionMode', 'subscriptionFrom', 'leaseSeconds', 'workerId']);
+const POP_PARAMS = new Set([
+  'consumerGroup',
+  'batch',
+  'wait',
+  'timeout',
+  'autoAck',
+  'subscriptionMode',
+  'subscriptionFrom',
+  'leaseSeconds',
+  'workerId',
+]);
 
 /**
  * The consume API: pop (long poll), ack, ack batch, transaction, lease
@@ -28,8 +38,9 @@ export function registerConsume(app: FastifyInstance, read: ReadPath, maxItemsPe
   app.get<{ Params: { queue: string }; Querystring: Record<string, unknown> }>('/api/v1/pop/queue/:queue', async (req, reply) =>
     pop(read, reply, req.params.queue, undefined, req.query),
   );
-  app.get<{ Params: { queue: string; partition: string }; Querystring: Record<string, unknown> }>('/api/v1/pop/queue/:queue/partition/:partition', async (req, reply) =>
-    pop(read, reply, req.params.queue, req.params.partition, req.query),
+  app.get<{ Params: { queue: string; partition: string }; Querystring: Record<string, unknown> }>(
+    '/api/v1/pop/queue/:queue/partition/:partition',
+    async (req, reply) => pop(read, reply, req.params.queue, req.params.partition, req.query),
   );
 
   app.post('/api/v1/ack', async (req) => {
@@ -41,12 +52,20 @@ export function registerConsume(app: FastifyInstance, read: ReadPath, maxItemsPe
   app.post('/api/v1/ack/batch', async (req) => {
     const body = object(req.body, '{"acknowledgments": [...], "consumerGroup"?: ..., "leaseId"?: ...}');
     for (const k of Object.keys(body)) {
-      if (!['acknowledgments', 'consumerGroup', 'leaseId'].includes(k)) throw new ValidationError(`unknown field "${k}" (allowed: acknowledgments, consumerGroup, leaseId)`, k);
+      if (!['acknowledgments', 'consumerGroup', 'leaseId'].includes(k))
+        throw new ValidationError(`unknown field "${k}" (allowed: acknowledgments, consumerGroup, leaseId)`, k);
     }
     const list = body.acknowledgments;
-    if (!Array.isArray(list) || list.length === 0) throw new ValidationError('acknowledgments must be a non-empty array', 'acknowledgments');
-    if (list.length > CONSUME_LIMITS.maxAckItems) throw new ValidationError(`acknowledgments has ${list.length} entries, over the limit of ${CONSUME_LIMITS.maxAckItems}`, 'acknowledgments');
-    const items = list.map((raw, i) => checkAckItem(raw, { consumerGroup: body.consumerGroup, leaseId: body.leaseId }, `acknowledgments[${i}]`));
+    if (!Array.isArray(list) || list.length === 0)
+      throw new ValidationError('acknowledgments must be a non-empty array', 'acknowledgments');
+    if (list.length > CONSUME_LIMITS.maxAckItems)
+      throw new ValidationError(
+        `acknowledgments has ${list.length} entries, over the limit of ${CONSUME_LIMITS.maxAckItems}`,
+        'acknowledgments',
+      );
+    const items = list.map((raw, i) =>
+      checkAckItem(raw, { consumerGroup: body.consumerGroup, leaseId: body.leaseId }, `acknowledgments[${i}]`),
+    );
     const outcomes = await read.ack(items);
     return { results: outcomes.map((o, i) => ({ index: i, ...ackWire(items[i]!, o) })) };
   });
@@ -54,12 +73,14 @@ export function registerConsume(app: FastifyInstance, read: ReadPath, maxItemsPe
   app.post('/api/v1/transaction', async (req) => {
     const body = object(req.body, '{"operations": [...], "requiredLeases"?: [...]}');
     for (const k of Object.keys(body)) {
-      if (!['operations', 'requiredLeases'].includes(k)) throw new ValidationError(`unknown field "${k}" (allowed: operations, requiredLeases)`, k);
+      if (!['operations', 'requiredLeases'].includes(k))
+        throw new ValidationError(`unknown field "${k}" (allowed: operations, requiredLeases)`, k);
     }
     const ops = body.operations;
     if (!Array.isArray(ops) || ops.length === 0) throw new ValidationError('operations must be a non-empty array', 'operations');
     const required = body.requiredLeases ?? [];
-    if (!Array.isArray(required) || !required.every(isUuid)) throw new ValidationError('requiredLeases must be an array of lease ids (UUIDs)', 'requiredLeases');
+    if (!Array.isArray(required) || !required.every(isUuid))
+      throw new ValidationError('requiredLeases must be an array of lease ids (UUIDs)', 'requiredLeases');
     const acks: AckItem[] = [];
     const pushes: PushItem[] = [];
     ops.forEach((op, i) => {
@@ -68,7 +89,8 @@ export function registerConsume(app: FastifyInstance, read: ReadPath, maxItemsPe
         const { type: _t, ...rest } = o;
         acks.push(checkAckItem(rest, {}, `operations[${i}]`));
       } else if (o.type === 'push') {
-        for (const k of Object.keys(o)) if (k !== 'type' && k !== 'items') throw new ValidationError(`operations[${i}]: unknown field "${k}"`, `operations[${i}].${k}`);
+        for (const k of Object.keys(o))
+          if (k !== 'type' && k !== 'items') throw new ValidationError(`operations[${i}]: unknown field "${k}"`, `operations[${i}].${k}`);
         for (const raw of readItems({ items: o.items }, maxItemsPerPush)) {
           const t = translateItem(raw);
           if (!t.ok) throw new ValidationError(`operations[${i}]: ${t.result.error}`, `operations[${i}].items`);
@@ -79,7 +101,11 @@ export function registerConsume(app: FastifyInstance, read: ReadPath, maxItemsPe
       }
     });
     const r = await read.transaction(pushes, acks, required);
-    return { committed: true, pushes: r.pushes.map((p, i) => toWire(i, p)), acks: r.acks.map((o, i) => ({ index: i, ...ackWire(acks[i]!, o) })) };
+    return {
+      committed: true,
+      pushes: r.pushes.map((p, i) => toWire(i, p)),
+      acks: r.acks.map((o, i) => ({ index: i, ...ackWire(acks[i]!, o) })),
+    };
   });
 
   app.post<{ Params: { leaseId: string } }>('/api/v1/lease/:leaseId/extend', async (req) => {
@@ -97,14 +123,22 @@ export function registerConsume(app: FastifyInstance, read: ReadPath, maxItemsPe
   });
 }
 
-async function pop(read: ReadPath, reply: FastifyReply, queue: string, partition: string | undefined, query: Record<string, unknown>): Promise<unknown> {
-  for (const k of Object.keys(query)) if (!POP_PARAMS.has(k)) throw new ValidationError(`unknown parameter "${k}" (allowed: ${[...POP_PARAMS].join(', ')})`, k);
+async function pop(
+  read: ReadPath,
+  reply: FastifyReply,
+  queue: string,
+  partition: string | undefined,
+  query: Record<string, unknown>,
+): Promise<unknown> {
+  for (const k of Object.keys(query))
+    if (!POP_PARAMS.has(k)) throw new ValidationError(`unknown parameter "${k}" (allowed: ${[...POP_PARAMS].join(', ')})`, k);
   const req: PopRequest = {
     queue: checkQueueName(queue),
     partition: partition === undefined ? undefined : checkPartitionName(partition),
     consumerGroup: query.consumerGroup === undefined ? QUEUE_MODE_GROUP : checkGroupName(query.consumerGroup),
     batch: int(query.batch, 'batch', 1, CONSUME_LIMITS.maxBatch, 1),
-    leaseSeconds: query.leaseSeconds === undefined ? undefined : int(query.leaseSeconds, 'leaseSeconds', 1, CONSUME_LIMITS.maxLeaseSeconds, 0),
+    leaseSeconds:
+      query.leaseSeconds === undefined ? undefined : int(query.leaseSeconds, 'leaseSeconds', 1, CONSUME_LIMITS.maxLeaseSeconds, 0),
     subscriptionMode: mode(query.subscriptionMode),
     subscriptionFrom: undefined,
     workerId: query.workerId === undefined ? undefined : str(query.workerId, 'workerId', 256),
@@ -202,7 +236,8 @@ function bool(v: unknown, name: string): boolean {
 }
 
 function str(v: unknown, name: string, max: number): string {
-  if (typeof v !== 'string' || v.length === 0 || v.length > max) throw new ValidationError(`${name} must be a non-empty string of at most ${max} characters`, name);
+  if (typeof v !== 'string' || v.length === 0 || v.length > max)
+    throw new ValidationError(`${name} must be a non-empty string of at most ${max} characters`, name);
   return v;
 }
 

@@ -19,7 +19,9 @@ const MAX_LIMIT = 1_000;
 export function registerMessages(app: FastifyInstance, pool: pg.Pool, read: ReadPath): void {
   app.get<{ Querystring: Record<string, unknown> }>('/api/v1/messages', async (req) => {
     const q = req.query;
-    for (const k of Object.keys(q)) if (!['queue', 'partition', 'from', 'limit'].includes(k)) throw new ValidationError(`unknown parameter "${k}" (allowed: queue, partition, from, limit)`, k);
+    for (const k of Object.keys(q))
+      if (!['queue', 'partition', 'from', 'limit'].includes(k))
+        throw new ValidationError(`unknown parameter "${k}" (allowed: queue, partition, from, limit)`, k);
     const p = await findPartition(pool, q.queue as string, q.partition as string | undefined);
     const from = q.from === undefined ? p.logStart : queryInt(q.from, 'from', 0, Number.MAX_SAFE_INTEGER);
     const limit = q.limit === undefined ? 100 : queryInt(q.limit, 'limit', 1, MAX_LIMIT);
@@ -46,7 +48,9 @@ export function registerMessages(app: FastifyInstance, pool: pg.Pool, read: Read
 
   app.get<{ Querystring: Record<string, unknown> }>('/api/v1/dlq', async (req) => {
     const q = req.query;
-    for (const k of Object.keys(q)) if (!['queue', 'consumerGroup', 'after', 'limit'].includes(k)) throw new ValidationError(`unknown parameter "${k}" (allowed: queue, consumerGroup, after, limit)`, k);
+    for (const k of Object.keys(q))
+      if (!['queue', 'consumerGroup', 'after', 'limit'].includes(k))
+        throw new ValidationError(`unknown parameter "${k}" (allowed: queue, consumerGroup, after, limit)`, k);
     const queue = checkQueueName(q.queue);
     const group = q.consumerGroup === undefined ? undefined : checkGroupName(q.consumerGroup);
     const after = q.after === undefined ? 0 : queryInt(q.after, 'after', 0, Number.MAX_SAFE_INTEGER);
@@ -91,4 +95,3 @@ function deadLetterWire(d: DeadLetter): Record<string, unknown> {
     requeuedAt: d.requeuedAt?.toISOString() ?? null,
   };
 }
-

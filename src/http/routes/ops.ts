@@ -21,7 +21,13 @@ export type IngressReadiness = () => { ready: boolean; reasons: string[]; state:
  *   /health                  the same verdict as /health/ready (it used to
  *                            check PostgreSQL only); its 200 body stays {"status":"ok"}.
  */
-export function registerOps(app: FastifyInstance, pool: pg.Pool, metrics: MetricsRegistry, healthTimeoutMs: number, ingress?: IngressReadiness): void {
+export function registerOps(
+  app: FastifyInstance,
+  pool: pg.Pool,
+  metrics: MetricsRegistry,
+  healthTimeoutMs: number,
+  ingress?: IngressReadiness,
+): void {
   const startedAt = Date.now();
   const live = async () => ({ status: 'alive', uptimeSeconds: Math.floor((Date.now() - startedAt) / 1000) });
   app.get('/health/live', live);
@@ -34,7 +40,13 @@ export function registerOps(app: FastifyInstance, pool: pg.Pool, metrics: Metric
     const kafka = ingress?.();
     if (kafka && !kafka.ready) {
       void reply.code(503).header('retry-after', '1');
-      return { status: 'not_ready', error: 'not_ready', message: `Kafka ingress not ready: ${kafka.reasons.join('; ')}`, retriable: true, checks: { postgres: 'ok', kafka } };
+      return {
+        status: 'not_ready',
+        error: 'not_ready',
+        message: `Kafka ingress not ready: ${kafka.reasons.join('; ')}`,
+        retriable: true,
+        checks: { postgres: 'ok', kafka },
+      };
     }
     // /health keeps its original body ({"status":"ok"}) for existing checks; the probes get the details.
     if (req.routeOptions.url === '/health') return { status: 'ok' };

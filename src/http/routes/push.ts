@@ -47,7 +47,10 @@ export function registerPush(app: FastifyInstance, path: PushPath, maxItems: num
       const links: Link[] = [];
       for (const r of raw) {
         // r is one element of a JSON body: null may arrive.
-        const sc = typeof (r as { traceContext?: unknown } | null | undefined)?.traceContext === 'string' ? spanContextOf((r as { traceContext: string }).traceContext) : undefined;
+        const sc =
+          typeof (r as { traceContext?: unknown } | null | undefined)?.traceContext === 'string'
+            ? spanContextOf((r as { traceContext: string }).traceContext)
+            : undefined;
         if (sc && links.length < MAX_LINKS) links.push({ context: sc });
       }
       span.addLinks(links);

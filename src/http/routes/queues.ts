@@ -28,5 +28,7 @@ export function registerQueues(app: FastifyInstance, pool: pg.Pool): void {
   app.get<{ Params: { queue: string } }>('/api/v1/resources/queues/:queue', async (req) => getQueue(pool, req.params.queue));
 
   // GET /api/v1/resources/queues[?after=NAME&limit=N]: a page of queues by name.
-  app.get<{ Querystring: { after?: string; limit?: string } }>('/api/v1/resources/queues', async (req) => listQueues(pool, req.query.after, req.query.limit));
+  app.get<{ Querystring: { after?: string; limit?: string } }>('/api/v1/resources/queues', async (req) =>
+    listQueues(pool, req.query.after, req.query.limit),
+  );
 }

@@ -17,7 +17,10 @@ export function registerTimers(app: FastifyInstance, pool: pg.Pool): void {
   app.post('/api/v1/timers', async (req, reply) => {
     const body = req.body;
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-      throw new ValidationError('body must be a JSON object: {"queue", "key", "delayMs" | "deliverAt", "payload", "partition"?, "transactionId"?}', 'body');
+      throw new ValidationError(
+        'body must be a JSON object: {"queue", "key", "delayMs" | "deliverAt", "payload", "partition"?, "transactionId"?}',
+        'body',
+      );
     }
     const o = body as Record<string, unknown>;
     for (const key of Object.keys(o)) {
@@ -26,9 +29,11 @@ export function registerTimers(app: FastifyInstance, pool: pg.Pool): void {
     const now = Date.now();
     const deliverAtMs = deliverAtOf(o, now);
     const hasPayload = Object.hasOwn(o, 'payload');
-    if (hasPayload === Object.hasOwn(o, 'data')) throw new ValidationError('give exactly one of payload or data (its alias): any JSON value', 'payload');
+    if (hasPayload === Object.hasOwn(o, 'data'))
+      throw new ValidationError('give exactly one of payload or data (its alias): any JSON value', 'payload');
     if (o.partition !== undefined && typeof o.partition !== 'string') throw new ValidationError('partition must be a string', 'partition');
-    if (o.traceContext !== undefined && typeof o.traceContext !== 'string') throw new ValidationError('traceContext must be a string', 'traceContext');
+    if (o.traceContext !== undefined && typeof o.traceContext !== 'string')
+      throw new ValidationError('traceContext must be a string', 'traceContext');
     const r = await scheduleTimer(
       pool,
       {
@@ -59,7 +64,8 @@ export function registerTimers(app: FastifyInstance, pool: pg.Pool): void {
   app.get<{ Params: { queue: string }; Querystring: { limit?: string } }>('/api/v1/timers/:queue', async (req) => {
     const raw = req.query.limit;
     const limit = raw === undefined ? 100 : Number(raw);
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST) throw new ValidationError(`limit must be an integer from 1 to ${MAX_LIST}`, 'limit');
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST)
+      throw new ValidationError(`limit must be an integer from 1 to ${MAX_LIST}`, 'limit');
     return { queue: req.params.queue, timers: await listTimers(pool, req.params.queue, limit) };
   });
 }

@@ -12,18 +12,24 @@ function has(ring: BlockRing, hash: Buffer, at = 0): boolean {
 
 test('sortRecordsInPlace sorts 16-byte records bytewise, in the same buffer (property, with first-word ties)', (t) => {
   fc.assert(
-    fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: 3 }), fc.uint8Array({ minLength: 12, maxLength: 12 })), { minLength: 0, maxLength: BLOCK_HASHES }), (recs) => {
-      const buf = Buffer.alloc(recs.length * 16);
-      recs.forEach(([hi, lo], i) => {
-        buf.writeUInt32BE(hi, i * 16); // tiny first words: many ties, so the tie-break path runs
-        Buffer.from(lo).copy(buf, i * 16 + 4);
-      });
-      const expected = recs.map((_, i) => buf.subarray(i * 16, i * 16 + 16).toString('hex')).sort();
-      const before = buf.buffer;
-      sortRecordsInPlace(buf, recs.length);
-      const got = recs.map((_, i) => buf.subarray(i * 16, i * 16 + 16).toString('hex'));
-      return buf.buffer === before && isSorted(buf, recs.length) && JSON.stringify(got) === JSON.stringify(expected);
-    }),
+    fc.property(
+      fc.array(fc.tuple(fc.integer({ min: 0, max: 3 }), fc.uint8Array({ minLength: 12, maxLength: 12 })), {
+        minLength: 0,
+        maxLength: BLOCK_HASHES,
+      }),
+      (recs) => {
+        const buf = Buffer.alloc(recs.length * 16);
+        recs.forEach(([hi, lo], i) => {
+          buf.writeUInt32BE(hi, i * 16); // tiny first words: many ties, so the tie-break path runs
+          Buffer.from(lo).copy(buf, i * 16 + 4);
+        });
+        const expected = recs.map((_, i) => buf.subarray(i * 16, i * 16 + 16).toString('hex')).sort();
+        const before = buf.buffer;
+        sortRecordsInPlace(buf, recs.length);
+        const got = recs.map((_, i) => buf.subarray(i * 16, i * 16 + 16).toString('hex'));
+        return buf.buffer === before && isSorted(buf, recs.length) && JSON.stringify(got) === JSON.stringify(expected);
+      },
+    ),
     { numRuns: 150 },
   );
   t.pass();

@@ -85,7 +85,8 @@ test('bloom front: rate-aware tiers step up only when a window holds >= K of the
   let off = 0;
   const add = (n: number, msPerHash: number, t0: number): number => {
     let ts = t0;
-    for (let i = 0; i < n; i++, ts += msPerHash) front.add(Math.imul(off, 2654435761) >>> 0, Math.imul(off, 40503) >>> 0, off >>> 0, Math.floor(ts), off++);
+    for (let i = 0; i < n; i++, ts += msPerHash)
+      front.add(Math.imul(off, 2654435761) >>> 0, Math.imul(off, 40503) >>> 0, off >>> 0, Math.floor(ts), off++);
     return ts;
   };
   // 300 s window at 4096 hashes/s: a 4096 generation fills in 1 s (a window

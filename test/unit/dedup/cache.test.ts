@@ -12,7 +12,13 @@ function freshCache(clock = new FakeClock(), capBytes = 512 * MB): { cache: Dedu
 /** prepare -> admit -> install, as the flush does; returns the prepare answer. */
 function hydrate(cache: DedupCache, pid: number, window: number, last: number, txnsStart: number, rows: TxnRow[], at: number): string {
   const a = cache.prepare(pid, window);
-  if (a === 'hydrate' && cache.admitRebuild(pid, rows.reduce((n, r) => n + r.endOffset - r.baseOffset + 1, 0))) {
+  if (
+    a === 'hydrate' &&
+    cache.admitRebuild(
+      pid,
+      rows.reduce((n, r) => n + r.endOffset - r.baseOffset + 1, 0),
+    )
+  ) {
     cache.install(pid, window, last, txnsStart, rows, at);
   }
   return a;
@@ -33,7 +39,11 @@ test('a brand-new partition hydrates empty and vouches its (empty) allocator wat
 
 test('install: hydratedFrom is the lowest fetched base - 1, never below txnsStart - 1, or lastOffset with no rows', (t) => {
   const { cache, clock } = freshCache();
-  const rows = makeRows(1, 1000, 100, () => clock.ms - 1000).map((r) => ({ ...r, baseOffset: r.baseOffset + 500, endOffset: r.endOffset + 500 }));
+  const rows = makeRows(1, 1000, 100, () => clock.ms - 1000).map((r) => ({
+    ...r,
+    baseOffset: r.baseOffset + 500,
+    endOffset: r.endOffset + 500,
+  }));
   cache.install(1, 60, 1499, 0, rows, clock.ms);
   t.like(cache.entryInfo(1), { hydratedFrom: 499, verifiedUpto: 1499, state: 'vouching' });
 
@@ -57,7 +67,11 @@ test('install rejects rows that cannot come from one snapshot', (t) => {
   const rows = makeRows(1, 20, 10, () => clock.ms);
   t.throws(() => cache.install(1, 60, 15, 0, rows, clock.ms), { instanceOf: RangeError }, 'row above last_offset');
   t.throws(() => cache.install(1, 60, 19, 0, [rows[1]!, rows[0]!], clock.ms), { instanceOf: RangeError }, 'descending');
-  t.throws(() => cache.install(1, 60, 19, 0, [{ ...rows[0]!, hashes: Buffer.alloc(16) }], clock.ms), { instanceOf: RangeError }, 'hash bytes');
+  t.throws(
+    () => cache.install(1, 60, 19, 0, [{ ...rows[0]!, hashes: Buffer.alloc(16) }], clock.ms),
+    { instanceOf: RangeError },
+    'hash bytes',
+  );
   t.is(cache.entryInfo(1), undefined);
 });
 
@@ -88,11 +102,18 @@ test('steady state: a single-writer stream of new hashes is vouched at last_offs
   t.is(cache.stats.hydrations, 1);
 });
 
-test('expiry drops only wholly pre-window blocks and raises hydratedFrom to the dropped block\'s highest offset', (t) => {
+test("expiry drops only wholly pre-window blocks and raises hydratedFrom to the dropped block's highest offset", (t) => {
   const { cache, clock } = freshCache();
   const t0 = clock.ms;
   // Block 0 (offsets 0..4095) committed at t0 - 100 s, block 1 at t0 - 50 s, hot at t0.
-  const rows = [...makeRows(1, BLOCK_HASHES, BLOCK_HASHES, () => t0 - 100_000), ...makeRows(2, BLOCK_HASHES, BLOCK_HASHES, () => t0 - 50_000).map((r) => ({ ...r, baseOffset: r.baseOffset + BLOCK_HASHES, endOffset: r.endOffset + BLOCK_HASHES }))];
+  const rows = [
+    ...makeRows(1, BLOCK_HASHES, BLOCK_HASHES, () => t0 - 100_000),
+    ...makeRows(2, BLOCK_HASHES, BLOCK_HASHES, () => t0 - 50_000).map((r) => ({
+      ...r,
+      baseOffset: r.baseOffset + BLOCK_HASHES,
+      endOffset: r.endOffset + BLOCK_HASHES,
+    })),
+  ];
   const hot = { baseOffset: 2 * BLOCK_HASHES, endOffset: 2 * BLOCK_HASHES + 9, createdMs: t0, hashes: hashRun(3, 0, 10) };
   cache.install(1, 60, 2 * BLOCK_HASHES + 9, 0, [...rows, hot], t0);
   t.like(cache.entryInfo(1), { blocks: 2, hotCount: 10, hydratedFrom: -1 });
@@ -131,7 +152,15 @@ test('interleave: base > verifiedUpto + 1 records a gap and answers -1 until rei
 
 test('overlap: base <= verifiedUpto marks the entry for a full rebuild', (t) => {
   const { cache, clock } = freshCache();
-  hydrate(cache, 1, 60, 9, 0, makeRows(1, 10, 5, () => clock.ms), clock.ms);
+  hydrate(
+    cache,
+    1,
+    60,
+    9,
+    0,
+    makeRows(1, 10, 5, () => clock.ms),
+    clock.ms,
+  );
   cache.recordAppend(1, 9, hashAt(3, 0), 1, clock.ms);
   t.like(cache.entryInfo(1), { state: 'rebuild' });
   t.is(cache.stats.rebuildsMarked, 1);
@@ -141,7 +170,15 @@ test('overlap: base <= verifiedUpto marks the entry for a full rebuild', (t) => 
 
 test('an unknown push outcome marks the entry for a full rebuild', (t) => {
   const { cache, clock } = freshCache();
-  hydrate(cache, 1, 60, 9, 0, makeRows(1, 10, 5, () => clock.ms), clock.ms);
+  hydrate(
+    cache,
+    1,
+    60,
+    9,
+    0,
+    makeRows(1, 10, 5, () => clock.ms),
+    clock.ms,
+  );
   cache.recordUnknown(1);
   t.like(cache.entryInfo(1), { state: 'rebuild' });
   t.is(cache.verifiedFor(1, hashAt(3, 1), 1), -1);
@@ -152,13 +189,28 @@ test('an unknown push outcome marks the entry for a full rebuild', (t) => {
 
 test('window change forces a rehydration, sticky until an install with the new window', (t) => {
   const { cache, clock } = freshCache();
-  hydrate(cache, 1, 30, 9, 0, makeRows(1, 10, 5, () => clock.ms), clock.ms);
+  hydrate(
+    cache,
+    1,
+    30,
+    9,
+    0,
+    makeRows(1, 10, 5, () => clock.ms),
+    clock.ms,
+  );
   t.is(cache.prepare(1, 30), 'ready');
   t.is(cache.prepare(1, 3600), 'hydrate');
   t.is(cache.prepare(1, 30), 'hydrate', 'sticky even if the old window is seen again');
   t.is(cache.verifiedFor(1, hashAt(9, 0), 1), -1);
   t.is(cache.prepare(1, 3600), 'hydrate');
-  cache.install(1, 3600, 9, 0, makeRows(1, 10, 5, () => clock.ms), clock.ms);
+  cache.install(
+    1,
+    3600,
+    9,
+    0,
+    makeRows(1, 10, 5, () => clock.ms),
+    clock.ms,
+  );
   t.is(cache.prepare(1, 3600), 'ready');
   t.is(cache.verifiedFor(1, hashAt(9, 0), 1), 9);
   t.like(cache.entryInfo(1), { windowSeconds: 3600 });
@@ -167,7 +219,15 @@ test('window change forces a rehydration, sticky until an install with the new w
 
 test('window 0 (dedup off): never hydrates, answers -1, and is not counted as a suppression', (t) => {
   const { cache, clock } = freshCache();
-  hydrate(cache, 1, 30, 9, 0, makeRows(1, 10, 5, () => clock.ms), clock.ms);
+  hydrate(
+    cache,
+    1,
+    30,
+    9,
+    0,
+    makeRows(1, 10, 5, () => clock.ms),
+    clock.ms,
+  );
   t.is(cache.prepare(1, 0), 'suppressed');
   t.is(cache.entryInfo(1), undefined);
   t.is(cache.verifiedFor(1, hashAt(9, 0), 1), -1);
@@ -203,7 +263,9 @@ test('a hit in any generation / block routes to -1; misses vouch; stats count bl
   t.is(s.localHits, 6);
   t.is(s.localMisses, 200_000);
   t.is(s.bloomFalsePositives, s.bloomMaybe - s.localHits);
-  t.log(`absent probes: ${s.bloomFalsePositives} bloom false positives over ${info.generations} generations (${((s.bloomFalsePositives / 200_000) * 100).toFixed(3)}%)`);
+  t.log(
+    `absent probes: ${s.bloomFalsePositives} bloom false positives over ${info.generations} generations (${((s.bloomFalsePositives / 200_000) * 100).toFixed(3)}%)`,
+  );
 });
 
 test('resident bytes per hash at a full 300-block window stay <= 22.5 (16 B hash + 4 B offset + bloom)', (t) => {
@@ -213,7 +275,9 @@ test('resident bytes per hash at a full 300-block window stay <= 22.5 (16 B hash
   const rows = makeRows(3, n, 1024, (r) => clock.ms - 300_000 + r * 250);
   cache.install(1, 300, n - 1, 0, rows, clock.ms);
   const perHash = cache.residentBytes() / cache.residentHashes();
-  t.log(`${cache.residentHashes()} hashes, ${(cache.residentBytes() / MB).toFixed(2)} MiB, ${perHash.toFixed(3)} B/hash, ${cache.entryInfo(1)!.generations} bloom generations`);
+  t.log(
+    `${cache.residentHashes()} hashes, ${(cache.residentBytes() / MB).toFixed(2)} MiB, ${perHash.toFixed(3)} B/hash, ${cache.entryInfo(1)!.generations} bloom generations`,
+  );
   t.true(perHash <= 22.5);
 });
 
@@ -231,7 +295,7 @@ test('a bloom false positive in a newer generation does not hide a real hit in a
   b.copy(hashes, 4096 * 16);
   cache.install(1, 60, n - 1, 0, [{ baseOffset: 0, endOffset: n - 1, createdMs: clock.ms, hashes }], clock.ms);
   t.like(cache.entryInfo(1), { generations: 2, blocks: 1, hotCount: 100 });
-  t.is(cache.verifiedFor(1, a, 1), -1, 'A is found in the older generation\'s range');
+  t.is(cache.verifiedFor(1, a, 1), -1, "A is found in the older generation's range");
   const c = Buffer.from(a);
   c.writeUInt32BE((a.readUInt32BE(12) ^ 2) >>> 0, 12);
   t.is(cache.verifiedFor(1, c, 1), n - 1, 'C is a "maybe" in both generations but in neither range');

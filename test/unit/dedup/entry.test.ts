@@ -26,7 +26,12 @@ test('hydration builds sealed blocks of exactly 4096 and never allocates more th
 test('the exact store and the bloom front always receive the same hashes', (t) => {
   const n = 3 * BLOCK_HASHES;
   const hashes = hashRun(2, 0, n);
-  const rows = [0, 1, 2].map((i) => ({ baseOffset: i * BLOCK_HASHES, endOffset: (i + 1) * BLOCK_HASHES - 1, createdMs: i * 1000, hashes: hashes.subarray(i * BLOCK_HASHES * 16, (i + 1) * BLOCK_HASHES * 16) }));
+  const rows = [0, 1, 2].map((i) => ({
+    baseOffset: i * BLOCK_HASHES,
+    endOffset: (i + 1) * BLOCK_HASHES - 1,
+    createdMs: i * 1000,
+    hashes: hashes.subarray(i * BLOCK_HASHES * 16, (i + 1) * BLOCK_HASHES * 16),
+  }));
   const e = PartitionEntry.hydrate(60, n - 1, 0, rows, 3000);
   for (let i = 0; i < n; i++) if (!e.bloomMaybe(hashes, i * 16) || !e.knowsExact(hashes, i * 16)) t.fail(`hash ${i}`);
   t.is(e.hashCount, n);

@@ -67,7 +67,9 @@ test('tiny cap, thousands of partitions round-robin: a stable resident set plus 
     residentPerRound.push(cache.residentPartitions());
   }
   t.log(`hydrations per round: ${hydrationsPerRound.join(' ')}`);
-  t.log(`resident partitions per round: ${residentPerRound.join(' ')}; suppressed now: ${cache.suppressedCount()}; vouched in the last round: ${vouchedLastRound}`);
+  t.log(
+    `resident partitions per round: ${residentPerRound.join(' ')}; suppressed now: ${cache.suppressedCount()}; vouched in the last round: ${vouchedLastRound}`,
+  );
   t.log(`stats: ${JSON.stringify(cache.stats)}; warnings at +${warnings.map((w) => (w - t0) / 1000).join('s, +')}s`);
   const resident = residentPerRound[0]!;
   t.true(resident > 100 && resident < P, `a partial resident set (${resident})`);
@@ -76,7 +78,10 @@ test('tiny cap, thousands of partitions round-robin: a stable resident set plus 
   // (rounds 10, 20 ...) but every resident partition was used within 5 s,
   // so the re-tests are refused instead of evicting the working set.
   t.deepEqual(hydrationsPerRound.slice(1), new Array(rounds - 1).fill(0));
-  t.true(residentPerRound.every((n) => n === resident), 'the resident set is stable');
+  t.true(
+    residentPerRound.every((n) => n === resident),
+    'the resident set is stable',
+  );
   t.is(vouchedLastRound, resident, 'every resident partition still vouches');
   t.is(cache.stats.evictions, 0);
   t.is(cache.suppressedCount(), P - resident);

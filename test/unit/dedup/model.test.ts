@@ -132,7 +132,14 @@ class ModelLog {
 }
 
 type Op =
-  | { kind: 'push'; fresh: number; dupIds: number[]; outcome: 'ok' | 'unknownCommitted' | 'unknownLost'; race: number[] | null; withPurged: boolean }
+  | {
+      kind: 'push';
+      fresh: number;
+      dupIds: number[];
+      outcome: 'ok' | 'unknownCommitted' | 'unknownLost';
+      race: number[] | null;
+      withPurged: boolean;
+    }
   | { kind: 'other'; fresh: number; dupIds: number[] }
   | { kind: 'window'; seconds: number }
   | { kind: 'time'; ms: number }
@@ -140,7 +147,10 @@ type Op =
   | { kind: 'filler'; size: number; slot: number }
   | { kind: 'clear' };
 
-const freshCount = fc.oneof({ weight: 10, arbitrary: fc.integer({ min: 0, max: 6 }) }, { weight: 2, arbitrary: fc.integer({ min: 300, max: 6000 }) });
+const freshCount = fc.oneof(
+  { weight: 10, arbitrary: fc.integer({ min: 0, max: 6 }) },
+  { weight: 2, arbitrary: fc.integer({ min: 300, max: 6000 }) },
+);
 const dupIds = fc.uniqueArray(fc.integer({ min: 0, max: 24 }), { maxLength: 3 });
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -150,16 +160,43 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       kind: fc.constant('push' as const),
       fresh: freshCount,
       dupIds,
-      outcome: fc.constantFrom<('ok' | 'unknownCommitted' | 'unknownLost')[]>('ok', 'ok', 'ok', 'ok', 'ok', 'ok', 'unknownCommitted', 'unknownLost'),
+      outcome: fc.constantFrom<('ok' | 'unknownCommitted' | 'unknownLost')[]>(
+        'ok',
+        'ok',
+        'ok',
+        'ok',
+        'ok',
+        'ok',
+        'unknownCommitted',
+        'unknownLost',
+      ),
       race: fc.option(dupIds, { freq: 6 }),
       withPurged: fc.boolean(),
     }),
   },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('other' as const), fresh: freshCount, dupIds }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('window' as const), seconds: fc.constantFrom(0, 1, 5, 10, 60, 3600) }) },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('time' as const), ms: fc.constantFrom(0, 10, 400, 3000, 6000, 20_000, 70_000, 200_000) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('purge' as const), fraction: fc.double({ min: 0, max: 1, noNaN: true }), lazy: fc.boolean(), intoRow: fc.boolean() }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('filler' as const), size: fc.constantFrom(50, 2000, 12_000), slot: fc.integer({ min: 0, max: 3 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({ kind: fc.constant('time' as const), ms: fc.constantFrom(0, 10, 400, 3000, 6000, 20_000, 70_000, 200_000) }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('purge' as const),
+      fraction: fc.double({ min: 0, max: 1, noNaN: true }),
+      lazy: fc.boolean(),
+      intoRow: fc.boolean(),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('filler' as const),
+      size: fc.constantFrom(50, 2000, 12_000),
+      slot: fc.integer({ min: 0, max: 3 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ kind: 'clear' as const }) },
 );
 
@@ -244,11 +281,18 @@ function runScenario(skew: number, capBytes: number, window0: number, ops: Op[],
           if (h.offsets.length > 1) totals.multiOffsetHints++;
         }
         const sorted = (m: Map<number, number>): string => JSON.stringify([...m].sort((a, b) => a[0] - b[0]));
-        check(sorted(hinted) === sorted(full), `hinted verdict with p_verified=${w} ${sorted(hinted)} differs from the full probe ${sorted(full)}`);
+        check(
+          sorted(hinted) === sorted(full),
+          `hinted verdict with p_verified=${w} ${sorted(hinted)} differs from the full probe ${sorted(full)}`,
+        );
         if (w !== -1) {
           // The vouch rule for the items it did not name: nothing at or below W.
           const named = new Set(hits.map((h) => h.index));
-          const unnamed = Buffer.concat(Array.from({ length: seg.count }, (_, i) => i).filter((i) => !named.has(i)).map((i) => seg.hashes.subarray(i * 16, i * 16 + 16)));
+          const unnamed = Buffer.concat(
+            Array.from({ length: seg.count }, (_, i) => i)
+              .filter((i) => !named.has(i))
+              .map((i) => seg.hashes.subarray(i * 16, i * 16 + 16)),
+          );
           const bad = model.vouchViolations(unnamed, unnamed.length / 16, w, now);
           check(bad.length === 0, `vouched ${w} but in-window offsets ${bad.join(',')} hold an unnamed hash of the segment`);
         }
@@ -281,7 +325,10 @@ function runScenario(skew: number, capBytes: number, window0: number, ops: Op[],
       case 'purge': {
         // Either anywhere, or just inside a row (so a row straddles txnsStart).
         const row = op.intoRow ? model.rowAt(op.fraction) : undefined;
-        const to = row !== undefined && row.end > row.base ? row.base + 1 : model.txnsStart + Math.floor(op.fraction * (model.last + 1 - model.txnsStart));
+        const to =
+          row !== undefined && row.end > row.base
+            ? row.base + 1
+            : model.txnsStart + Math.floor(op.fraction * (model.last + 1 - model.txnsStart));
         model.purge(to, op.lazy);
         break;
       }
@@ -289,7 +336,14 @@ function runScenario(skew: number, capBytes: number, window0: number, ops: Op[],
         const pid = 100 + op.slot;
         cache.beginFlush(pid);
         if (cache.prepare(pid, 60) === 'hydrate' && cache.admitRebuild(pid, op.size)) {
-          cache.install(pid, 60, op.size - 1, 0, [{ baseOffset: 0, endOffset: op.size - 1, createdMs: clock.ms, hashes: fillerHashes.get(op.size)! }], clock.ms);
+          cache.install(
+            pid,
+            60,
+            op.size - 1,
+            0,
+            [{ baseOffset: 0, endOffset: op.size - 1, createdMs: clock.ms, hashes: fillerHashes.get(op.size)! }],
+            clock.ms,
+          );
         }
         cache.verifiedFor(pid, hashAt(9, 0), 1);
         cache.endFlush(pid);
@@ -308,7 +362,10 @@ function runScenario(skew: number, capBytes: number, window0: number, ops: Op[],
         // every in-window hash in (txnsStart - 1, V] must be a local hit.
         const before = { ...cache.stats };
         for (const h of model.mustKnow(info.verifiedUpto, dbNow(), 24)) {
-          check(cache.verifiedFor(PID, h, 1) === -1, `vouching entry (V=${info.verifiedUpto}) does not know in-window hash ${h.toString('hex')}`);
+          check(
+            cache.verifiedFor(PID, h, 1) === -1,
+            `vouching entry (V=${info.verifiedUpto}) does not know in-window hash ${h.toString('hex')}`,
+          );
           totals.knowledgeChecks++;
         }
         Object.assign(cache.stats, before);
@@ -321,7 +378,18 @@ function runScenario(skew: number, capBytes: number, window0: number, ops: Op[],
 }
 
 test('model: a vouched watermark and its hints never change a verdict (random histories with interleaves, window changes, purges, pressure, one hash at several offsets)', (t) => {
-  const totals: Totals = { pushes: 0, vouched: 0, probeSkipped: 0, vouchedButDupAbove: 0, duplicates: 0, knowledgeChecks: 0, hintedItems: 0, refutedHints: 0, multiOffsetHints: 0, vouchedWithHints: 0 };
+  const totals: Totals = {
+    pushes: 0,
+    vouched: 0,
+    probeSkipped: 0,
+    vouchedButDupAbove: 0,
+    duplicates: 0,
+    knowledgeChecks: 0,
+    hintedItems: 0,
+    refutedHints: 0,
+    multiOffsetHints: 0,
+    vouchedWithHints: 0,
+  };
   fc.assert(
     fc.property(
       fc.integer({ min: -SKEW_SLACK_MS, max: SKEW_SLACK_MS }),
