@@ -184,16 +184,18 @@ export function popWire(r: PopOutcome): unknown {
   };
 }
 
-/** A message on the wire: JSON payloads as `data`; anything else base64 with dataEncoding. */
-export function messageWire(m: PoppedMessage): Record<string, unknown> {
-  let data: unknown;
-  let encoding: string | undefined;
+/** A stored payload on the wire: JSON as `data`; anything else base64, with `dataEncoding: 'base64'`. */
+export function payloadWire(payload: Buffer): { data: unknown; dataEncoding?: 'base64' } {
   try {
-    data = JSON.parse(m.payload.toString('utf8'));
+    return { data: JSON.parse(payload.toString('utf8')) };
   } catch {
-    data = m.payload.toString('base64');
-    encoding = 'base64';
+    return { data: payload.toString('base64'), dataEncoding: 'base64' };
   }
+}
+
+/** A message on the wire: its payload as payloadWire gives it. */
+export function messageWire(m: PoppedMessage): Record<string, unknown> {
+  const { data, dataEncoding } = payloadWire(m.payload);
   return {
     id: m.id,
     transactionId: m.transactionId,
@@ -202,7 +204,7 @@ export function messageWire(m: PoppedMessage): Record<string, unknown> {
     offset: m.offset,
     createdAt: m.createdAt.toISOString(),
     data,
-    ...(encoding ? { dataEncoding: encoding } : {}),
+    ...(dataEncoding ? { dataEncoding } : {}),
     traceContext: m.traceContext ?? null,
   };
 }

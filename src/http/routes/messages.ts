@@ -8,7 +8,7 @@ import { checkQueueName } from '../../engine/limits.js';
 import type { ReadPath } from '../../read/readPath.js';
 import { toWire } from '../pushBody.js';
 import { queryInt } from '../queryParams.js';
-import { messageWire } from './consume.js';
+import { messageWire, payloadWire } from './consume.js';
 
 const MAX_LIMIT = 1_000;
 
@@ -67,16 +67,7 @@ export function registerMessages(app: FastifyInstance, pool: pg.Pool, read: Read
 }
 
 function deadLetterWire(d: DeadLetter): Record<string, unknown> {
-  let data: unknown = null;
-  let encoding: string | undefined;
-  if (d.payload) {
-    try {
-      data = JSON.parse(d.payload.toString('utf8'));
-    } catch {
-      data = d.payload.toString('base64');
-      encoding = 'base64';
-    }
-  }
+  const { data, dataEncoding } = d.payload ? payloadWire(d.payload) : { data: null, dataEncoding: undefined };
   return {
     id: d.id,
     queue: d.queue,
@@ -87,7 +78,7 @@ function deadLetterWire(d: DeadLetter): Record<string, unknown> {
     messageId: d.messageId,
     transactionId: d.transactionId,
     data,
-    ...(encoding ? { dataEncoding: encoding } : {}),
+    ...(dataEncoding ? { dataEncoding } : {}),
     traceContext: d.traceContext,
     error: d.error,
     attempts: d.attempts,
