@@ -59,7 +59,7 @@ export const EMPTY_POP: PopOutcome = {
 
 const POP_SQL =
   'SELECT lease_id, lease_expires_at, partition_id, partition_name, span_from, span_to, skipped, redelivered, settled, seg_base, seg_end, seg_created, seg_blob ' +
-  'FROM queen.log_pop_v1($1, $2, $3, $4::integer, $5::integer, $6, $7::timestamptz, $8, $9::boolean, $10::integer)';
+  'FROM queen.log_pop_v2($1, $2, $3, $4::integer, $5::integer, $6, $7::timestamptz, $8, $9::boolean, $10::integer)';
 const SEGMENT_SQL = 'SELECT base_offset, blob FROM queen.log_segments WHERE partition_id = $1 AND base_offset = ANY($2::bigint[])';
 
 /**
@@ -97,7 +97,7 @@ export class SegmentCache {
 }
 
 /**
- * Runs one pop (queen.log_pop_v1, one round trip; a second one only for big
+ * Runs one pop (queen.log_pop_v2, one round trip; a second one only for big
  * segments not in `cache`) and decodes the span's frames. Offsets the cursor
  * already settled out of order are not delivered again.
  */
@@ -105,7 +105,7 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
   let rows: Record<string, unknown>[];
   try {
     const r = await pool.query({
-      name: 'queen_log_pop_v1',
+      name: 'queen_log_pop_v2',
       text: POP_SQL,
       values: [
         req.queue,
@@ -162,7 +162,12 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
       frames = cache.get(pid, base);
       if (!frames) {
         const blob = fetched.get(base);
-        // Removed by retention after the lease was taken: nothing to deliver.
+        // Removed by age-based retention after the pop committed (a lease does
+        // not hold retention back). Not delivered; not lost silently either:
+        // these offsets cannot be acked, so the cursor stays below them, and
+        // the next pop of the partition after this lease ends skips them to
+        // log_start and reports them (log_pop_v2, claim 2). Counting them here
+        // as well would report them twice.
         if (!blob) continue;
         frames = unpackSegment(blob);
         cache.put(pid, base, frames, blob.length);
