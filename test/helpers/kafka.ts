@@ -81,27 +81,46 @@ export async function produce(kafka: Kafka, topic: string, messages: Message[], 
   }
 }
 
+/**
+ * Kafka admin errors that say "ask again later", not "this is wrong": a group
+ * coordinator not found (the offsets partition is loading or moving; seen
+ * once in CI on a loaded machine, after kafkajs's own retries), or any error
+ * kafkajs marks retriable.
+ */
+function transientAdminError(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if (err.name === 'KafkaJSGroupCoordinatorNotFound' || err.name === 'KafkaJSNumberOfRetriesExceeded') return true;
+  return (err as { retriable?: unknown }).retriable === true;
+}
+
+/** Runs an admin call, asking again on a transient error for up to 60 s (then the last error throws). */
+async function withAdmin<T>(kafka: Kafka, call: (admin: ReturnType<Kafka['admin']>) => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const admin = kafka.admin();
+    try {
+      await admin.connect();
+      return await call(admin);
+    } catch (err) {
+      if (!transientAdminError(err) || Date.now() > deadline) throw err;
+    } finally {
+      await admin.disconnect();
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 /** Committed offset per partition for a group (-1 when none). */
 export async function committed(kafka: Kafka, group: string, topic: string): Promise<Map<number, number>> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
+  return withAdmin(kafka, async (admin) => {
     const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
     return new Map((t?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
-  } finally {
-    await admin.disconnect();
-  }
+  });
 }
 
 /** High watermark (next offset) per partition. */
 export async function endOffsets(kafka: Kafka, topic: string): Promise<Map<number, number>> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    return new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
-  } finally {
-    await admin.disconnect();
-  }
+  return withAdmin(kafka, async (admin) => new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)])));
 }
 
 /** Records in the topic (sum of end offsets; no retention or compaction in tests). */
