@@ -32,6 +32,7 @@ export const DEFAULTS = {
   retentionIntervalMs: 10_000,
   retentionBatchRows: 100,
   retentionBatchBytes: 131_072,
+  retentionConcurrency: 4,
   timersEnabled: true,
   timerPollMs: 100,
   timerBatch: 1000,
@@ -96,6 +97,8 @@ export interface Config {
   retentionBatchRows: number;
   /** Most segment bytes one retention step removes past its first segment (bounds the row-lock hold). */
   retentionBatchBytes: number;
+  /** Retention steps the leader runs at once, each on its own session and on a distinct partition. */
+  retentionConcurrency: number;
   timersEnabled: boolean;
   timerPollMs: number;
   timerBatch: number;
@@ -239,6 +242,7 @@ export function loadConfig(env: Env = process.env): Config {
     retentionIntervalMs: int(env, 'QUEEN_RETENTION_INTERVAL_MS', DEFAULTS.retentionIntervalMs, 100, 3_600_000),
     retentionBatchRows: int(env, 'QUEEN_RETENTION_BATCH_ROWS', DEFAULTS.retentionBatchRows, 1, 100_000),
     retentionBatchBytes: int(env, 'QUEEN_RETENTION_BATCH_BYTES', DEFAULTS.retentionBatchBytes, 1024, 1_073_741_824),
+    retentionConcurrency: int(env, 'QUEEN_RETENTION_CONCURRENCY', DEFAULTS.retentionConcurrency, 1, 32),
     timersEnabled: bool(env, 'QUEEN_TIMERS', DEFAULTS.timersEnabled),
     timerPollMs: int(env, 'QUEEN_TIMER_POLL_MS', DEFAULTS.timerPollMs, 10, 60_000),
     timerBatch: int(env, 'QUEEN_TIMER_BATCH', DEFAULTS.timerBatch, 1, 10_000),

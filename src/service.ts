@@ -69,6 +69,7 @@ export class Service extends Component {
         intervalMs: config.retentionIntervalMs,
         batchRows: config.retentionBatchRows,
         batchBytes: config.retentionBatchBytes,
+        concurrency: config.retentionConcurrency,
         metrics: this.metrics,
         logger: log.child({ component: 'retention' }),
       });

@@ -1,13 +1,22 @@
 import pg from 'pg';
 import { DEFAULTS } from '../config.js';
 import { retentionCandidates, retentionOverview, retentionStep, type RetentionStepResult } from '../engine/retentionStore.js';
+import { QueenError } from '../errors.js';
 import { silentLogger, type Logger } from '../telemetry/logger.js';
 import type { Counter, Gauge, Histogram, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
 import { SerialLoop } from '../util/serialLoop.js';
+import { PartitionQueue } from './partitionQueue.js';
 
 /** Session advisory lock key of the retention leader ("queen-rt" as a 64-bit integer). */
 export const RETENTION_LOCK_KEY = 0x717565656e2d7274n;
+/**
+ * Advisory lock key of the leader's step sessions ("queen-rf"): each holds it
+ * SHARED for its life; a new leader takes it exclusively once (and lets go)
+ * before it opens its own, so it never steps while a former leader's step
+ * sessions still exist (docs/retention.md, "One leader, several sessions").
+ */
+export const RETENTION_FENCE_KEY = 0x717565656e2d7266n;
 
 export interface RetentionServiceOptions {
   connectionString: string;
@@ -19,10 +28,14 @@ export interface RetentionServiceOptions {
   batchBytes?: number;
   /** Partitions listed per candidate query. */
   pageSize?: number;
+  /** Steps run at once, each on its own session and always on distinct partitions (default DEFAULTS.retentionConcurrency). */
+  concurrency?: number;
   metrics: MetricsRegistry;
   logger?: Logger;
   /** Called after every step (tests record what ran, and when). */
   onStep?: (partitionId: number, result: RetentionStepResult, elapsedMs: number) => void;
+  /** Called right before a step is sent (tests observe which steps overlap). */
+  onStepBegin?: (partitionId: number) => void;
 }
 
 export interface PassSummary {
@@ -34,6 +47,10 @@ export interface PassSummary {
   bytesRemoved: number;
   txnsRowsRemoved: number;
   maxStepMs: number;
+  /** Most steps that were in flight at the same moment during the pass. */
+  peakConcurrentSteps: number;
+  /** Steps that failed with a retriable error (logged, partition retried at the next pass). */
+  failedSteps: number;
 }
 
 /**
@@ -44,18 +61,31 @@ export interface PassSummary {
  *   follower --(pg_try_advisory_lock wins)--> leader
  *   leader --(its session is lost)--> follower
  * Leadership is a session-level advisory lock held by this service's own
- * connection, and every step runs on that same connection: a step can only
- * run in the session that holds the lock, and a broker that dies or loses
- * its connection releases the lock with it. So two brokers never run
- * retention at once, and a follower takes over at its next pass.
+ * connection (the leader session), and a broker that dies or loses that
+ * connection releases the lock with it; a follower takes over at its next
+ * pass. Steps run on `concurrency` step sessions of the leader, each holding
+ * RETENTION_FENCE_KEY shared and opened only after the leader session
+ * answered, and a new leader first proves (an exclusive try on the fence)
+ * that no earlier leader's step session is left. So two brokers never run
+ * retention steps at once.
  *
- * A pass pages through partitions in ascending id and steps each one that
- * has something past its limit until its batches stop being full; a step
- * locks exactly one partition row, so the global lock order holds trivially.
+ * A pass pages through partitions in ascending id (on the leader session)
+ * into a PartitionQueue; the step sessions take partitions from it, so steps
+ * on DISTINCT partitions overlap and one partition is never stepped twice at
+ * once. A partition whose batch was full goes back to the tail until it is
+ * done (fair to the others). A step locks exactly one partition row, then its
+ * cursor rows, so concurrent steps never wait on each other and the global
+ * lock order holds trivially (docs/retention.md).
  */
 export class RetentionService extends Component {
   private client: pg.Client | undefined;
+  /** Step sessions by slot (undefined: not open); they exist only while leaderState and fenced. */
+  private workers: (pg.Client | undefined)[] = [];
   private leaderState = false;
+  /** The fence was passed since this leadership began (see RETENTION_FENCE_KEY). */
+  private fenced = false;
+  private inFlightSteps = 0;
+  private readonly concurrency: number;
   private readonly loop: SerialLoop<PassSummary>;
   private readonly log: Logger;
   private readonly removedSegments: Counter;
@@ -64,6 +94,7 @@ export class RetentionService extends Component {
   private readonly purgedTxns: Counter;
   private readonly passes: Counter;
   private readonly failures: Counter;
+  private readonly stepFailures: Counter;
   private readonly stepSeconds: Histogram;
   private readonly lastPassSeconds: Gauge;
   private lag = new Map<string, { purgeLagSeconds: number; oldestRetainedAgeSeconds: number }>();
@@ -71,6 +102,8 @@ export class RetentionService extends Component {
   constructor(private readonly opts: RetentionServiceOptions) {
     super('RetentionService');
     this.log = opts.logger ?? silentLogger;
+    this.concurrency = opts.concurrency ?? DEFAULTS.retentionConcurrency;
+    if (!Number.isSafeInteger(this.concurrency) || this.concurrency < 1) throw new RangeError('retention concurrency must be an integer >= 1');
     const m = opts.metrics;
     this.removedSegments = m.counter('queen_retention_removed_segments_total', 'Segments removed by retention, by queue', 'queue');
     this.removedMessages = m.counter('queen_retention_removed_messages_total', 'Messages removed by retention, by queue', 'queue');
@@ -78,6 +111,13 @@ export class RetentionService extends Component {
     this.purgedTxns = m.counter('queen_retention_purged_txns_rows_total', 'log_txns rows purged (txns_start raised), by queue', 'queue');
     this.passes = m.counter('queen_retention_passes_total', 'Retention passes run as leader');
     this.failures = m.counter('queen_retention_failures_total', 'Retention passes that failed (retried at the next interval)');
+    this.stepFailures = m.counter(
+      'queen_retention_step_failures_total',
+      'Retention steps that failed with a retriable error (the partition is retried at the next pass)',
+    );
+    m.gauge('queen_retention_steps_in_flight', 'Retention steps running right now (at most QUEEN_RETENTION_CONCURRENCY)').collect(
+      () => this.inFlightSteps,
+    );
     m.gauge('queen_retention_leader', '1 while this broker holds the retention leader lock').collect(() => (this.leaderState ? 1 : 0));
     this.stepSeconds = m.histogram(
       'queen_retention_step_seconds',
@@ -134,6 +174,8 @@ export class RetentionService extends Component {
       bytesRemoved: 0,
       txnsRowsRemoved: 0,
       maxStepMs: 0,
+      peakConcurrentSteps: 0,
+      failedSteps: 0,
     };
     const started = Date.now();
     try {
@@ -148,26 +190,17 @@ export class RetentionService extends Component {
         return sum;
       }
       sum.leader = true;
-      let after = 0;
-      for (;;) {
-        if (this.loop.stopping) break;
-        const page = await retentionCandidates(client, after, this.opts.pageSize ?? 500);
-        for (const pid of page.ids) {
-          for (;;) {
-            // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() sets it while a retention step awaits
-            if (this.loop.stopping) break;
-            const t0 = performance.now();
-            const r = await retentionStep(client, pid, this.opts.batchRows, this.opts.batchBytes ?? DEFAULTS.retentionBatchBytes);
-            const ms = performance.now() - t0;
-            if (!r) break;
-            this.account(sum, r, ms);
-            this.opts.onStep?.(pid, r, ms);
-            if (!r.more) break;
-          }
+      if (!this.fenced) {
+        // No step session of an earlier leader may be left (it would hold the fence shared).
+        const r = await client.query('SELECT pg_try_advisory_lock($1::bigint) AS ok', [RETENTION_FENCE_KEY.toString()]);
+        if (r.rows[0].ok !== true) {
+          this.log.info("retention leader waits for the previous leader's step sessions to end");
+          return sum;
         }
-        if (page.lastId === null) break;
-        after = page.lastId;
+        await client.query('SELECT pg_advisory_unlock($1::bigint)', [RETENTION_FENCE_KEY.toString()]);
+        this.fenced = true;
       }
+      await this.runSteps(client, sum);
       if (!this.loop.stopping) this.lag = new Map((await retentionOverview(client)).map((o) => [o.queue, o]));
       this.passes.inc();
       this.lastPassSeconds.set((Date.now() - started) / 1000);
@@ -177,6 +210,83 @@ export class RetentionService extends Component {
       await this.dropSession();
       throw err;
     }
+  }
+
+  /**
+   * The steps of one pass: `concurrency` workers, one step session each, take
+   * partitions from a PartitionQueue that the leader session fills a page at
+   * a time. Returns when every listed partition is done (or stop() began);
+   * throws the first error that ends the pass, after every worker returned,
+   * so no step is in flight when the caller drops the sessions.
+   */
+  private async runSteps(leader: pg.Client, sum: PassSummary): Promise<void> {
+    const queue = new PartitionQueue();
+    let after = 0;
+    let listed = false;
+    let fetching: Promise<void> | undefined;
+    let fatal: { error: unknown } | undefined;
+    const refill = (): Promise<void> =>
+      (fetching ??= (async () => {
+        try {
+          const page = await retentionCandidates(leader, after, this.opts.pageSize ?? 500);
+          queue.add(page.ids);
+          if (page.lastId === null) listed = true;
+          else after = page.lastId;
+        } finally {
+          fetching = undefined;
+        }
+      })());
+    await this.openStepSessions(leader);
+    const worker = async (slot: number): Promise<void> => {
+      try {
+        for (;;) {
+          const session = this.workers[slot];
+          // No session: it failed earlier in this pass; the others carry on and the next pass reopens it.
+          if (this.loop.stopping || fatal || !session) return;
+          const pid = queue.take();
+          if (pid === undefined) {
+            // Nothing queued: list the next page, or finish (a partition still in
+            // flight elsewhere is re-queued and taken by the worker stepping it).
+            if (listed) return;
+            await refill();
+            continue;
+          }
+          let more = false;
+          try {
+            this.inFlightSteps++;
+            sum.peakConcurrentSteps = Math.max(sum.peakConcurrentSteps, this.inFlightSteps);
+            this.opts.onStepBegin?.(pid);
+            const t0 = performance.now();
+            try {
+              const r = await retentionStep(session, pid, this.opts.batchRows, this.opts.batchBytes ?? DEFAULTS.retentionBatchBytes);
+              const ms = performance.now() - t0;
+              if (r) {
+                this.account(sum, r, ms);
+                this.opts.onStep?.(pid, r, ms);
+                more = r.more;
+              }
+            } finally {
+              this.inFlightSteps--;
+            }
+          } catch (err) {
+            if (!(err instanceof QueenError && err.retriable) || this.loop.stopping) throw err;
+            // A retriable step failure (a deadlock victim, a dropped step session):
+            // logged here, once; the pass goes on and this partition waits for the
+            // next pass. The session is closed in case it was what failed.
+            sum.failedSteps++;
+            this.stepFailures.inc();
+            this.log.warn({ err: err.message, partitionId: pid }, 'retention step failed; the partition is retried at the next pass');
+            await this.closeStepSession(slot);
+          } finally {
+            queue.done(pid, more);
+          }
+        }
+      } catch (err) {
+        fatal ??= { error: err };
+      }
+    };
+    await Promise.all(Array.from({ length: this.concurrency }, (_, slot) => worker(slot)));
+    if (fatal) throw fatal.error;
   }
 
   private account(sum: PassSummary, r: RetentionStepResult, ms: number): void {
@@ -205,7 +315,47 @@ export class RetentionService extends Component {
     return client;
   }
 
+  /**
+   * Opens the step sessions that are not open (all of them at the first pass
+   * of a leadership, or after a step failure closed one). Each takes the fence
+   * key shared, THEN the leader session must still answer: it held the leader
+   * lock at that answer, so a later leader's fence try (which comes after it
+   * won the lock) finds these sessions' shares and waits for them to end.
+   */
+  private async openStepSessions(leader: pg.Client): Promise<void> {
+    const opening: Promise<void>[] = [];
+    for (let slot = 0; slot < this.concurrency; slot++) {
+      if (this.workers[slot]) continue;
+      opening.push(
+        (async () => {
+          const c = new pg.Client({ connectionString: this.opts.connectionString, application_name: 'queen-retention-step' });
+          c.on('error', () => undefined);
+          this.workers[slot] = c; // closed by dropSession() if anything below fails
+          await c.connect();
+          const r = await c.query('SELECT pg_try_advisory_lock_shared($1::bigint) AS ok', [RETENTION_FENCE_KEY.toString()]);
+          if (r.rows[0].ok !== true) throw new QueenError('a retention step session could not take the fence key');
+        })(),
+      );
+    }
+    if (opening.length === 0) return;
+    const outcomes = await Promise.allSettled(opening);
+    const failed = outcomes.find((o) => o.status === 'rejected');
+    // Not retriable within the pass: the pass fails (logged once by the loop) and the leader starts over.
+    if (failed) throw new QueenError(`opening retention step sessions: ${(failed.reason as Error).message}`, { cause: failed.reason });
+    await leader.query('SELECT 1');
+  }
+
+  private async closeStepSession(slot: number): Promise<void> {
+    const c = this.workers[slot];
+    this.workers[slot] = undefined;
+    if (c) await c.end().catch(() => undefined);
+  }
+
   private async dropSession(): Promise<void> {
+    // Step sessions first: they only ever run while the leader session lives.
+    await Promise.all(this.workers.map((_, slot) => this.closeStepSession(slot)));
+    this.workers = [];
+    this.fenced = false;
     const c = this.client;
     this.client = undefined;
     if (this.leaderState) this.log.info('retention leadership released');

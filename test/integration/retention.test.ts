@@ -6,11 +6,11 @@ import { unpackSegment } from '../../src/engine/frames.js';
 import { configureQueue, getQueue } from '../../src/engine/queueConfig.js';
 import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
-import { RETENTION_LOCK_KEY, RetentionService } from '../../src/retention/retentionService.js';
+import { RETENTION_FENCE_KEY, RETENTION_LOCK_KEY, RetentionService } from '../../src/retention/retentionService.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { uuidToString } from '../../src/util/uuidv7.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { teardownAndCheckLeaks } from '../helpers/leaks.js';
+import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
 
 interface Ctx {
   db: TestDatabase;
@@ -354,4 +354,170 @@ test.serial('two brokers never run retention at once: one leader, the other take
   t.true(r.leader, 'the follower takes over once the leader stopped');
   t.is(r.segmentsRemoved, 6);
   t.is(await lockHolders(), 1);
+});
+
+/** `n` one-message segments in each partition, all made two minutes old (queue retentionSeconds 60: all past retention). */
+async function agedSegments(t: ExecutionContext<Ctx>, queue: string, parts: string[], n: number): Promise<number[]> {
+  const { sql } = t.context;
+  const b = await broker(t, false);
+  await configureQueue(sql, queue, { retentionSeconds: 60 }, 'merge');
+  for (let s = 0; s < n; s++) await b.writer.push(parts.map((p) => item(queue, p, `${p}-${s}`)));
+  for (const p of parts) await age(sql, queue, p, 1_000_000, 120, 'segments');
+  const ids: number[] = [];
+  for (const p of parts) ids.push(await partitionId(sql, queue, p));
+  return ids;
+}
+
+test.serial('steps on distinct partitions overlap: a partition whose row lock is held does not hold up the others', async (t) => {
+  const { sql } = t.context;
+  const [held, ...others] = await agedSegments(t, 'conc', ['p0', 'p1', 'p2', 'p3'], 6);
+  t.true(others.every((id) => id > held!), 'the held partition is the first in ascending order (a serial pass would stop there)');
+  const began = new Set<number>();
+  const svc = new RetentionService({
+    connectionString: t.context.db.url,
+    intervalMs: 3_600_000,
+    batchRows: 2,
+    concurrency: 3,
+    metrics: new MetricsRegistry(),
+    onStepBegin: (pid) => began.add(pid),
+  });
+  await svc.start();
+  t.teardown(() => svc.stop());
+
+  // A test session holds the first partition's row lock, as a long push would.
+  const blocker = await sql.connect();
+  let released = false;
+  const release = async () => {
+    if (released) return;
+    released = true;
+    await blocker.query('ROLLBACK');
+    blocker.release();
+  };
+  t.teardown(release);
+  await blocker.query('BEGIN');
+  await blocker.query('SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE', [held]);
+
+  let settled = false;
+  const pass = svc.runOnce().finally(() => (settled = true));
+  try {
+    // The step on the held partition is waiting for its lock ...
+    await waitFor('a step waiting on the held partition', async () => {
+      const r = await sql.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'queen-retention-step' AND wait_event_type = 'Lock' AND datname = current_database()`,
+      );
+      return began.has(held!) && r.rows[0].n === 1;
+    });
+    // ... while the other partitions are cleaned completely.
+    await waitFor('the other partitions cleaned while the lock is held', async () => {
+      for (const pid of others) if ((await partitionState(sql, pid)).logStart !== 6) return false;
+      return true;
+    });
+    t.false(settled, 'the pass is still waiting for the held partition');
+    t.is((await partitionState(sql, held!)).logStart, 0, 'nothing of the held partition is gone yet');
+  } finally {
+    await release();
+  }
+  const sum = await pass;
+  t.is((await partitionState(sql, held!)).logStart, 6, 'cleaned once its lock was released');
+  t.is(sum.segmentsRemoved, 4 * 6);
+  t.is(sum.failedSteps, 0);
+  t.true(sum.peakConcurrentSteps >= 2, `steps overlapped (peak ${sum.peakConcurrentSteps})`);
+});
+
+/** A hot partition (p0, the first in ascending order: 30 segments) and 7 cold ones (2 segments each), all past retention. */
+async function hotAndCold(t: ExecutionContext<Ctx>, queue: string): Promise<{ hot: number; cold: number[] }> {
+  const ids = await agedSegments(t, queue, Array.from({ length: 8 }, (_, i) => `p${i}`), 2);
+  const b = await broker(t, false);
+  for (let s = 2; s < 30; s++) await b.writer.push([item(queue, 'p0', `p0-${s}`)]);
+  await age(t.context.sql, queue, 'p0', 1_000_000, 120, 'segments');
+  const [hot, ...cold] = ids as [number, ...number[]];
+  t.true(
+    cold.every((id) => id > hot),
+    'the hot partition comes first (a serial pass would step it to the end before any other)',
+  );
+  return { hot, cold };
+}
+
+test.serial('one partition is never stepped twice at once while steps on distinct partitions overlap', async (t) => {
+  const { sql } = t.context;
+  const { hot, cold } = await hotAndCold(t, 'twice');
+  const active = new Set<number>();
+  const twice: number[] = [];
+  const stepsOf = new Map<number, number>();
+  let peak = 0;
+  const metrics = new MetricsRegistry();
+  const svc = new RetentionService({
+    connectionString: t.context.db.url,
+    intervalMs: 3_600_000,
+    batchRows: 1, // one segment per step: the hot partition needs 30 full batches, then an empty one
+    concurrency: 4,
+    metrics,
+    onStepBegin: (pid) => {
+      if (active.has(pid)) twice.push(pid);
+      active.add(pid);
+      peak = Math.max(peak, active.size);
+    },
+    onStep: (pid) => {
+      active.delete(pid);
+      stepsOf.set(pid, (stepsOf.get(pid) ?? 0) + 1);
+    },
+  });
+  await svc.start();
+  t.teardown(() => svc.stop());
+  const sum = await svc.runOnce();
+
+  t.deepEqual(twice, [], 'no partition had two steps in flight at once');
+  t.is(stepsOf.get(hot), 31, 'the hot partition was revisited until its batch came back not full');
+  for (const pid of cold) t.is(stepsOf.get(pid), 3);
+  t.is(sum.segmentsRemoved, 30 + 7 * 2);
+  t.is((await partitionState(sql, hot)).logStart, 30);
+  for (const pid of cold) t.is((await partitionState(sql, pid)).logStart, 2);
+  t.true(peak >= 2 && peak <= 4, `steps overlapped, never more than the concurrency (peak ${peak})`);
+  t.is(sum.peakConcurrentSteps, peak);
+  t.regex(await metrics.render(), /^queen_retention_step_seconds_count 52$/m);
+});
+
+test.serial('a partition whose batch was full goes to the back: a hot partition does not starve the others', async (t) => {
+  const { hot, cold } = await hotAndCold(t, 'fair');
+  // One step session makes the order deterministic: round robin over the listed partitions.
+  const order: number[] = [];
+  const svc = new RetentionService({
+    connectionString: t.context.db.url,
+    intervalMs: 3_600_000,
+    batchRows: 1,
+    concurrency: 1,
+    metrics: new MetricsRegistry(),
+    onStep: (pid) => order.push(pid),
+  });
+  await svc.start();
+  t.teardown(() => svc.stop());
+  await svc.runOnce();
+  const round = [hot, ...cold];
+  // Three rounds over all eight partitions (the cold ones are done in the third), then the hot one alone.
+  t.deepEqual(order, [...round, ...round, ...round, ...Array.from({ length: 28 }, () => hot)]);
+});
+
+test.serial("a new leader steps only after every step session of an earlier leader is gone (the fence)", async (t) => {
+  const { sql } = t.context;
+  const [pid] = await agedSegments(t, 'fence', ['p'], 3);
+  // A step session of a former leader, still alive: it holds the fence shared.
+  const stale = await sql.connect();
+  let released = false;
+  const release = async () => {
+    if (released) return;
+    released = true;
+    await stale.query('SELECT pg_advisory_unlock_shared($1::bigint)', [RETENTION_FENCE_KEY.toString()]);
+    stale.release();
+  };
+  t.teardown(release);
+  await stale.query('SELECT pg_advisory_lock_shared($1::bigint)', [RETENTION_FENCE_KEY.toString()]);
+  const svc = await retention(t, 100);
+  const fencedOut = await svc.runOnce();
+  t.true(fencedOut.leader, 'it won the leader lock');
+  t.is(fencedOut.steps, 0, 'but runs no step while the stale session holds the fence');
+  t.is((await partitionState(sql, pid!)).logStart, 0);
+  await release();
+  const r = await svc.runOnce();
+  t.is(r.segmentsRemoved, 3);
+  t.is((await partitionState(sql, pid!)).logStart, 3);
 });
