@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { toDatabaseError } from './sqlstate.js';
 
-/** What one retention step removed from one partition (queen.retention_step_v2). */
+/** What one retention step removed from one partition (queen.retention_step_v3). */
 export interface RetentionStepResult {
   queue: string;
   segmentsRemoved: number;
@@ -30,10 +30,10 @@ export interface QueueRetentionState {
 }
 
 const STEP_SQL = `SELECT queue_name, segments_removed, messages_removed, bytes_removed, txns_rows_removed, log_start, txns_start, more, completed_upto
-  FROM queen.retention_step_v2($1::bigint, $2::integer, $3::bigint)`;
+  FROM queen.retention_step_v3($1::bigint, $2::integer, $3::bigint)`;
 const CANDIDATES_SQL = 'SELECT partition_id, last_id FROM queen.retention_candidates_v2($1::bigint, $2::integer)';
 const GET_SQL = `SELECT retention_seconds, completed_retention_seconds, segments_removed, messages_removed, bytes_removed,
-  txns_rows_removed, last_removal_at, purge_lag_seconds, oldest_retained_age_seconds FROM queen.queue_retention_get_v1($1)`;
+  txns_rows_removed, last_removal_at, purge_lag_seconds, oldest_retained_age_seconds FROM queen.queue_retention_get_v2($1)`;
 const CONFIGURE_SQL = 'SELECT retention_seconds, completed_retention_seconds FROM queen.queue_retention_configure_v1($1, $2::jsonb, $3)';
 
 /** One page of partitions that need a retention step; `lastId` pages on (null: no partitions past `after`). */
@@ -65,7 +65,7 @@ export async function retentionStep(
 ): Promise<RetentionStepResult | undefined> {
   let r: pg.QueryResult;
   try {
-    r = await db.query({ name: 'queen_retention_step_v2', text: STEP_SQL, values: [partitionId, maxRows, maxBytes] });
+    r = await db.query({ name: 'queen_retention_step_v3', text: STEP_SQL, values: [partitionId, maxRows, maxBytes] });
   } catch (err) {
     throw toDatabaseError(err, `retention step on partition ${partitionId}`);
   }

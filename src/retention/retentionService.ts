@@ -103,7 +103,8 @@ export class RetentionService extends Component {
     super('RetentionService');
     this.log = opts.logger ?? silentLogger;
     this.concurrency = opts.concurrency ?? DEFAULTS.retentionConcurrency;
-    if (!Number.isSafeInteger(this.concurrency) || this.concurrency < 1) throw new RangeError('retention concurrency must be an integer >= 1');
+    if (!Number.isSafeInteger(this.concurrency) || this.concurrency < 1)
+      throw new RangeError('retention concurrency must be an integer >= 1');
     const m = opts.metrics;
     this.removedSegments = m.counter('queen_retention_removed_segments_total', 'Segments removed by retention, by queue', 'queue');
     this.removedMessages = m.counter('queen_retention_removed_messages_total', 'Messages removed by retention, by queue', 'queue');
@@ -269,7 +270,7 @@ export class RetentionService extends Component {
               this.inFlightSteps--;
             }
           } catch (err) {
-            if (!(err instanceof QueenError && err.retriable) || this.loop.stopping) throw err;
+            if (!(err instanceof QueenError && err.retriable)) throw err;
             // A retriable step failure (a deadlock victim, a dropped step session):
             // logged here, once; the pass goes on and this partition waits for the
             // next pass. The session is closed in case it was what failed.

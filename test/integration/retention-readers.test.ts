@@ -354,7 +354,7 @@ test.serial(
           Number(
             (
               await sql.query(
-                `SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'queen-retention' AND datname = current_database() AND wait_event_type = 'Lock'`,
+                `SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'queen-retention-step' AND datname = current_database() AND wait_event_type = 'Lock'`,
               )
             ).rows[0].n,
           ) === 1,

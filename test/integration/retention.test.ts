@@ -356,6 +356,22 @@ test.serial('two brokers never run retention at once: one leader, the other take
   t.is(await lockHolders(), 1);
 });
 
+/**
+ * A running retention service whose own first pass (at start) is over, so
+ * every pass below is the test's own runOnce().
+ */
+async function leading(
+  t: ExecutionContext<Ctx>,
+  opts: Omit<ConstructorParameters<typeof RetentionService>[0], 'connectionString' | 'intervalMs' | 'metrics'>,
+) {
+  const metrics = new MetricsRegistry();
+  const svc = new RetentionService({ connectionString: t.context.db.url, intervalMs: 3_600_000, metrics, ...opts });
+  await svc.start();
+  t.teardown(() => svc.stop());
+  await waitFor('the first automatic pass', () => metrics.counter('queen_retention_passes_total', '').get() >= 1);
+  return Object.assign(svc, { metrics });
+}
+
 /** `n` one-message segments in each partition, all made two minutes old (queue retentionSeconds 60: all past retention). */
 async function agedSegments(t: ExecutionContext<Ctx>, queue: string, parts: string[], n: number): Promise<number[]> {
   const { sql } = t.context;
@@ -370,19 +386,13 @@ async function agedSegments(t: ExecutionContext<Ctx>, queue: string, parts: stri
 
 test.serial('steps on distinct partitions overlap: a partition whose row lock is held does not hold up the others', async (t) => {
   const { sql } = t.context;
-  const [held, ...others] = await agedSegments(t, 'conc', ['p0', 'p1', 'p2', 'p3'], 6);
-  t.true(others.every((id) => id > held!), 'the held partition is the first in ascending order (a serial pass would stop there)');
   const began = new Set<number>();
-  const svc = new RetentionService({
-    connectionString: t.context.db.url,
-    intervalMs: 3_600_000,
-    batchRows: 2,
-    concurrency: 3,
-    metrics: new MetricsRegistry(),
-    onStepBegin: (pid) => began.add(pid),
-  });
-  await svc.start();
-  t.teardown(() => svc.stop());
+  const svc = await leading(t, { batchRows: 2, concurrency: 3, onStepBegin: (pid) => began.add(pid) });
+  const [held, ...others] = await agedSegments(t, 'conc', ['p0', 'p1', 'p2', 'p3'], 6);
+  t.true(
+    others.every((id) => id > held!),
+    'the held partition is the first in ascending order (a serial pass would stop there)',
+  );
 
   // A test session holds the first partition's row lock, as a long push would.
   const blocker = await sql.connect();
@@ -426,7 +436,12 @@ test.serial('steps on distinct partitions overlap: a partition whose row lock is
 
 /** A hot partition (p0, the first in ascending order: 30 segments) and 7 cold ones (2 segments each), all past retention. */
 async function hotAndCold(t: ExecutionContext<Ctx>, queue: string): Promise<{ hot: number; cold: number[] }> {
-  const ids = await agedSegments(t, queue, Array.from({ length: 8 }, (_, i) => `p${i}`), 2);
+  const ids = await agedSegments(
+    t,
+    queue,
+    Array.from({ length: 8 }, (_, i) => `p${i}`),
+    2,
+  );
   const b = await broker(t, false);
   for (let s = 2; s < 30; s++) await b.writer.push([item(queue, 'p0', `p0-${s}`)]);
   await age(t.context.sql, queue, 'p0', 1_000_000, 120, 'segments');
@@ -440,18 +455,13 @@ async function hotAndCold(t: ExecutionContext<Ctx>, queue: string): Promise<{ ho
 
 test.serial('one partition is never stepped twice at once while steps on distinct partitions overlap', async (t) => {
   const { sql } = t.context;
-  const { hot, cold } = await hotAndCold(t, 'twice');
   const active = new Set<number>();
   const twice: number[] = [];
   const stepsOf = new Map<number, number>();
   let peak = 0;
-  const metrics = new MetricsRegistry();
-  const svc = new RetentionService({
-    connectionString: t.context.db.url,
-    intervalMs: 3_600_000,
+  const svc = await leading(t, {
     batchRows: 1, // one segment per step: the hot partition needs 30 full batches, then an empty one
     concurrency: 4,
-    metrics,
     onStepBegin: (pid) => {
       if (active.has(pid)) twice.push(pid);
       active.add(pid);
@@ -462,8 +472,7 @@ test.serial('one partition is never stepped twice at once while steps on distinc
       stepsOf.set(pid, (stepsOf.get(pid) ?? 0) + 1);
     },
   });
-  await svc.start();
-  t.teardown(() => svc.stop());
+  const { hot, cold } = await hotAndCold(t, 'twice');
   const sum = await svc.runOnce();
 
   t.deepEqual(twice, [], 'no partition had two steps in flight at once');
@@ -474,30 +483,21 @@ test.serial('one partition is never stepped twice at once while steps on distinc
   for (const pid of cold) t.is((await partitionState(sql, pid)).logStart, 2);
   t.true(peak >= 2 && peak <= 4, `steps overlapped, never more than the concurrency (peak ${peak})`);
   t.is(sum.peakConcurrentSteps, peak);
-  t.regex(await metrics.render(), /^queen_retention_step_seconds_count 52$/m);
+  t.regex(await svc.metrics.render(), /^queen_retention_step_seconds_count 52$/m);
 });
 
 test.serial('a partition whose batch was full goes to the back: a hot partition does not starve the others', async (t) => {
-  const { hot, cold } = await hotAndCold(t, 'fair');
   // One step session makes the order deterministic: round robin over the listed partitions.
   const order: number[] = [];
-  const svc = new RetentionService({
-    connectionString: t.context.db.url,
-    intervalMs: 3_600_000,
-    batchRows: 1,
-    concurrency: 1,
-    metrics: new MetricsRegistry(),
-    onStep: (pid) => order.push(pid),
-  });
-  await svc.start();
-  t.teardown(() => svc.stop());
+  const svc = await leading(t, { batchRows: 1, concurrency: 1, onStep: (pid) => order.push(pid) });
+  const { hot, cold } = await hotAndCold(t, 'fair');
   await svc.runOnce();
   const round = [hot, ...cold];
   // Three rounds over all eight partitions (the cold ones are done in the third), then the hot one alone.
   t.deepEqual(order, [...round, ...round, ...round, ...Array.from({ length: 28 }, () => hot)]);
 });
 
-test.serial("a new leader steps only after every step session of an earlier leader is gone (the fence)", async (t) => {
+test.serial('a new leader steps only after every step session of an earlier leader is gone (the fence)', async (t) => {
   const { sql } = t.context;
   const [pid] = await agedSegments(t, 'fence', ['p'], 3);
   // A step session of a former leader, still alive: it holds the fence shared.
