@@ -89,6 +89,12 @@ soak-retention: build
 retention-lock-hold: build
 	scripts/with-deps.sh --profile run -- node dist/bench/retentionLock.js $(RETENTION_LOCK_ARGS)
 
+# How fast the retention leader drains a backlog (one queue, 64 partitions) at
+# step concurrency 1 vs the default; RETENTION_DRAIN_ARGS="8 4" for concurrency 8, 4 reps.
+.PHONY: retention-drain
+retention-drain: build
+	scripts/with-deps.sh --profile run -- node dist/bench/retentionDrain.js $(RETENTION_DRAIN_ARGS)
+
 # Mixed HTTP traffic at a real service process; RSS/heap/dedup-cache curve in bench/results/.
 # QUEEN_SOAK_SECONDS (default 600), QUEEN_SOAK_CONCURRENCY (8), QUEEN_SOAK_PARTITIONS (2000),
 # QUEEN_SOAK_DEDUP_CACHE_MB, QUEEN_SOAK_WINDOW_SECONDS, QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1). See docs/memory.md.
