@@ -1,5 +1,6 @@
 import anyTest, { type ExecutionContext, type TestFn } from 'ava';
 import pg from 'pg';
+import { pino } from 'pino';
 import { DedupCache } from '../../src/dedup/index.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
 import { unpackSegment } from '../../src/engine/frames.js';
@@ -384,6 +385,41 @@ async function agedSegments(t: ExecutionContext<Ctx>, queue: string, parts: stri
   return ids;
 }
 
+/** Holds a partition row FOR UPDATE from a test session (as a long push would) until the returned release (or the test's end). */
+async function holdPartitionRow(t: ExecutionContext<Ctx>, pid: number): Promise<() => Promise<void>> {
+  const blocker = await t.context.sql.connect();
+  let released = false;
+  const release = async () => {
+    if (released) return;
+    released = true;
+    await blocker.query('ROLLBACK');
+    blocker.release();
+  };
+  t.teardown(release);
+  await blocker.query('BEGIN');
+  await blocker.query('SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE', [pid]);
+  return release;
+}
+
+/** The backend pid of the one retention step session that waits for a lock. */
+async function waitingStepSession(sql: pg.Pool): Promise<number> {
+  return waitFor('a retention step waiting for a lock', async () => {
+    const r = await sql.query(
+      `SELECT pid FROM pg_stat_activity WHERE application_name = 'queen-retention-step' AND wait_event_type = 'Lock' AND datname = current_database()`,
+    );
+    return r.rows.length === 1 ? Number(r.rows[0].pid) : undefined;
+  });
+}
+
+const stepSessions = async (sql: pg.Pool): Promise<number> =>
+  Number(
+    (
+      await sql.query(
+        `SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'queen-retention-step' AND datname = current_database()`,
+      )
+    ).rows[0].n,
+  );
+
 test.serial('steps on distinct partitions overlap: a partition whose row lock is held does not hold up the others', async (t) => {
   const { sql } = t.context;
   const began = new Set<number>();
@@ -395,28 +431,13 @@ test.serial('steps on distinct partitions overlap: a partition whose row lock is
   );
 
   // A test session holds the first partition's row lock, as a long push would.
-  const blocker = await sql.connect();
-  let released = false;
-  const release = async () => {
-    if (released) return;
-    released = true;
-    await blocker.query('ROLLBACK');
-    blocker.release();
-  };
-  t.teardown(release);
-  await blocker.query('BEGIN');
-  await blocker.query('SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE', [held]);
-
+  const release = await holdPartitionRow(t, held!);
   let settled = false;
   const pass = svc.runOnce().finally(() => (settled = true));
   try {
     // The step on the held partition is waiting for its lock ...
-    await waitFor('a step waiting on the held partition', async () => {
-      const r = await sql.query(
-        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'queen-retention-step' AND wait_event_type = 'Lock' AND datname = current_database()`,
-      );
-      return began.has(held!) && r.rows[0].n === 1;
-    });
+    await waitingStepSession(sql);
+    t.true(began.has(held!));
     // ... while the other partitions are cleaned completely.
     await waitFor('the other partitions cleaned while the lock is held', async () => {
       for (const pid of others) if ((await partitionState(sql, pid)).logStart !== 6) return false;
@@ -521,3 +542,40 @@ test.serial('a new leader steps only after every step session of an earlier lead
   t.is(r.segmentsRemoved, 3);
   t.is((await partitionState(sql, pid!)).logStart, 3);
 });
+
+test.serial(
+  'a step that fails with a retriable error is logged once, the pass goes on, the partition is cleaned at the next pass',
+  async (t) => {
+    const { sql } = t.context;
+    const warnings: { msg: string; partitionId?: number }[] = [];
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line)) });
+    const svc = await leading(t, { batchRows: 2, concurrency: 2, logger });
+    const [held, ...others] = await agedSegments(t, 'fail', ['p0', 'p1', 'p2'], 4);
+    const release = await holdPartitionRow(t, held!);
+    const pass = svc.runOnce();
+    // The step waiting on the held partition loses its session (57P01: retriable).
+    await sql.query('SELECT pg_terminate_backend($1)', [await waitingStepSession(sql)]);
+    const sum = await pass;
+    await release();
+
+    t.is(sum.failedSteps, 1);
+    t.is(sum.segmentsRemoved, 2 * 4, 'the other partitions were cleaned in the same pass');
+    for (const pid of others) t.is((await partitionState(sql, pid)).logStart, 4);
+    t.is((await partitionState(sql, held!)).logStart, 0);
+    t.deepEqual(
+      warnings.map((w) => [w.msg, w.partitionId]),
+      [['retention step failed; the partition is retried at the next pass', held]],
+      'logged once, where it was handled',
+    );
+    const text = await svc.metrics.render();
+    t.regex(text, /^queen_retention_step_failures_total 1$/m);
+    t.regex(text, /^queen_retention_failures_total 0$/m, 'the pass itself did not fail');
+
+    const next = await svc.runOnce();
+    t.is(next.segmentsRemoved, 4);
+    t.is((await partitionState(sql, held!)).logStart, 4);
+    t.is(await stepSessions(sql), 2, 'the closed step session was replaced, no more');
+    await svc.stop();
+    await waitFor('no step session left after stop', async () => (await stepSessions(sql)) === 0);
+  },
+);
