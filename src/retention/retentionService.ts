@@ -254,9 +254,9 @@ export class RetentionService extends Component {
           }
           let more = false;
           try {
+            this.opts.onStepBegin?.(pid);
             this.inFlightSteps++;
             sum.peakConcurrentSteps = Math.max(sum.peakConcurrentSteps, this.inFlightSteps);
-            this.opts.onStepBegin?.(pid);
             const t0 = performance.now();
             try {
               const r = await retentionStep(session, pid, this.opts.batchRows, this.opts.batchBytes ?? DEFAULTS.retentionBatchBytes);
