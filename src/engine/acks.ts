@@ -68,6 +68,8 @@ interface CursorState {
   retries: Map<number, number>;
   retryLimit: number;
   changed: boolean;
+  /** Offsets an earlier item of this ack call already took. */
+  taken: Set<number>;
 }
 
 interface Dead {
@@ -301,13 +303,13 @@ export async function applyAcks(
         retries: new Map(retryOffsets.map((o, i) => [o, retryCounts[i]!])),
         retryLimit: row.retry_limit,
         changed: false,
+        taken: new Set(),
       });
     }
   }
-  const cursorOf = (i: number): CursorState | undefined => {
-    const k = keys[i];
-    return k ? cursors.get(keyOf(k.pid, k.group)) : undefined;
-  };
+  // Each item's cursor, looked up once (a 1 000-item ack asks several times per item).
+  const itemCursors = keys.map((k) => (k ? cursors.get(keyOf(k.pid, k.group)) : undefined));
+  const cursorOf = (i: number): CursorState | undefined => itemCursors[i];
 
   // Resolve inside each cursor's leased span.
   const candidates = new Map<number, number[]>();
@@ -358,7 +360,6 @@ export async function applyAcks(
   await resolveIn(BY_ID_SQL, idBytes, 'resolving acks by id');
 
   // Decide, item by item, in request order.
-  const taken = new Set<string>();
   const unresolved: number[] = [];
   const dead: Dead[] = [];
   const releasedPartitions = new Set<number>();
@@ -368,7 +369,7 @@ export async function applyAcks(
       outcomes[i] = { result: keys[i] ? 'not_found' : 'lease_expired', partitionId: keys[i]?.pid ?? null, offset: null };
       return;
     }
-    const open = (candidates.get(i) ?? []).filter((o) => o > c.committed && !c.settled.has(o) && !taken.has(`${c.pid}:${c.group}:${o}`));
+    const open = (candidates.get(i) ?? []).filter((o) => o > c.committed && !c.settled.has(o) && !c.taken.has(o));
     if (open.length === 0) {
       const all = candidates.get(i) ?? [];
       // In the span but settled already (or named twice in this batch).
@@ -381,7 +382,7 @@ export async function applyAcks(
       return;
     }
     const off = open[0]!;
-    taken.add(`${c.pid}:${c.group}:${off}`);
+    c.taken.add(off);
     c.changed = true;
     if (it.status === 'completed') {
       c.settled.add(off);
