@@ -29,6 +29,10 @@ export interface QueueOptions {
   /** Segments older than this are removed; 0 keeps everything (docs/retention.md). */
   retentionSeconds: number;
   completedRetentionSeconds: number;
+  /** The lease a pop takes when it names none, in seconds (default 300). */
+  leaseTime: number;
+  /** Failed acks before a message is dead-lettered (default 3). */
+  retryLimit: number;
 }
 
 /** A configure body's options: a value sets, null restores the default, omitted keeps (merge mode). */

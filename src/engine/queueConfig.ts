@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { checkQueueName } from './limits.js';
+import { configureReadOptions, READ_OPTION_DEFAULTS, readOptionsOf } from './readOptions.js';
 import { configureRetention, queueRetentionState, type QueueRetentionState } from './retentionStore.js';
 import { toDatabaseError } from './sqlstate.js';
 
@@ -11,18 +12,28 @@ export interface QueueOptions {
   retentionSeconds: number;
   /** Raises the log_txns purge horizon; removal of completed data needs consumer cursors (docs/retention.md). */
   completedRetentionSeconds: number;
+  /** The lease a pop takes when it names none, in seconds (sql/000026). */
+  leaseTime: number;
+  /** Failed acks of one message before it is dead-lettered. */
+  retryLimit: number;
 }
 
 export const QUEUE_OPTION_DEFAULTS: Readonly<QueueOptions> = {
   dedupWindowSeconds: 3600,
   retentionSeconds: 0,
   completedRetentionSeconds: 0,
+  ...READ_OPTION_DEFAULTS,
 };
 
 const MAX_WINDOW_SECONDS = 30 * 24 * 3600;
 /** Retention options: up to ten years, in seconds (an int4 in SQL). */
 const MAX_RETENTION_SECONDS = 10 * 366 * 24 * 3600;
 const RETENTION_KEYS = new Set<string>(['retentionSeconds', 'completedRetentionSeconds']);
+/** Read options: a lease of 1 s to 30 days; a retry limit up to a million (int4 columns). */
+const READ_LIMITS: Readonly<Record<string, { min: number; max: number; what: string }>> = {
+  leaseTime: { min: 1, max: 30 * 24 * 3600, what: 'seconds' },
+  retryLimit: { min: 0, max: 1_000_000, what: 'failed acks' },
+};
 
 export type ConfigureMode = 'merge' | 'replace';
 
@@ -41,6 +52,17 @@ export function validateOptions(options: unknown): Partial<Record<keyof QueueOpt
       if (value !== null && (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_RETENTION_SECONDS)) {
         throw new ValidationError(
           `options.${key} must be an integer from 0 (keep) to ${MAX_RETENTION_SECONDS}, or null for the default`,
+          `options.${key}`,
+        );
+      }
+      out[key as keyof QueueOptions] = value as number | null;
+      continue;
+    }
+    const read = READ_LIMITS[key];
+    if (read) {
+      if (value !== null && (typeof value !== 'number' || !Number.isInteger(value) || value < read.min || value > read.max)) {
+        throw new ValidationError(
+          `options.${key} must be an integer from ${read.min} to ${read.max} (${read.what}), or null for the default`,
           `options.${key}`,
         );
       }
@@ -99,8 +121,9 @@ export async function configureQueue(
     ]);
     const created: boolean = r.rows[0].created;
     const retention = await configureRetention(client, queue, opts, replace || created);
+    const read = await configureReadOptions(client, queue, opts, replace || created);
     await client.query('COMMIT');
-    return { created, options: { ...r.rows[0].options, ...retention } };
+    return { created, options: { ...r.rows[0].options, ...retention, ...read } };
   } catch (err) {
     await client.query('ROLLBACK').catch(() => (broken = true));
     throw toDatabaseError(err, 'configuring a queue');
@@ -136,6 +159,13 @@ export async function getQueue(
     updatedAt: row.updated_at.toISOString(),
     partitions: Number(row.partitions),
   };
+  let read;
+  try {
+    read = await readOptionsOf(pool, queue);
+  } catch (err) {
+    throw toDatabaseError(err, 'reading a queue');
+  }
+  if (read) base.options = { ...base.options, ...read };
   const ret = await queueRetentionState(pool, queue);
   if (!ret) return base;
   const { retentionSeconds, completedRetentionSeconds, ...state } = ret;

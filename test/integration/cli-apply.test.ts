@@ -81,8 +81,8 @@ test('apply -f round trip: a multi-document file is applied and get -o json show
   const applied = await queenctl(t, ['apply', '-f', file]);
   t.is(applied.code, 0, applied.stderr);
   t.deepEqual(applied.stdout.trim().split('\n'), [
-    'queue/rt-orders created (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0)',
-    'queue/rt-payments created (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0)',
+    'queue/rt-orders created (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0 leaseTime=300 retryLimit=3)',
+    'queue/rt-payments created (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0 leaseTime=300 retryLimit=3)',
   ]);
 
   const json = await queenctl(t, ['get', 'queue', 'rt-orders', '-o', 'json']);
@@ -101,8 +101,8 @@ test('apply -f round trip: a multi-document file is applied and get -o json show
   // Applying the same file again changes nothing and says so per queue.
   const again = await queenctl(t, ['apply', '-f', file]);
   t.deepEqual(again.stdout.trim().split('\n'), [
-    'queue/rt-orders configured (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0)',
-    'queue/rt-payments configured (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0)',
+    'queue/rt-orders configured (dedupWindowSeconds=0 retentionSeconds=0 completedRetentionSeconds=0 leaseTime=300 retryLimit=3)',
+    'queue/rt-payments configured (dedupWindowSeconds=900 retentionSeconds=0 completedRetentionSeconds=0 leaseTime=300 retryLimit=3)',
   ]);
 });
 
@@ -144,6 +144,8 @@ test('--dry-run shows the diff against the live config and applies nothing', asy
     '    + dedupWindowSeconds: 3600',
     '    + retentionSeconds: 0',
     '    + completedRetentionSeconds: 0',
+    '    + leaseTime: 300',
+    '    + retryLimit: 3',
     '  queue/dr-same (unchanged)',
     'dry run: nothing was applied',
     '',
@@ -173,7 +175,7 @@ test('an unknown key fails the whole file with file and line; nothing is applied
   t.regex(r.stderr, /nothing was applied/);
   t.true(
     r.stderr.includes(
-      `${file}:8:3: unknown key "config.dedupWindow" (known options: dedupWindowSeconds, retentionSeconds, completedRetentionSeconds)`,
+      `${file}:8:3: unknown key "config.dedupWindow" (known options: dedupWindowSeconds, retentionSeconds, completedRetentionSeconds, leaseTime, retryLimit)`,
     ),
     r.stderr,
   );

@@ -177,6 +177,31 @@ test('an expired lease is redelivered; its stale lease id then answers lease_exp
   t.deepEqual(await cursor(s, 'expiry', 'g'), [{ committed: 2, leaseEnd: null }]);
 });
 
+test('leaseTime and retryLimit are queue options: a pop naming no lease takes the queue lease; bad values are 400', async (t) => {
+  const { s } = t.context;
+  const q = s.client.queue('opts');
+  const made = await q.configure({ leaseTime: 1 });
+  t.like(made.options, { leaseTime: 1, retryLimit: 3 });
+  await pushN(s, 'opts', 2);
+  const first = await q.pop({ group: 'g', batch: 2 });
+  t.is(first.length, 2);
+  // No leaseSeconds in the request: the queue's 1 s lease applies, so the span comes back (the default 300 s would not).
+  const again = await q.pop({ group: 'g', batch: 2, wait: true, timeoutMs: 20_000 });
+  t.deepEqual(
+    again.map((m) => m.offset),
+    first.map((m) => m.offset),
+  );
+  for (const bad of [{ leaseTime: 0 }, { leaseTime: 1.5 }, { retryLimit: -1 }, { retryLimit: '3' }]) {
+    const r = await api(s, 'POST', '/api/v1/configure', { queue: 'opts', options: bad });
+    t.is(r.status, 400, JSON.stringify(bad));
+    t.regex(JSON.stringify(r.body), new RegExp(Object.keys(bad)[0]!));
+  }
+  t.like((await q.get()).options, { leaseTime: 1, retryLimit: 3 }, 'a refused configure changed nothing');
+  // replace re-derives omitted keys from the defaults; null restores one.
+  t.like((await q.configure({ retryLimit: 0 }, { mode: 'replace' })).options, { leaseTime: 300, retryLimit: 0 });
+  t.like((await q.configure({ retryLimit: null })).options, { leaseTime: 300, retryLimit: 3 });
+});
+
 test('lease extend keeps a lease; an unknown lease is 409, a malformed one 400', async (t) => {
   const { s } = t.context;
   await pushN(s, 'extend', 1);
@@ -258,7 +283,7 @@ test('ack edge cases: below the cursor, unresolvable, a hash twice in the lease,
 test('failed counts attempts; past retryLimit the message is dead-lettered and the cursor moves on', async (t) => {
   const { s } = t.context;
   await pushN(s, 'retries', 2);
-  await s.sql.query("UPDATE queen.queues SET retry_limit = 2 WHERE name = 'retries'");
+  await s.client.queue('retries').configure({ retryLimit: 2 });
   const results: string[] = [];
   for (let attempt = 1; attempt <= 3; attempt++) {
     const [m] = await s.client.queue('retries').pop({ group: 'g' });

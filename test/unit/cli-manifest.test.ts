@@ -46,13 +46,13 @@ test('JSON files and lists of manifests are accepted', (t) => {
 test('null in config means the default', (t) => {
   const [m] = parseManifests('kind: Queue\nname: n\nconfig:\n  dedupWindowSeconds: null\n', 'm.yaml');
   t.deepEqual(m!.config, { dedupWindowSeconds: null });
-  t.deepEqual(desiredOptions(m!), { dedupWindowSeconds: 3600, retentionSeconds: 0, completedRetentionSeconds: 0 });
+  t.deepEqual(desiredOptions(m!), { dedupWindowSeconds: 3600, retentionSeconds: 0, completedRetentionSeconds: 0, leaseTime: 300, retryLimit: 3 });
 });
 
 test('unknown keys are reported with their line, at the top level and in config', (t) => {
   t.deepEqual(problems('kind: Queue\nname: a\nspec:\n  x: 1\nconfig:\n  dedupWindowSeconds: 5\n  retention: 7\n'), [
     '3:1 unknown key "spec" (allowed: kind, name, config)',
-    '7:3 unknown key "config.retention" (known options: dedupWindowSeconds, retentionSeconds, completedRetentionSeconds)',
+    '7:3 unknown key "config.retention" (known options: dedupWindowSeconds, retentionSeconds, completedRetentionSeconds, leaseTime, retryLimit)',
   ]);
 });
 
@@ -114,6 +114,8 @@ test('the dry-run plan: create, change, unchanged', (t) => {
     '    + dedupWindowSeconds: 0',
     '    + retentionSeconds: 0',
     '    + completedRetentionSeconds: 0',
+    '    + leaseTime: 300',
+    '    + retryLimit: 3',
   ]);
   t.deepEqual(renderPlan(plan(m!, live({ dedupWindowSeconds: 3600 }))), [
     '~ queue/a (would be changed)',
