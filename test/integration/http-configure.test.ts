@@ -4,7 +4,13 @@ import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 /** The full effective options: the retention options (docs/retention.md) keep their default 0 here. */
-const all = (o: { dedupWindowSeconds: number }) => ({ ...o, retentionSeconds: 0, completedRetentionSeconds: 0, leaseTime: 300, retryLimit: 3 });
+const all = (o: { dedupWindowSeconds: number }) => ({
+  ...o,
+  retentionSeconds: 0,
+  completedRetentionSeconds: 0,
+  leaseTime: 300,
+  retryLimit: 3,
+});
 
 /** The /configure table (docs/configure.md) over HTTP, through the client. */
 

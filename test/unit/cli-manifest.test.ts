@@ -46,7 +46,13 @@ test('JSON files and lists of manifests are accepted', (t) => {
 test('null in config means the default', (t) => {
   const [m] = parseManifests('kind: Queue\nname: n\nconfig:\n  dedupWindowSeconds: null\n', 'm.yaml');
   t.deepEqual(m!.config, { dedupWindowSeconds: null });
-  t.deepEqual(desiredOptions(m!), { dedupWindowSeconds: 3600, retentionSeconds: 0, completedRetentionSeconds: 0, leaseTime: 300, retryLimit: 3 });
+  t.deepEqual(desiredOptions(m!), {
+    dedupWindowSeconds: 3600,
+    retentionSeconds: 0,
+    completedRetentionSeconds: 0,
+    leaseTime: 300,
+    retryLimit: 3,
+  });
 });
 
 test('unknown keys are reported with their line, at the top level and in config', (t) => {
