@@ -135,3 +135,23 @@ export async function retentionOverview(
     throw toDatabaseError(err, 'reading the retention overview');
   }
 }
+
+/** Lag of every consumer group of every queue (sql/000027), for the leader's gauges. */
+export async function consumerLag(
+  db: pg.ClientBase | pg.Pool,
+): Promise<{ queue: string; group: string; lagMessages: number; partitionsBehind: number }[]> {
+  try {
+    const r = await db.query({
+      name: 'queen_consumer_lag_v1',
+      text: 'SELECT queue_name, consumer_group, lag_messages, partitions_behind FROM queen.consumer_lag_v1()',
+    });
+    return r.rows.map((row) => ({
+      queue: row.queue_name,
+      group: row.consumer_group,
+      lagMessages: Number(row.lag_messages),
+      partitionsBehind: Number(row.partitions_behind),
+    }));
+  } catch (err) {
+    throw toDatabaseError(err, 'reading consumer lag');
+  }
+}

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { DEFAULTS } from '../config.js';
-import { retentionCandidates, retentionOverview, retentionStep, type RetentionStepResult } from '../engine/retentionStore.js';
+import { consumerLag, retentionCandidates, retentionOverview, retentionStep, type RetentionStepResult } from '../engine/retentionStore.js';
 import { QueenError } from '../errors.js';
 import { silentLogger, type Logger } from '../telemetry/logger.js';
 import type { Counter, Gauge, Histogram, MetricsRegistry } from '../telemetry/metrics.js';
@@ -98,6 +98,8 @@ export class RetentionService extends Component {
   private readonly stepSeconds: Histogram;
   private readonly lastPassSeconds: Gauge;
   private lag = new Map<string, { purgeLagSeconds: number; oldestRetainedAgeSeconds: number }>();
+  /** Consumer lag per (queue, group) from the leader's last pass (empty on a follower). */
+  private groupLag: { queue: string; group: string; lagMessages: number; partitionsBehind: number }[] = [];
 
   constructor(private readonly opts: RetentionServiceOptions) {
     super('RetentionService');
@@ -145,6 +147,16 @@ export class RetentionService extends Component {
     m.gauge('queen_retention_oldest_retained_age_seconds', 'Age of the oldest retained segment', ['queue']).collectLabeled(() =>
       [...this.lag].map(([queue, l]) => [{ queue }, l.oldestRetainedAgeSeconds]),
     );
+    // Consumer lag rides on the leader's pass: one broker reads it, so a sum
+    // over brokers is not double-counted, and a scrape costs no query.
+    m.gauge('queen_consumer_lag_messages', 'Retained messages a consumer group has not yet passed, per queue (leader, each pass)', [
+      'queue',
+      'consumer_group',
+    ]).collectLabeled(() => this.groupLag.map((l) => [{ queue: l.queue, consumer_group: l.group }, l.lagMessages]));
+    m.gauge('queen_consumer_partitions_behind', 'Partitions where a consumer group has messages left to read (leader, each pass)', [
+      'queue',
+      'consumer_group',
+    ]).collectLabeled(() => this.groupLag.map((l) => [{ queue: l.queue, consumer_group: l.group }, l.partitionsBehind]));
   }
 
   get isLeader(): boolean {
@@ -188,6 +200,7 @@ export class RetentionService extends Component {
       }
       if (!this.leaderState) {
         this.lag = new Map();
+        this.groupLag = [];
         return sum;
       }
       sum.leader = true;
@@ -203,6 +216,7 @@ export class RetentionService extends Component {
       }
       await this.runSteps(client, sum);
       if (!this.loop.stopping) this.lag = new Map((await retentionOverview(client)).map((o) => [o.queue, o]));
+      if (!this.loop.stopping) this.groupLag = await consumerLag(client);
       this.passes.inc();
       this.lastPassSeconds.set((Date.now() - started) / 1000);
       return sum;

@@ -370,3 +370,31 @@ test.serial(
     t.deepEqual([after.skipped, after.messages.length], [2, 0], 'the pop after the step skips what it removed and says so');
   },
 );
+
+test.serial(
+  'the leader exports each group lag per queue: retained offsets above its cursor, never-popped partitions included',
+  async (t) => {
+    const { writer } = t.context;
+    for (let s = 0; s < 5; s++) await writer.push([item('lagq', 'p0', `p0-${s}`)]);
+    for (let s = 0; s < 3; s++) await writer.push([item('lagq', 'p1', `p1-${s}`)]);
+    // a: two of p0 read and acked; p1 never popped (subscription all: all of it is lag).
+    await ackAll(t, 'a', await pop(t, 'lagq', 'a', 2, 'p0'));
+    // b: one of p0 leased, not acked (a lease is not progress).
+    t.is((await pop(t, 'lagq', 'b', 1, 'p0')).messages.length, 1);
+    const metrics = new MetricsRegistry();
+    const svc = new RetentionService({ connectionString: t.context.db.url, intervalMs: 3_600_000, batchRows: 100, metrics });
+    await svc.start();
+    t.teardown(() => svc.stop());
+    await svc.runOnce();
+    const text = await metrics.render();
+    t.regex(text, /^queen_consumer_lag_messages\{queue="lagq",consumer_group="a"\} 6$/m);
+    t.regex(text, /^queen_consumer_lag_messages\{queue="lagq",consumer_group="b"\} 8$/m);
+    t.regex(text, /^queen_consumer_partitions_behind\{queue="lagq",consumer_group="a"\} 2$/m);
+    // a reads the rest of p0: one partition behind, three messages.
+    await ackAll(t, 'a', await pop(t, 'lagq', 'a', 10, 'p0'));
+    await svc.runOnce();
+    const after = await metrics.render();
+    t.regex(after, /^queen_consumer_lag_messages\{queue="lagq",consumer_group="a"\} 3$/m);
+    t.regex(after, /^queen_consumer_partitions_behind\{queue="lagq",consumer_group="a"\} 1$/m);
+  },
+);
