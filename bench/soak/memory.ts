@@ -29,7 +29,10 @@ import { rng } from '../lib/rng.js';
  * Settings (env): QUEEN_SOAK_SECONDS (600), QUEEN_SOAK_CONCURRENCY (8),
  * QUEEN_SOAK_DEDUP_CACHE_MB (the service default when unset), QUEEN_SOAK_PARTITIONS
  * (partition names per queue, 2000; 5 queues),
- * QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1). Results: bench/results/<date>-soak-memory.{json,svg}.
+ * QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1), MALLOC_ARENA_MAX (passed to the service:
+ * tells glibc arena growth from a native leak), QUEEN_SOAK_TAG (a suffix for
+ * the result files, so a variant run does not overwrite the default one).
+ * Results: bench/results/<date>[-TAG]-soak-memory.{json,svg}.
  */
 
 const MIB = 1024 * 1024;
@@ -105,6 +108,7 @@ async function main(): Promise<void> {
       QUEEN_SOAK_PROBE_FILE: probeFile,
       QUEEN_SOAK_PROBE_MS: '1000',
       ...(cacheMb ? { QUEEN_DEDUP_CACHE_MB: cacheMb } : {}),
+      ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -263,7 +267,7 @@ async function main(): Promise<void> {
   const maxRss = Math.max(...samples.map((s) => s.rss));
   const budget = Number(cacheMb ?? 512);
 
-  const date = new Date().toISOString().slice(0, 10);
+  const date = new Date().toISOString().slice(0, 10) + (process.env.QUEEN_SOAK_TAG ? `-${process.env.QUEEN_SOAK_TAG}` : '');
   const result = {
     name: 'soak-memory',
     date: new Date().toISOString(),
