@@ -33,6 +33,7 @@ export const DEFAULTS = {
   retentionBatchRows: 100,
   retentionBatchBytes: 131_072,
   retentionConcurrency: 4,
+  retentionVacuumIntervalMs: 10_000,
   timersEnabled: true,
   timerPollMs: 100,
   timerBatch: 1000,
@@ -99,6 +100,8 @@ export interface Config {
   retentionBatchBytes: number;
   /** Retention steps the leader runs at once, each on its own session and on a distinct partition. */
   retentionConcurrency: number;
+  /** Least ms between two VACUUMs of log_segments/log_txns by the retention leader after passes that removed rows (0: autovacuum only). */
+  retentionVacuumIntervalMs: number;
   timersEnabled: boolean;
   timerPollMs: number;
   timerBatch: number;
@@ -243,6 +246,7 @@ export function loadConfig(env: Env = process.env): Config {
     retentionBatchRows: int(env, 'QUEEN_RETENTION_BATCH_ROWS', DEFAULTS.retentionBatchRows, 1, 100_000),
     retentionBatchBytes: int(env, 'QUEEN_RETENTION_BATCH_BYTES', DEFAULTS.retentionBatchBytes, 1024, 1_073_741_824),
     retentionConcurrency: int(env, 'QUEEN_RETENTION_CONCURRENCY', DEFAULTS.retentionConcurrency, 1, 32),
+    retentionVacuumIntervalMs: int(env, 'QUEEN_RETENTION_VACUUM_INTERVAL_MS', DEFAULTS.retentionVacuumIntervalMs, 0, 86_400_000),
     timersEnabled: bool(env, 'QUEEN_TIMERS', DEFAULTS.timersEnabled),
     timerPollMs: int(env, 'QUEEN_TIMER_POLL_MS', DEFAULTS.timerPollMs, 10, 60_000),
     timerBatch: int(env, 'QUEEN_TIMER_BATCH', DEFAULTS.timerBatch, 1, 10_000),

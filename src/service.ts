@@ -70,6 +70,7 @@ export class Service extends Component {
         batchRows: config.retentionBatchRows,
         batchBytes: config.retentionBatchBytes,
         concurrency: config.retentionConcurrency,
+        vacuumIntervalMs: config.retentionVacuumIntervalMs,
         metrics: this.metrics,
         logger: log.child({ component: 'retention' }),
       });

@@ -134,6 +134,7 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
         intervalMs: DEFAULTS.retentionIntervalMs,
         batchRows: DEFAULTS.retentionBatchRows,
         concurrency: DEFAULTS.retentionConcurrency,
+        vacuumIntervalMs: DEFAULTS.retentionVacuumIntervalMs,
         segmentsFlatFromSeconds: segFrom,
         txnsFlatFromSeconds: txnFrom,
       },

@@ -155,3 +155,50 @@ export async function consumerLag(
     throw toDatabaseError(err, 'reading consumer lag');
   }
 }
+
+/**
+ * The tables retention deletes from, vacuumed by the leader after passes that
+ * removed rows (src/retention/logVacuum.ts, docs/retention.md "Reclaiming the
+ * space"). SKIP_LOCKED: never wait behind autovacuum (or another broker's
+ * vacuum) on the same table; TRUNCATE false: never take ACCESS EXCLUSIVE to
+ * give trailing pages back, which would block every push and pop.
+ * A constant statement, no values: VACUUM cannot run inside a function or a
+ * transaction block, so it is sent as it is.
+ */
+const VACUUM_LOG_SQL = 'VACUUM (SKIP_LOCKED, TRUNCATE false) queen.log_segments, queen.log_txns';
+
+/**
+ * Whether this session may VACUUM both log tables: their owner (directly or
+ * through an inherited role) or a superuser. VACUUM on a table it may not
+ * vacuum only warns and does nothing, so the caller asks first.
+ */
+const CAN_VACUUM_SQL = `SELECT bool_and(pg_has_role(current_user, c.relowner, 'USAGE'))
+    OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS ok
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  WHERE n.nspname = 'queen' AND c.relname IN ('log_segments', 'log_txns')`;
+
+export async function vacuumLogTables(db: pg.ClientBase): Promise<void> {
+  try {
+    await db.query(VACUUM_LOG_SQL);
+  } catch (err) {
+    throw toDatabaseError(err, 'vacuuming the log tables');
+  }
+}
+
+export async function canVacuumLogTables(db: pg.ClientBase): Promise<boolean> {
+  try {
+    const r = await db.query<{ ok: boolean | null }>(CAN_VACUUM_SQL);
+    return r.rows[0]?.ok === true;
+  } catch (err) {
+    throw toDatabaseError(err, 'checking who may vacuum the log tables');
+  }
+}
+
+/** Asks PostgreSQL to cancel the statement running on another session of this role (a vacuum being stopped). */
+export async function cancelBackend(db: pg.ClientBase, pid: number): Promise<void> {
+  try {
+    await db.query('SELECT pg_cancel_backend($1::integer)', [pid]);
+  } catch (err) {
+    throw toDatabaseError(err, 'cancelling a backend');
+  }
+}

@@ -6,6 +6,7 @@ import { silentLogger, type Logger } from '../telemetry/logger.js';
 import type { Counter, Gauge, Histogram, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
 import { SerialLoop } from '../util/serialLoop.js';
+import { LogVacuum } from './logVacuum.js';
 import { PartitionQueue } from './partitionQueue.js';
 
 /** Session advisory lock key of the retention leader ("queen-rt" as a 64-bit integer). */
@@ -30,8 +31,16 @@ export interface RetentionServiceOptions {
   pageSize?: number;
   /** Steps run at once, each on its own session and always on distinct partitions (default DEFAULTS.retentionConcurrency). */
   concurrency?: number;
+  /**
+   * Least time between two VACUUMs of the log tables that the leader runs
+   * after passes that removed rows (0: leave it to autovacuum; default
+   * DEFAULTS.retentionVacuumIntervalMs). See LogVacuum.
+   */
+  vacuumIntervalMs?: number;
   metrics: MetricsRegistry;
   logger?: Logger;
+  /** Called after each leader VACUUM of the log tables that ran to its end. */
+  onVacuum?: (elapsedMs: number) => void;
   /** Called after every step (tests record what ran, and when). */
   onStep?: (partitionId: number, result: RetentionStepResult, elapsedMs: number) => void;
   /** Called right before a step is sent (tests observe which steps overlap). */
@@ -87,6 +96,7 @@ export class RetentionService extends Component {
   private inFlightSteps = 0;
   private readonly concurrency: number;
   private readonly loop: SerialLoop<PassSummary>;
+  private readonly vacuum: LogVacuum;
   private readonly log: Logger;
   private readonly removedSegments: Counter;
   private readonly removedMessages: Counter;
@@ -129,6 +139,13 @@ export class RetentionService extends Component {
         buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       },
     );
+    this.vacuum = new LogVacuum({
+      connectionString: opts.connectionString,
+      minIntervalMs: opts.vacuumIntervalMs ?? DEFAULTS.retentionVacuumIntervalMs,
+      metrics: m,
+      logger: this.log,
+      ...(opts.onVacuum ? { onVacuum: opts.onVacuum } : {}),
+    });
     this.loop = new SerialLoop(
       () => this.pass(),
       (o) => {
@@ -169,6 +186,7 @@ export class RetentionService extends Component {
 
   protected async onStop(): Promise<void> {
     await this.loop.halt();
+    await this.vacuum.stop();
     await this.dropSession();
   }
 
@@ -215,6 +233,8 @@ export class RetentionService extends Component {
         this.fenced = true;
       }
       await this.runSteps(client, sum);
+      // The removed rows' space is reusable only once vacuumed (LogVacuum says why the leader does it).
+      if (!this.loop.stopping && sum.segmentsRemoved + sum.txnsRowsRemoved > 0) this.vacuum.kick();
       if (!this.loop.stopping) this.lag = new Map((await retentionOverview(client)).map((o) => [o.queue, o]));
       if (!this.loop.stopping) this.groupLag = await consumerLag(client);
       this.passes.inc();

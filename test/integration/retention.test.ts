@@ -5,8 +5,10 @@ import { DedupCache } from '../../src/dedup/index.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
 import { unpackSegment } from '../../src/engine/frames.js';
 import { configureQueue, getQueue } from '../../src/engine/queueConfig.js';
+import { canVacuumLogTables } from '../../src/engine/retentionStore.js';
 import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
+import { LogVacuum } from '../../src/retention/logVacuum.js';
 import { RETENTION_FENCE_KEY, RETENTION_LOCK_KEY, RetentionService } from '../../src/retention/retentionService.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { uuidToString } from '../../src/util/uuidv7.js';
@@ -581,3 +583,109 @@ test.serial(
     await waitFor('no step session left after stop', async () => (await stepSessions(sql)) === 0);
   },
 );
+
+/** Manual VACUUMs counted by PostgreSQL per log table (autovacuum counts apart, in autovacuum_count). */
+async function manualVacuums(sql: pg.Pool): Promise<{ segments: number; txns: number }> {
+  const c = await sql.connect();
+  try {
+    // The cumulative statistics are read through a per-transaction snapshot: take a fresh one.
+    await c.query('SELECT pg_stat_clear_snapshot()');
+    const r = await c.query(
+      `SELECT relname, vacuum_count FROM pg_stat_user_tables WHERE schemaname = 'queen' AND relname IN ('log_segments', 'log_txns')`,
+    );
+    const n = (rel: string) => Number(r.rows.find((x) => x.relname === rel)?.vacuum_count);
+    return { segments: n('log_segments'), txns: n('log_txns') };
+  } finally {
+    c.release();
+  }
+}
+
+test.serial('the leader vacuums both log tables after a pass that removed rows, and only then', async (t) => {
+  const { sql } = t.context;
+  await agedSegments(t, 'rv-vacuum', ['a', 'b'], 3);
+  const before = await manualVacuums(sql);
+  const vacuums: number[] = [];
+  // Its first pass (at start) removes the six aged segments and must vacuum.
+  const svc = await leading(t, { batchRows: 100, onVacuum: (ms) => vacuums.push(ms) });
+  await waitFor('the vacuum after the first pass', () => vacuums.length === 1);
+  const after = await waitFor('PostgreSQL counting the vacuum of both tables', async () => {
+    const v = await manualVacuums(sql);
+    return v.segments > before.segments && v.txns > before.txns ? v : undefined;
+  });
+  t.is(after.segments, before.segments + 1);
+  t.is(after.txns, before.txns + 1);
+  // A pass that removed nothing does not vacuum (no dead rows of ours to reclaim).
+  const s = await svc.runOnce();
+  t.is(s.segmentsRemoved + s.txnsRowsRemoved, 0);
+  t.deepEqual(await manualVacuums(sql), after);
+  t.is(vacuums.length, 1);
+  t.is(svc.metrics.counter('queen_retention_vacuum_failures_total', '').get(), 0);
+});
+
+test.serial('a vacuum never waits behind another one: a table whose vacuum lock is taken is skipped', async (t) => {
+  const { sql } = t.context;
+  await agedSegments(t, 'rv-skip', ['a'], 2);
+  // What autovacuum (or a former leader's vacuum) holds while it works on log_segments.
+  const holder = await sql.connect();
+  t.teardown(async () => {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    holder.release();
+  });
+  await holder.query('BEGIN');
+  await holder.query('LOCK TABLE queen.log_segments IN SHARE UPDATE EXCLUSIVE MODE');
+  const before = await manualVacuums(sql);
+  const vacuums: number[] = [];
+  await leading(t, { batchRows: 100, onVacuum: (ms) => vacuums.push(ms) });
+  // It ends while the lock is still held: log_txns vacuumed, log_segments skipped.
+  await waitFor('the vacuum to end while log_segments stays locked', () => vacuums.length === 1);
+  const after = await waitFor('PostgreSQL counting the log_txns vacuum', async () => {
+    const v = await manualVacuums(sql);
+    return v.txns > before.txns ? v : undefined;
+  });
+  t.is(after.segments, before.segments);
+  await holder.query('ROLLBACK');
+});
+
+test.serial('vacuumIntervalMs 0 leaves the log tables to autovacuum', async (t) => {
+  const { sql } = t.context;
+  await agedSegments(t, 'rv-novacuum', ['a'], 2);
+  const before = await manualVacuums(sql);
+  const svc = await leading(t, { batchRows: 100, vacuumIntervalMs: 0 });
+  const s = await svc.runOnce();
+  t.is(s.segmentsRemoved, 0, 'the first pass (at start) removed them');
+  t.true(svc.metrics.counter('queen_retention_removed_segments_total', '').get('rv-novacuum') === 2);
+  await svc.stop();
+  t.deepEqual(await manualVacuums(sql), before);
+});
+
+test.serial('a role that does not own the log tables does not vacuum them, and says so once', async (t) => {
+  const { sql } = t.context;
+  // A fixed name (DDL takes no parameters, and names are never interpolated); roles are per cluster, and only this test uses it.
+  const role = 'queen_test_not_owner';
+  await sql.query('DROP ROLE IF EXISTS queen_test_not_owner');
+  await sql.query('CREATE ROLE queen_test_not_owner NOLOGIN');
+  t.teardown(() => sql.query('DROP ROLE IF EXISTS queen_test_not_owner').then(() => undefined));
+  const c = await sql.connect();
+  try {
+    t.true(await canVacuumLogTables(c), 'the test role owns the tables');
+    await c.query('SET ROLE queen_test_not_owner');
+    t.false(await canVacuumLogTables(c));
+  } finally {
+    await c.query('RESET ROLE');
+    c.release();
+  }
+  // The whole LogVacuum, connected as that role: it checks, logs once, and never runs VACUUM.
+  const infos: { msg: string }[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void infos.push(JSON.parse(line)) });
+  const url = new URL(t.context.db.url);
+  url.searchParams.set('options', `-c role=${role}`);
+  const before = await manualVacuums(sql);
+  const v = new LogVacuum({ connectionString: url.toString(), minIntervalMs: 1, metrics: new MetricsRegistry(), logger });
+  t.teardown(() => v.stop());
+  v.kick();
+  await waitFor('the not-owner message', () => infos.some((l) => l.msg.includes('not their owner')));
+  v.kick();
+  await v.stop();
+  t.is(infos.filter((l) => l.msg.includes('not their owner')).length, 1);
+  t.deepEqual(await manualVacuums(sql), before);
+});

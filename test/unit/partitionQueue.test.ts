@@ -53,3 +53,13 @@ test('QUEEN_RETENTION_CONCURRENCY: default 4, 1-32', (t) => {
       message: /QUEEN_RETENTION_CONCURRENCY must be an integer between 1 and 32/,
     });
 });
+
+test('QUEEN_RETENTION_VACUUM_INTERVAL_MS: default 10 s, 0 turns the leader vacuum off', (t) => {
+  t.is(loadConfig({}).retentionVacuumIntervalMs, 10_000);
+  t.is(loadConfig({ QUEEN_RETENTION_VACUUM_INTERVAL_MS: '0' }).retentionVacuumIntervalMs, 0);
+  for (const bad of ['-1', '86400001', 'often'])
+    t.throws(() => loadConfig({ QUEEN_RETENTION_VACUUM_INTERVAL_MS: bad }), {
+      instanceOf: ConfigError,
+      message: /QUEEN_RETENTION_VACUUM_INTERVAL_MS must be an integer between 0 and 86400000/,
+    });
+});
