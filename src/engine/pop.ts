@@ -59,7 +59,7 @@ export const EMPTY_POP: PopOutcome = {
 
 const POP_SQL =
   'SELECT lease_id, lease_expires_at, partition_id, partition_name, span_from, span_to, skipped, redelivered, settled, seg_base, seg_end, seg_created, seg_blob ' +
-  'FROM queen.log_pop_v2($1, $2, $3, $4::integer, $5::integer, $6, $7::timestamptz, $8, $9::boolean, $10::integer)';
+  'FROM queen.log_pop_v3($1, $2, $3, $4::integer, $5::integer, $6, $7::timestamptz, $8, $9::boolean, $10::integer)';
 const SEGMENT_SQL = 'SELECT base_offset, blob FROM queen.log_segments WHERE partition_id = $1 AND base_offset = ANY($2::bigint[])';
 
 /**
@@ -97,15 +97,19 @@ export class SegmentCache {
 }
 
 /**
- * Runs one pop (queen.log_pop_v2, one round trip; a second one only for big
+ * Runs one pop (queen.log_pop_v3, one round trip; a second one only for big
  * segments not in `cache`) and decodes the span's frames. Offsets the cursor
  * already settled out of order are not delivered again.
+ *
+ * The pop runs alone in its own implicit transaction, never inside a wider
+ * one: log_pop_v3 turns synchronous_commit off for a lease-only pop, which
+ * would apply to everything else in that transaction (sql/000028).
  */
 export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCache, inlineMax: number): Promise<PopOutcome> {
   let rows: Record<string, unknown>[];
   try {
     const r = await pool.query({
-      name: 'queen_log_pop_v2',
+      name: 'queen_log_pop_v3',
       text: POP_SQL,
       values: [
         req.queue,
@@ -166,7 +170,7 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
         // not hold retention back). Not delivered; not lost silently either:
         // these offsets cannot be acked, so the cursor stays below them, and
         // the next pop of the partition after this lease ends skips them to
-        // log_start and reports them (log_pop_v2, claim 2). Counting them here
+        // log_start and reports them (log_pop_v3, claim 2). Counting them here
         // as well would report them twice.
         if (!blob) continue;
         frames = unpackSegment(blob);

@@ -689,3 +689,56 @@ test('client consume(): acks on success, fails on throw (redelivered), renews th
   t.is(handled.length, 30);
   await waitFor('the last acks', async () => (await cursor(s, 'consume', 'workers'))[0]!.committed === 29, 10_000);
 });
+
+test('only a lease-only pop commits without waiting for its WAL flush (log_pop_v3): never a first pop, a new cursor, a skip or autoAck', async (t) => {
+  const { s } = t.context;
+  await pushN(s, 'async-pop', 6);
+  /**
+   * Runs one pop as the broker does, but inside an explicit transaction so the
+   * transaction-local setting it leaves can be read before the commit.
+   */
+  const popCommit = async (group: string, autoAck: boolean): Promise<{ commit: string; offsets: number[] }> => {
+    const c = await s.sql.connect();
+    try {
+      await c.query('BEGIN');
+      const r = await c.query(`SELECT span_from, span_to, skipped FROM queen.log_pop_v3($1, NULL, $2, 2, 60, $3, NULL, 'test', $4, 1000)`, [
+        'async-pop',
+        group,
+        'all',
+        autoAck,
+      ]);
+      const commit = (await c.query<{ v: string }>("SELECT current_setting('synchronous_commit') AS v")).rows[0]!.v;
+      await c.query('COMMIT');
+      // Transaction-local: the session's own setting is back once the pop's transaction ended.
+      const after = (await c.query<{ v: string }>("SELECT current_setting('synchronous_commit') AS v")).rows[0]!.v;
+      if (after !== 'on') throw new Error(`synchronous_commit stayed ${after} after the pop's transaction`);
+      const row = r.rows[0];
+      const offsets = row && row.span_from !== null ? [Number(row.span_from), Number(row.span_to)] : [];
+      return { commit, offsets };
+    } finally {
+      c.release();
+    }
+  };
+  // The group's first pop creates the group and its cursors (mode new/from would fix the start now): synchronous.
+  t.deepEqual(await popCommit('g', false), { commit: 'on', offsets: [0, 1] });
+  const expire = () =>
+    s.sql.query(`UPDATE queen.log_cursors SET lease_expires_at = now() - interval '1 second' WHERE consumer_group = 'g'`);
+  // With the group and its cursor in place, a pop that only takes a lease: asynchronous.
+  await expire();
+  t.deepEqual(await popCommit('g', false), { commit: 'off', offsets: [0, 1] });
+  // autoAck moves the cursor: synchronous.
+  await expire();
+  t.deepEqual(await popCommit('g', true), { commit: 'on', offsets: [0, 1] });
+  // A pop that skips to log_start moves the cursor: synchronous.
+  const pid = Number(
+    (await s.sql.query(`SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'async-pop'`))
+      .rows[0].id,
+  );
+  await s.sql.query('UPDATE queen.log_partitions SET log_start = 4 WHERE id = $1', [pid]);
+  await s.sql.query('DELETE FROM queen.log_segments WHERE partition_id = $1 AND end_offset < 4', [pid]);
+  t.deepEqual(await popCommit('g', false), { commit: 'on', offsets: [4, 5] });
+  // A partition created after the group's first pop gets its cursor in the next pop: synchronous.
+  await pushN(s, 'async-pop', 2, 'p1');
+  await expire();
+  t.is((await popCommit('g', false)).commit, 'on');
+});
