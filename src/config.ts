@@ -32,7 +32,7 @@ export const DEFAULTS = {
   retentionIntervalMs: 10_000,
   retentionBatchRows: 100,
   retentionBatchBytes: 131_072,
-  retentionConcurrency: 4,
+  retentionConcurrency: 8,
   retentionVacuumIntervalMs: 10_000,
   timersEnabled: true,
   timerPollMs: 100,
@@ -100,7 +100,7 @@ export interface Config {
   retentionBatchBytes: number;
   /** Retention steps the leader runs at once, each on its own session and on a distinct partition. */
   retentionConcurrency: number;
-  /** Least ms between two VACUUMs of log_segments/log_txns by the retention leader after passes that removed rows (0: autovacuum only). */
+  /** Least ms between two VACUUMs of log_segments/log_txns by the retention leader while its steps remove rows (0: autovacuum only). */
   retentionVacuumIntervalMs: number;
   timersEnabled: boolean;
   timerPollMs: number;

@@ -75,17 +75,32 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
       2,
       `soak: ${p.minutes} min at ${fmt(rate)} msg/s (half of ${fmt(maxRate)}), retention ${p.retentionSeconds} s, window ${p.windowSeconds} s`,
     );
+    const metrics = new MetricsRegistry();
+    let vacuums = 0;
     svc = new RetentionService({
       connectionString: db.url,
       intervalMs: DEFAULTS.retentionIntervalMs,
       batchRows: DEFAULTS.retentionBatchRows,
       concurrency: DEFAULTS.retentionConcurrency,
-      metrics: new MetricsRegistry(),
+      vacuumIntervalMs: DEFAULTS.retentionVacuumIntervalMs,
+      metrics,
+      onVacuum: () => void vacuums++,
     });
+    // Whether retention keeps up, seen from the leader: passes finished and segments removed so far.
+    const passes = metrics.counter('queen_retention_passes_total', '');
+    const removed = metrics.counter('queen_retention_removed_segments_total', '', 'queue');
     await svc.start();
 
     const t0 = Date.now();
-    const samples: { s: number; segmentsMB: number; txnsMB: number; oldestAgeS: number }[] = [];
+    const samples: {
+      s: number;
+      segmentsMB: number;
+      txnsMB: number;
+      oldestAgeS: number;
+      passes: number;
+      removedSegments: number;
+      vacuums: number;
+    }[] = [];
     let done = false;
     const sampler = (async () => {
       // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the timer callback while this loop awaits
@@ -95,10 +110,11 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
         const txnsMB = (await relationBytes(admin, ['queen.log_txns'])) / 1e6;
         // Whether retention keeps up: the age of the oldest segment still stored (one index probe per partition).
         const oldestAgeS = (await retentionOverview(admin)).find((o) => o.queue === 'soak')?.oldestRetainedAgeSeconds ?? NaN;
-        samples.push({ s, segmentsMB, txnsMB, oldestAgeS });
+        const removedSegments = removed.get('soak');
+        samples.push({ s, segmentsMB, txnsMB, oldestAgeS, passes: passes.get(), removedSegments, vacuums });
         if (samples.length % 6 === 0)
           ctx.progress.note(
-            `${(s / 60).toFixed(1)} min: log_segments ${segmentsMB.toFixed(1)} MB, log_txns ${txnsMB.toFixed(1)} MB, oldest segment ${Math.round(oldestAgeS)} s`,
+            `${(s / 60).toFixed(1)} min: log_segments ${segmentsMB.toFixed(1)} MB, log_txns ${txnsMB.toFixed(1)} MB, oldest segment ${Math.round(oldestAgeS)} s; passes ${passes.get()}, segments removed ${removedSegments}, vacuums ${vacuums}`,
           );
         const next = t0 + samples.length * p.sampleEverySeconds * 1000;
         await sleep(Math.max(0, next - Date.now()));

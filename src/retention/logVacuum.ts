@@ -14,8 +14,8 @@ export interface LogVacuumOptions {
 }
 
 /**
- * VACUUM of log_segments and log_txns, run by the retention leader right
- * after passes that removed rows (docs/retention.md, "Reclaiming the space").
+ * VACUUM of log_segments and log_txns, run by the retention leader while
+ * its steps remove rows (docs/retention.md, "Reclaiming the space").
  *
  * Why the leader does it and not only autovacuum: PostgreSQL reuses the space
  * of deleted rows only after a vacuum has recorded it in the free-space map,
@@ -23,15 +23,15 @@ export interface LogVacuumOptions {
  * (1 min by default), whatever the per-table thresholds (sql/000023). Under
  * steady retention a minute of deletions is dead space the inserts cannot
  * reuse, so the tables settle at live data plus that minute (+12 % in the
- * 30-minute soak at 300 s retention). Vacuuming once per pass bounds it at
- * one pass interval of deletions instead.
+ * 30-minute soak at 300 s retention). Vacuuming every minIntervalMs (10 s by
+ * default) bounds it at about that much of deletions instead.
  *
  * States:
  *   unchecked --(first kick: may vacuum)--> idle --(kick)--> running --(done)--> idle
  *   unchecked --(first kick: not the tables' owner)--> disabled (logged once; autovacuum still runs)
  *   any --(stop)--> stopped (a running vacuum is cancelled and awaited)
  * A kick while running, or sooner than minIntervalMs after the last start, is
- * ignored: the next pass kicks again. At most one vacuum per broker, and
+ * ignored: the next step that removes rows kicks again. At most one vacuum per broker, and
  * SKIP_LOCKED makes one that meets autovacuum (or a former leader's vacuum)
  * skip the table instead of waiting.
  */
@@ -49,7 +49,7 @@ export class LogVacuum {
   constructor(private readonly opts: LogVacuumOptions) {
     this.seconds = opts.metrics.histogram(
       'queen_retention_vacuum_seconds',
-      'VACUUM of log_segments and log_txns run by the retention leader after a pass that removed rows, seconds',
+      'VACUUM of log_segments and log_txns run by the retention leader while its steps remove rows, seconds',
       { buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] },
     );
     this.failures = opts.metrics.counter(
@@ -58,7 +58,7 @@ export class LogVacuum {
     );
   }
 
-  /** A pass removed rows: vacuum now, in the background, unless one runs or ran too recently. */
+  /** A step removed rows: vacuum now, in the background, unless one runs or ran too recently. */
   kick(): void {
     if (this.opts.minIntervalMs <= 0 || this.state === 'running' || this.state === 'disabled' || this.state === 'stopped') return;
     const now = performance.now();

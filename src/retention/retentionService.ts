@@ -33,7 +33,7 @@ export interface RetentionServiceOptions {
   concurrency?: number;
   /**
    * Least time between two VACUUMs of the log tables that the leader runs
-   * after passes that removed rows (0: leave it to autovacuum; default
+   * while its steps remove rows (0: leave it to autovacuum; default
    * DEFAULTS.retentionVacuumIntervalMs). See LogVacuum.
    */
   vacuumIntervalMs?: number;
@@ -233,8 +233,6 @@ export class RetentionService extends Component {
         this.fenced = true;
       }
       await this.runSteps(client, sum);
-      // The removed rows' space is reusable only once vacuumed (LogVacuum says why the leader does it).
-      if (!this.loop.stopping && sum.segmentsRemoved + sum.txnsRowsRemoved > 0) this.vacuum.kick();
       if (!this.loop.stopping) this.lag = new Map((await retentionOverview(client)).map((o) => [o.queue, o]));
       if (!this.loop.stopping) this.groupLag = await consumerLag(client);
       this.passes.inc();
@@ -338,6 +336,11 @@ export class RetentionService extends Component {
       this.removedBytes.inc(r.bytesRemoved, r.queue);
     }
     if (r.txnsRowsRemoved > 0) this.purgedTxns.inc(r.txnsRowsRemoved, r.queue);
+    // The removed rows' space is reusable only once vacuumed (LogVacuum says why the
+    // leader does it). Kicked per step, not per pass: a pass that drains a backlog
+    // can last minutes, and the dead space must not wait for its end. LogVacuum
+    // runs at most one at a time, at most once per its interval.
+    if ((r.segmentsRemoved > 0 || r.txnsRowsRemoved > 0) && !this.loop.stopping) this.vacuum.kick();
   }
 
   private async session(): Promise<pg.Client> {

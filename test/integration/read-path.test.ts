@@ -700,6 +700,8 @@ test('only a lease-only pop commits without waiting for its WAL flush (log_pop_v
   const popCommit = async (group: string, autoAck: boolean): Promise<{ commit: string; offsets: number[] }> => {
     const c = await s.sql.connect();
     try {
+      // The session's own level first (the test cluster may run with it off): what the pop leaves is then its doing.
+      await c.query('SET synchronous_commit = on');
       await c.query('BEGIN');
       const r = await c.query(`SELECT span_from, span_to, skipped FROM queen.log_pop_v3($1, NULL, $2, 2, 60, $3, NULL, 'test', $4, 1000)`, [
         'async-pop',
@@ -716,6 +718,7 @@ test('only a lease-only pop commits without waiting for its WAL flush (log_pop_v
       const offsets = row && row.span_from !== null ? [Number(row.span_from), Number(row.span_to)] : [];
       return { commit, offsets };
     } finally {
+      await c.query('RESET synchronous_commit');
       c.release();
     }
   };

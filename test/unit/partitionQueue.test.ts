@@ -44,8 +44,8 @@ test('round robin over many revisits keeps every partition once in the list', (t
   );
 });
 
-test('QUEEN_RETENTION_CONCURRENCY: default 4, 1-32', (t) => {
-  t.is(loadConfig({}).retentionConcurrency, 4);
+test('QUEEN_RETENTION_CONCURRENCY: default 8, 1-32', (t) => {
+  t.is(loadConfig({}).retentionConcurrency, 8);
   t.is(loadConfig({ QUEEN_RETENTION_CONCURRENCY: '1' }).retentionConcurrency, 1);
   for (const bad of ['0', '33', 'two'])
     t.throws(() => loadConfig({ QUEEN_RETENTION_CONCURRENCY: bad }), {
