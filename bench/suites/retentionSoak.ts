@@ -84,7 +84,9 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
       concurrency: DEFAULTS.retentionConcurrency,
       vacuumIntervalMs: DEFAULTS.retentionVacuumIntervalMs,
       metrics,
-      onVacuum: () => void vacuums++,
+      onVacuum: () => {
+        vacuums++;
+      },
     });
     // Whether retention keeps up, seen from the leader: passes finished and segments removed so far.
     const passes = metrics.counter('queen_retention_passes_total', '');
