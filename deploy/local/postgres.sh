@@ -76,9 +76,14 @@ do_start() {
   fi
   local port="${1:-}"
   [ -n "$port" ] || port="$(free_port)"
+  # max_wal_size: at the ingest rates the benches and soaks push (40k+ msg/s,
+  # fsync on) the 1 GB default made PostgreSQL checkpoint every ~10 s ("checkpoints
+  # are occurring too frequently"), and each checkpoint restarts full-page writes
+  # for every page touched next, so WAL volume fed more checkpoints. 8 GB lets
+  # checkpoint_timeout (5 min) pace them, as docs/operations.md advises for production.
   # shellcheck disable=SC2086
   as_owner "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 \
-    -o "-p $port -c listen_addresses=127.0.0.1 -k $RUN -c max_connections=200 -c shared_buffers=256MB $PG_EXTRA_OPTS" \
+    -o "-p $port -c listen_addresses=127.0.0.1 -k $RUN -c max_connections=200 -c shared_buffers=256MB -c max_wal_size=8GB $PG_EXTRA_OPTS" \
     start >/dev/null || { tail -20 "$LOG" >&2; exit 1; }
   local url="postgres://postgres@127.0.0.1:$port/postgres"
   echo "$url" >"$RUN/url"

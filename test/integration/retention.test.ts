@@ -689,3 +689,20 @@ test.serial('a role that does not own the log tables does not vacuum them, and s
   t.is(infos.filter((l) => l.msg.includes('not their owner')).length, 1);
   t.deepEqual(await manualVacuums(sql), before);
 });
+
+test('VACUUM never truncates the log tables nor their TOAST tables (no ACCESS EXCLUSIVE behind pushes)', async (t) => {
+  const r = await t.context.sql.query(
+    `SELECT c.relname, c.reloptions AS own, tc.reloptions AS toast
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_class tc ON tc.oid = c.reltoastrelid
+     WHERE n.nspname = 'queen' AND c.relname IN ('log_segments', 'log_txns') ORDER BY c.relname`,
+  );
+  t.deepEqual(
+    r.rows.map((x) => x.relname),
+    ['log_segments', 'log_txns'],
+  );
+  const off = (opts: string[] | null) => (opts ?? []).some((o) => /^vacuum_truncate=(off|false)$/.test(o));
+  for (const row of r.rows) {
+    t.true(off(row.own as string[] | null), `${row.relname}: ${String(row.own)}`);
+    t.true(off(row.toast as string[] | null), `${row.relname} TOAST: ${String(row.toast)}`);
+  }
+});
