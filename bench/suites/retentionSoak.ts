@@ -17,6 +17,11 @@ export interface SoakParams {
 
 /** The log_txns horizon floor (queen.retention_txns_floor_seconds_v1). */
 const TXNS_FLOOR_SECONDS = 900;
+/** Resident bytes per in-window hash in the dedup cache (docs/deduplication.md), and the headroom the soak sizes it with. */
+const CACHE_BYTES_PER_HASH = 22.06;
+const CACHE_HEADROOM = 1.3;
+/** The cache the max-rate phase runs with (the service default). */
+const DEFAULT_CACHE_MB = 512;
 
 /**
  * `make soak-retention`: pushes at half of the measured maximum rate for
@@ -35,11 +40,10 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
   try {
     const admin = db.pool(2, 'queen-bench-soak');
     const pool = db.pool(p.workers, 'queen-bench-engine');
-    rig = await startEngineRig(pool, { cacheMb: 512 });
+    rig = await startEngineRig(pool, { cacheMb: DEFAULT_CACHE_MB });
     const cursors: PartitionCursor[] = await provisionQueue(admin, rig.engine, 'soak', p.windowSeconds, p.workers * p.partitionsPerWorker);
     await configureQueue(admin, 'soak', { retentionSeconds: p.retentionSeconds }, 'merge');
     const factory = new MessageFactory('soak', p.payloadBytes);
-    const writer = rig.writer;
     const bundle = p.partitionsPerWorker * p.msgsPerSegment;
 
     const push = async (seconds: number, ratePerS: number | undefined): Promise<number> => {
@@ -51,7 +55,7 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
           const mine = cursors.slice(w * p.partitionsPerWorker, (w + 1) * p.partitionsPerWorker);
           let sent = 0;
           while (performance.now() < until) {
-            const res = await writer.push(makeItems('soak', mine, p.msgsPerSegment, factory));
+            const res = await rig!.writer.push(makeItems('soak', mine, p.msgsPerSegment, factory));
             if (res.some((r) => r.status !== 'queued')) throw new Error('soak: a push was not queued');
             sent += bundle;
             msgs += bundle;
@@ -70,10 +74,26 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
     ctx.progress.step(1, 2, 'measuring the maximum push rate (15 s, flat out)');
     const maxRate = await push(15, undefined);
     const rate = maxRate / 2;
+    // The dedup cache sized to hold the window at the soak's rate (plus what the
+    // 15 s max phase stored), as an operator sizes QUEEN_DEDUP_CACHE_MB. This soak
+    // is about retention. A cache smaller than its window is the memory-pressure
+    // case (suite memory-pressure, issue 12): its SQL probes cost enough CPU, and
+    // hold the partition locks long enough, to starve retention on 2 cores: the
+    // 512 MiB default holds ~24 M hashes, full after 10.3 min at 39.6k msg/s and
+    // 8.8 min at 46.3k, which is when two soaks of 2026-12-01 fell behind
+    // (docs/retention.md).
+    const cacheMb = Math.max(
+      DEFAULT_CACHE_MB,
+      Math.ceil(((p.windowSeconds * rate + 15 * maxRate) * CACHE_BYTES_PER_HASH * CACHE_HEADROOM) / (1024 * 1024)),
+    );
+    if (cacheMb > DEFAULT_CACHE_MB) {
+      await rig.stop();
+      rig = await startEngineRig(pool, { cacheMb });
+    }
     ctx.progress.step(
       2,
       2,
-      `soak: ${p.minutes} min at ${fmt(rate)} msg/s (half of ${fmt(maxRate)}), retention ${p.retentionSeconds} s, window ${p.windowSeconds} s`,
+      `soak: ${p.minutes} min at ${fmt(rate)} msg/s (half of ${fmt(maxRate)}), retention ${p.retentionSeconds} s, window ${p.windowSeconds} s, dedup cache ${cacheMb} MiB`,
     );
     const metrics = new MetricsRegistry();
     let vacuums = 0;
@@ -149,6 +169,7 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
         ...p,
         maxRate,
         rate,
+        cacheMb,
         intervalMs: DEFAULTS.retentionIntervalMs,
         batchRows: DEFAULTS.retentionBatchRows,
         concurrency: DEFAULTS.retentionConcurrency,
