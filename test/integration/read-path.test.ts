@@ -723,15 +723,20 @@ test('only a lease-only pop commits without waiting for its WAL flush (log_pop_v
     }
   };
   // The group's first pop creates the group and its cursors (mode new/from would fix the start now): synchronous.
-  t.deepEqual(await popCommit('g', false), { commit: 'on', offsets: [0, 1] });
+  t.deepEqual(await popCommit('async-g', false), { commit: 'on', offsets: [0, 1] });
+  // Only this queue's cursors of its own group: the other tests of this file run at the same time.
   const expire = () =>
-    s.sql.query(`UPDATE queen.log_cursors SET lease_expires_at = now() - interval '1 second' WHERE consumer_group = 'g'`);
+    s.sql.query(
+      `UPDATE queen.log_cursors SET lease_expires_at = now() - interval '1 second'
+       WHERE consumer_group = 'async-g'
+         AND partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'async-pop')`,
+    );
   // With the group and its cursor in place, a pop that only takes a lease: asynchronous.
   await expire();
-  t.deepEqual(await popCommit('g', false), { commit: 'off', offsets: [0, 1] });
+  t.deepEqual(await popCommit('async-g', false), { commit: 'off', offsets: [0, 1] });
   // autoAck moves the cursor: synchronous.
   await expire();
-  t.deepEqual(await popCommit('g', true), { commit: 'on', offsets: [0, 1] });
+  t.deepEqual(await popCommit('async-g', true), { commit: 'on', offsets: [0, 1] });
   // A pop that skips to log_start moves the cursor: synchronous.
   const pid = Number(
     (await s.sql.query(`SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'async-pop'`))
@@ -739,9 +744,9 @@ test('only a lease-only pop commits without waiting for its WAL flush (log_pop_v
   );
   await s.sql.query('UPDATE queen.log_partitions SET log_start = 4 WHERE id = $1', [pid]);
   await s.sql.query('DELETE FROM queen.log_segments WHERE partition_id = $1 AND end_offset < 4', [pid]);
-  t.deepEqual(await popCommit('g', false), { commit: 'on', offsets: [4, 5] });
+  t.deepEqual(await popCommit('async-g', false), { commit: 'on', offsets: [4, 5] });
   // A partition created after the group's first pop gets its cursor in the next pop: synchronous.
   await pushN(s, 'async-pop', 2, 'p1');
   await expire();
-  t.is((await popCommit('g', false)).commit, 'on');
+  t.is((await popCommit('async-g', false)).commit, 'on');
 });
