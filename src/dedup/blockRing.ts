@@ -5,9 +5,10 @@ import {
   BLOCK_OVERHEAD_BYTES,
   HASH_BYTES,
   HOT_INITIAL_HASHES,
+  HOT_TAIL_HASHES,
   UNKNOWN_OFFSET_DELTA,
 } from './constants.js';
-import { compareAt, scanContains, sortedContains, sortedIndexOf, sortRecordsInPlace, viewOf } from './hashRecords.js';
+import { compareAt, mergeSortedTail, scanContains, sortedContains, sortedIndexOf, viewOf } from './hashRecords.js';
 
 /** An immutable, sorted block of exactly BLOCK_HASHES hashes (one 64 KiB Buffer). */
 export interface SealedBlock {
@@ -29,18 +30,22 @@ export interface SealedBlock {
 
 /**
  * The exact store of one partition: a time-ordered ring of sealed blocks plus
- * one hot arrival-order buffer. There is no per-hash map and no refcount;
- * membership is "present in some surviving block or in the hot buffer".
+ * one hot buffer. There is no per-hash map and no refcount; membership is
+ * "present in some surviving block or in the hot buffer".
  *
  * States and transitions:
  * - empty: no blocks, no hot buffer (hot = null).
- * - append: hashes are copied, in arrival (= offset) order, into the hot
- *   buffer. The hot buffer is allocated small (HOT_INITIAL_HASHES) and grows
- *   by doubling (power-of-two capacities only), never past BLOCK_HASHES.
- * - seal: the instant the hot buffer holds BLOCK_HASHES hashes it is sorted
- *   in place and that same Buffer becomes the newest sealed block (no copy);
- *   the next append starts a fresh hot buffer. Because BLOCK_HASHES is a power
- *   of two, a buffer that reached it by doubling is exactly full.
+ * - append: hashes are copied, in arrival (= offset) order, onto the end of
+ *   the hot buffer, its unsorted tail. The hot buffer is allocated small
+ *   (HOT_INITIAL_HASHES) and grows by doubling (power-of-two capacities
+ *   only), never past BLOCK_HASHES.
+ * - merge: when the tail reaches HOT_TAIL_HASHES (or the buffer is full) it
+ *   is sorted and merged into the sorted prefix, offsets carried along. So a
+ *   lookup in the hot buffer is a binary search plus a scan of a short tail.
+ * - seal: the instant the hot buffer holds BLOCK_HASHES hashes (after the
+ *   merge: all sorted) that same Buffer becomes the newest sealed block (no
+ *   copy); the next append starts a fresh hot buffer. Because BLOCK_HASHES is
+ *   a power of two, a buffer that reached it by doubling is exactly full.
  * - expire(cutoff): front blocks are dropped while their maxCreatedMs is
  *   before the cutoff; the hot buffer (the newest data) is dropped only after
  *   every sealed block has gone and its own maxCreatedMs is before the cutoff.
@@ -67,6 +72,8 @@ export class BlockRing {
   /** Parallel to `hot`: each record's offset as a delta from hotMinOffset. */
   private hotOffsets: Uint32Array | null = null;
   private hotCount = 0;
+  /** Records 0 .. hotSorted-1 are in order; hotSorted .. hotCount-1 (under HOT_TAIL_HASHES) in arrival order. */
+  private hotSorted = 0;
   private hotMinOffset = 0;
   private hotMaxOffset = 0;
   private hotMaxCreatedMs = -Infinity;
@@ -106,6 +113,7 @@ export class BlockRing {
       if (createdMs > this.hotMaxCreatedMs) this.hotMaxCreatedMs = createdMs;
       i += take;
       if (this.hotCount === BLOCK_HASHES) this.seal();
+      else if (this.hotCount - this.hotSorted >= HOT_TAIL_HASHES) this.mergeTail();
     }
     this.lastOffset = firstOffset + count - 1;
   }
@@ -134,11 +142,16 @@ export class BlockRing {
     this.hotOffsets = grownOffsets;
   }
 
-  /** The hot buffer is exactly one block: sort it in place and hand the same Buffer to the ring. */
+  private mergeTail(): void {
+    mergeSortedTail(this.hot!, this.hotSorted, this.hotCount, this.hotOffsets!);
+    this.hotSorted = this.hotCount;
+  }
+
+  /** The hot buffer is exactly one block: merge its tail (now all sorted) and hand the same Buffer to the ring. */
   private seal(): void {
+    this.mergeTail();
     const hot = this.hot!;
     const offsets = this.hotOffsets!;
-    sortRecordsInPlace(hot, BLOCK_HASHES, offsets);
     this.blocks.push({
       hashes: hot,
       view: this.hotView!,
@@ -151,7 +164,14 @@ export class BlockRing {
     this.hotView = null;
     this.hotOffsets = null;
     this.hotCount = 0;
+    this.hotSorted = 0;
     this.hotMaxCreatedMs = -Infinity;
+  }
+
+  /** Exact membership in the hot buffer: its sorted prefix, then its tail. */
+  private hotHas(q0: number, q1: number, q2: number, q3: number): boolean {
+    const hv = this.hotView!;
+    return sortedContains(hv, this.hotSorted, q0, q1, q2, q3) || scanContains(hv, this.hotSorted, this.hotCount, q0, q1, q2, q3);
   }
 
   /** Exact membership of the hash with big-endian words q0..q3. */
@@ -160,7 +180,7 @@ export class BlockRing {
     for (const block of blocks) {
       if (sortedContains(block.view, BLOCK_HASHES, q0, q1, q2, q3)) return true;
     }
-    return this.hotView !== null && scanContains(this.hotView, this.hotCount, q0, q1, q2, q3);
+    return this.hotView !== null && this.hotHas(q0, q1, q2, q3);
   }
 
   /**
@@ -176,13 +196,7 @@ export class BlockRing {
       if (blk.minOffset > hi) return false;
       if (sortedContains(blk.view, BLOCK_HASHES, q0, q1, q2, q3)) return true;
     }
-    return (
-      this.hotView !== null &&
-      this.hotCount > 0 &&
-      this.hotMinOffset <= hi &&
-      this.hotMaxOffset >= lo &&
-      scanContains(this.hotView, this.hotCount, q0, q1, q2, q3)
-    );
+    return this.hotView !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo && this.hotHas(q0, q1, q2, q3);
   }
 
   /**
@@ -202,26 +216,20 @@ export class BlockRing {
     for (let i = this.firstBlockReaching(lo); i < blocks.length; i++) {
       const blk = blocks[i]!;
       if (blk.minOffset > hi) return known;
-      const at = sortedIndexOf(blk.view, BLOCK_HASHES, q0, q1, q2, q3);
-      if (at < 0) continue;
-      let first = at;
-      while (first > 0 && compareAt(blk.view, (first - 1) * HASH_BYTES, q0, q1, q2, q3) === 0) first--;
-      for (let j = first; j < BLOCK_HASHES && (j === at || compareAt(blk.view, j * HASH_BYTES, q0, q1, q2, q3) === 0); j++) {
-        const d = blk.offsets[j]!;
-        if (d === UNKNOWN_OFFSET_DELTA) known = false;
-        else out.push(blk.minOffset + d);
-      }
+      if (!collectSorted(blk.view, BLOCK_HASHES, blk.offsets, blk.minOffset, q0, q1, q2, q3, out)) known = false;
     }
     const hv = this.hotView;
     if (hv !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo) {
       const offs = this.hotOffsets!;
+      const base = this.hotMinOffset;
+      if (!collectSorted(hv, this.hotSorted, offs, base, q0, q1, q2, q3, out)) known = false;
+      // The tail, in arrival order: a linear scan, first word first (as scanContains).
       const end = this.hotCount * HASH_BYTES;
-      // Arrival order: a linear scan, first word first (as scanContains).
-      for (let o = 0; o < end; o += HASH_BYTES) {
+      for (let o = this.hotSorted * HASH_BYTES; o < end; o += HASH_BYTES) {
         if (hv.getUint32(o) !== q0 || hv.getUint32(o + 4) !== q1 || hv.getUint32(o + 8) !== q2 || hv.getUint32(o + 12) !== q3) continue;
         const d = offs[o / HASH_BYTES]!;
         if (d === UNKNOWN_OFFSET_DELTA) known = false;
-        else out.push(this.hotMinOffset + d);
+        else out.push(base + d);
       }
     }
     return known;
@@ -263,6 +271,7 @@ export class BlockRing {
       this.hotView = null;
       this.hotOffsets = null;
       this.hotCount = 0;
+      this.hotSorted = 0;
       this.hotMaxCreatedMs = -Infinity;
     }
     return dropped;
@@ -293,14 +302,44 @@ export class BlockRing {
     for (const b of this.blocks) yield b.hashes;
     if (this.hot !== null) yield this.hot;
   }
-  hotInfo(): { count: number; capacity: number; minOffset: number; maxOffset: number; maxCreatedMs: number } | undefined {
+  hotInfo(): { count: number; sorted: number; capacity: number; minOffset: number; maxOffset: number; maxCreatedMs: number } | undefined {
     if (this.hot === null || this.hotCount === 0) return undefined;
     return {
       count: this.hotCount,
+      sorted: this.hotSorted,
       capacity: this.hot.length / HASH_BYTES,
       minOffset: this.hotMinOffset,
       maxOffset: this.hotMaxOffset,
       maxCreatedMs: this.hotMaxCreatedMs,
     };
   }
+}
+
+/**
+ * Every offset at which the first `count` records of a sorted run hold the
+ * hash, pushed to `out`; false when one is not representable. Equal records
+ * are adjacent in a sorted run, so walking out from one match finds them all.
+ */
+function collectSorted(
+  view: DataView,
+  count: number,
+  offsets: Uint32Array,
+  minOffset: number,
+  q0: number,
+  q1: number,
+  q2: number,
+  q3: number,
+  out: number[],
+): boolean {
+  const at = sortedIndexOf(view, count, q0, q1, q2, q3);
+  if (at < 0) return true;
+  let known = true;
+  let first = at;
+  while (first > 0 && compareAt(view, (first - 1) * HASH_BYTES, q0, q1, q2, q3) === 0) first--;
+  for (let j = first; j < count && (j === at || compareAt(view, j * HASH_BYTES, q0, q1, q2, q3) === 0); j++) {
+    const d = offsets[j]!;
+    if (d === UNKNOWN_OFFSET_DELTA) known = false;
+    else out.push(minOffset + d);
+  }
+  return known;
 }

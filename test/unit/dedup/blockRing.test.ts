@@ -1,7 +1,7 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { BlockRing } from '../../../src/dedup/blockRing.js';
-import { BLOCK_BYTES, BLOCK_HASHES } from '../../../src/dedup/constants.js';
+import { BLOCK_BYTES, BLOCK_HASHES, HOT_TAIL_HASHES } from '../../../src/dedup/constants.js';
 import { isSorted, readWords, sortRecordsInPlace, viewOf } from '../../../src/dedup/hashRecords.js';
 import { hashAt, hashRun } from './helpers.js';
 
@@ -156,6 +156,58 @@ test('block ring: no Buffer it holds exceeds one 64 KiB block, at any fill (prop
       }
       return ring.hashCount === off;
     }),
+    { numRuns: 60 },
+  );
+  t.pass();
+});
+
+test('block ring: the hot buffer stays a sorted prefix plus a short tail, and every lookup agrees with a model (property, repeated hashes)', (t) => {
+  fc.assert(
+    fc.property(
+      // Append sizes (1 .. 700 straddles the tail bound and block seals) and
+      // hash picks from a small pool, so one hash sits at several offsets.
+      fc.array(fc.tuple(fc.integer({ min: 1, max: 700 }), fc.integer({ min: 0, max: 2 ** 31 })), { minLength: 1, maxLength: 16 }),
+      fc.integer({ min: 50, max: 3000 }),
+      (appends, poolSize) => {
+        const ring = new BlockRing();
+        const pool = hashRun(9, 0, poolSize);
+        const model = new Map<string, number[]>();
+        let offset = 0;
+        for (const [size, seed] of appends) {
+          const src = Buffer.alloc(size * 16);
+          for (let k = 0; k < size; k++) {
+            const pick = (Math.imul(seed + k, 0x9e3779b1) >>> 0) % poolSize;
+            pool.copy(src, k * 16, pick * 16, pick * 16 + 16);
+            const key = src.subarray(k * 16, k * 16 + 16).toString('hex');
+            model.set(key, [...(model.get(key) ?? []), offset + k]);
+          }
+          ring.append(src, 0, size, offset, 1000);
+          offset += size;
+          const hot = ring.hotInfo();
+          const hotBuf = [...ring.buffers()].pop()!;
+          if (hot !== undefined) {
+            if (hot.count - hot.sorted >= HOT_TAIL_HASHES) return false;
+            if (!isSorted(hotBuf, hot.sorted)) return false;
+          }
+          for (const blk of ring.sealedBlocks()) if (!isSorted(blk.hashes, BLOCK_HASHES)) return false;
+          // Every pooled hash: membership, and collectInRange over a random
+          // range names every model occurrence in it, and only true ones.
+          for (let p = 0; p < poolSize; p += 7) {
+            const h = pool.subarray(p * 16, p * 16 + 16);
+            const occ = model.get(h.toString('hex')) ?? [];
+            const w = readWords(viewOf(h), 0);
+            if (has(ring, h) !== occ.length > 0) return false;
+            const lo = (p * 131) % Math.max(1, offset);
+            const hi = lo + ((p * 17) % 2000);
+            const got: number[] = [];
+            if (!ring.collectInRange(w[0]!, w[1]!, w[2]!, w[3]!, lo, hi, got)) return false;
+            for (const o of occ) if (o >= lo && o <= hi && !got.includes(o)) return false;
+            for (const o of got) if (!occ.includes(o)) return false;
+          }
+        }
+        return true;
+      },
+    ),
     { numRuns: 60 },
   );
   t.pass();
