@@ -1,17 +1,18 @@
 -- 000030: cheaper hinted verdicts (log_push_v3, log_verify_runs_v2).
 --
--- log_push_v2 and log_verify_runs_v1 stay (never edited); the broker now
--- calls log_push_v3. The verdicts are v2's, row for row (same rows read, same
--- checks, same MIN); only the plans are cheaper where duplicates are
--- scattered retries, which profiling (docs/deduplication.md, "What a hit
--- costs") showed to be most of PostgreSQL's extra time on 10 % re-sent ids:
---   * log_verify_runs_v2 checks a run of one offset (a scattered retry) with
---     one index descent and one 16-byte compare, where v1's span machinery
---     (span bound subquery, whole-span compare, generate_series) cost ~7 us
---     per item against ~4.5. Runs of two or more (a replay) take v1's path.
---   * log_push_v3 resolves the ids of scattered originals with one lateral
---     lookup per offset instead of grouping them into spans first; a replay,
---     whose originals share segments, keeps the span grouping.
+-- log_push_v2 and log_verify_runs_v1 (000004) stay, never edited; the broker
+-- now calls log_push_v3. The verdicts are v2's: the same rows are read, with
+-- the same checks, and the same MIN is taken. Only the plans change, where
+-- profiling on 10 % re-sent ids and on replays (docs/deduplication.md, "What
+-- a duplicate costs") found PostgreSQL's extra time:
+--   * Scattered retries (every name a run of one, no tail probe): v2 spent
+--     four statements and a set-returning function call per segment. v3
+--     verifies, takes MIN and reads the originals' ids in one statement.
+--   * Replays (runs of two or more): v1's span check evaluated its
+--     whole-span compare once per offset of the span (an inlined CTE under an
+--     OR); log_verify_runs_v2 materialises it, once per span.
+--   * Id resolution outside the scattered path: one index descent per range
+--     of consecutive offsets instead of one per offset.
 
 -- Same contract as log_verify_runs_v1 (000004): (idx, off) for every named
 -- occurrence that is really there. A run of length 1 is the common case of a
@@ -50,13 +51,44 @@ BEGIN
       AND substring(t.hashes FROM ((r.off - t.base_offset) * 16 + 1)::integer FOR 16)
           = substring(p_hashes FROM (r.item * 16 + 1) FOR 16);
     IF EXISTS (SELECT 1 FROM unnest(p_lens) AS l WHERE l > 1) THEN
+        -- v1's span check for runs of two or more, with one change: `judged`
+        -- is MATERIALIZED. Inlined (as v1's is), the whole-span compare sat
+        -- in an OR with a per-offset term and was evaluated, span slice and
+        -- all, once per generated offset: O(L^2) bytes for a run of L.
         RETURN QUERY
-        SELECT v.idx, v.off
-        FROM queen.log_verify_runs_v1(
-            p_partition_id, p_cutoff, p_txns_start, p_hashes,
-            ARRAY(SELECT r.item FROM unnest(p_items, p_lens) WITH ORDINALITY AS r (item, len, k) WHERE r.len > 1 ORDER BY r.k),
-            ARRAY(SELECT r.off FROM unnest(p_offsets, p_lens) WITH ORDINALITY AS r (off, len, k) WHERE r.len > 1 ORDER BY r.k),
-            ARRAY(SELECT r.len FROM unnest(p_lens) WITH ORDINALITY AS r (len, k) WHERE r.len > 1 ORDER BY r.k)) v;
+        WITH pieces AS (
+            SELECT r.item, r.off AS run_off, t.base_offset, t.hashes,
+                   GREATEST(r.off, t.base_offset) AS lo,
+                   LEAST(r.off + r.len - 1, t.end_offset) AS hi
+            FROM unnest(p_items, p_offsets, p_lens) AS r (item, off, len)
+            CROSS JOIN LATERAL (
+                SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
+                FROM queen.log_txns t
+                WHERE t.partition_id = p_partition_id
+                  AND t.end_offset >= r.off
+                  AND t.end_offset <= coalesce((SELECT min(x.end_offset) FROM queen.log_txns x
+                                                WHERE x.partition_id = p_partition_id
+                                                  AND x.end_offset >= r.off + r.len - 1),
+                                               r.off + r.len - 1)
+                ORDER BY t.end_offset
+                LIMIT r.len
+            ) t
+            WHERE r.len > 1
+              AND t.base_offset <= r.off + r.len - 1
+              AND t.end_offset >= p_txns_start
+              AND t.created_at >= p_cutoff
+        ), judged AS MATERIALIZED (
+            SELECT p.*,
+                   substring(p.hashes FROM ((p.lo - p.base_offset) * 16 + 1)::integer FOR ((p.hi - p.lo + 1) * 16)::integer)
+                     = substring(p_hashes FROM ((p.item + p.lo - p.run_off) * 16 + 1)::integer FOR ((p.hi - p.lo + 1) * 16)::integer) AS whole
+            FROM pieces p
+        )
+        SELECT (j.item + (g.o - j.run_off))::integer, g.o
+        FROM judged j
+        CROSS JOIN LATERAL generate_series(j.lo, j.hi) AS g (o)
+        WHERE j.whole
+           OR substring(j.hashes FROM ((g.o - j.base_offset) * 16 + 1)::integer FOR 16)
+              = substring(p_hashes FROM ((j.item + g.o - j.run_off) * 16 + 1)::integer FOR 16);
     END IF;
 END
 $$;
@@ -113,6 +145,7 @@ DECLARE
     v_run_cnt    integer;
     v_new_dups   integer;
     v_hint_dups  integer;
+    v_ids_done   boolean;
     v_hash_pos   integer := 1;
     v_blob_pos   integer := 1;
     v_run_pos    integer := 1;
@@ -204,6 +237,7 @@ BEGIN
         dup_ids := NULL;
         refuted_idx := NULL;
         assigned_base := NULL;
+        v_ids_done := false;
 
         IF v_window > 0 AND (probed OR v_run_cnt > 0) THEN
             v_hashes := substring(p_hashes FROM v_hash_at[v_i] FOR v_items * 16);
@@ -216,27 +250,67 @@ BEGIN
                                  WHERE t.partition_id = p_partition_ids[v_i]
                                    AND t.end_offset > v_from AND t.created_at >= v_cutoff);
             END IF;
-            -- MIN over the verified named offsets and the tail probe: the
-            -- names cover (hydrated_from, p_verified], the probe covers
-            -- (v_from, last], and below hydrated_from nothing is in-window.
-            SELECT array_agg(d.idx ORDER BY d.idx), array_agg(d.off ORDER BY d.idx)
-            INTO dup_idx, dup_offsets
-            FROM (
-                SELECT x.idx, MIN(x.off) AS off
+            IF NOT probed AND hint_offsets = v_run_cnt THEN
+                -- Every name is a run of one (scattered retries) and nothing
+                -- above p_verified needs a probe: verify, take MIN per item
+                -- and read each original's id in one statement, with no
+                -- function call and no second pass. The checks are
+                -- log_verify_runs_v2's for a run of one; the id lookup is the
+                -- one below, per offset.
+                SELECT array_agg(d.idx ORDER BY d.idx), array_agg(d.off ORDER BY d.idx),
+                       string_agg(coalesce(s.id, '\x00000000000000000000000000000000'::bytea), ''::bytea ORDER BY d.idx)
+                INTO dup_idx, dup_offsets, dup_ids
                 FROM (
-                    SELECT v.idx, v.off
-                    FROM queen.log_verify_runs_v2(p_partition_ids[v_i], v_cutoff, v_starts[v_k], v_hashes,
-                                                 p_run_items[v_run_from : v_run_from + v_run_cnt - 1],
-                                                 p_run_offsets[v_run_from : v_run_from + v_run_cnt - 1],
-                                                 p_run_lens[v_run_from : v_run_from + v_run_cnt - 1]) v
-                    WHERE v_run_cnt > 0
-                    UNION ALL
-                    SELECT p.idx, p.off
-                    FROM queen.log_probe_tail_v1(p_partition_ids[v_i], v_from, v_cutoff, v_hashes) p
-                    WHERE probed
-                ) x
-                GROUP BY x.idx
-            ) d;
+                    SELECT DISTINCT ON (r.item) r.item AS idx, r.off
+                    FROM unnest(p_run_items[v_run_from : v_run_from + v_run_cnt - 1],
+                                p_run_offsets[v_run_from : v_run_from + v_run_cnt - 1]) AS r (item, off)
+                    CROSS JOIN LATERAL (
+                        SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
+                        FROM queen.log_txns t
+                        WHERE t.partition_id = p_partition_ids[v_i]
+                          AND t.end_offset >= r.off
+                        ORDER BY t.end_offset
+                        LIMIT 1
+                    ) t
+                    WHERE t.base_offset <= r.off
+                      AND t.end_offset >= v_starts[v_k]
+                      AND t.created_at >= v_cutoff
+                      AND substring(t.hashes FROM ((r.off - t.base_offset) * 16 + 1)::integer FOR 16)
+                          = substring(v_hashes FROM (r.item * 16 + 1) FOR 16)
+                    ORDER BY r.item, r.off
+                ) d
+                LEFT JOIN LATERAL (
+                    SELECT CASE WHEN ls.end_offset >= d.off
+                                THEN substring(ls.blob FROM (6 + (d.off - ls.base_offset) * 16)::integer FOR 16) END AS id
+                    FROM queen.log_segments ls
+                    WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset <= d.off
+                    ORDER BY ls.base_offset DESC
+                    LIMIT 1
+                ) s ON true;
+                v_ids_done := true;
+            ELSE
+                -- MIN over the verified named offsets and the tail probe: the
+                -- names cover (hydrated_from, p_verified], the probe covers
+                -- (v_from, last], and below hydrated_from nothing is in-window.
+                SELECT array_agg(d.idx ORDER BY d.idx), array_agg(d.off ORDER BY d.idx)
+                INTO dup_idx, dup_offsets
+                FROM (
+                    SELECT x.idx, MIN(x.off) AS off
+                    FROM (
+                        SELECT v.idx, v.off
+                        FROM queen.log_verify_runs_v2(p_partition_ids[v_i], v_cutoff, v_starts[v_k], v_hashes,
+                                                     p_run_items[v_run_from : v_run_from + v_run_cnt - 1],
+                                                     p_run_offsets[v_run_from : v_run_from + v_run_cnt - 1],
+                                                     p_run_lens[v_run_from : v_run_from + v_run_cnt - 1]) v
+                        WHERE v_run_cnt > 0
+                        UNION ALL
+                        SELECT p.idx, p.off
+                        FROM queen.log_probe_tail_v1(p_partition_ids[v_i], v_from, v_cutoff, v_hashes) p
+                        WHERE probed
+                    ) x
+                    GROUP BY x.idx
+                ) d;
+            END IF;
         END IF;
 
         v_new_dups := 0;
@@ -253,56 +327,41 @@ BEGIN
             WHERE d.i IS NULL;
         END IF;
 
-        IF dup_idx IS NOT NULL AND v_run_cnt > 0 AND NOT probed AND hint_offsets < 2 * v_run_cnt THEN
-            -- Scattered hits (runs averaging under two offsets: retries, not
-            -- a replay) sit in different segment rows: one index descent and
-            -- one 16-byte directory slice per original, without v2's grouping
-            -- into spans (measured ~4 against ~10 us per item). An offset
-            -- whose segment retention removed answers the all-zero id, as in
-            -- the span path below; both paths return the same bytes.
-            SELECT string_agg(coalesce(s.id, '\x00000000000000000000000000000000'::bytea), ''::bytea ORDER BY x.ord)
-            INTO dup_ids
-            FROM unnest(dup_offsets) WITH ORDINALITY AS x (off, ord)
-            LEFT JOIN LATERAL (
-                SELECT CASE WHEN ls.end_offset >= x.off
-                            THEN substring(ls.blob FROM (6 + (x.off - ls.base_offset) * 16)::integer FOR 16) END AS id
-                FROM queen.log_segments ls
-                WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset <= x.off
-                ORDER BY ls.base_offset DESC
-                LIMIT 1
-            ) s ON true;
-        ELSIF dup_idx IS NOT NULL THEN
-            -- A replay (or a probe's finds): offsets sharing a segment read one
-            -- slice of its directory (v2's resolution, unchanged).
+        IF dup_idx IS NOT NULL AND NOT v_ids_done THEN
             -- Resolve each original offset to the message id stored in the
-            -- original segment's id directory (docs/frame-format.md). The ids
-            -- travel as one bytea of 16 bytes each (dup_ids order), not as
-            -- uuid text. Offsets sharing a segment (a replay) read one slice
-            -- of its directory; an offset whose segment retention removed
-            -- answers the all-zero id.
+            -- original segment's id directory (docs/frame-format.md); the ids
+            -- travel as one bytea of 16 bytes each, in dup_ids order. v2 did
+            -- one index descent per offset; here consecutive offsets (a
+            -- replay) form one range, each range reads the segments that
+            -- overlap it (from the one holding its first offset) and slices
+            -- each directory once. Segments do not overlap and ranges are
+            -- disjoint (dense_rank keeps equal offsets in one range), so an
+            -- offset meets at most one piece; one that meets none (retention
+            -- removed its segment) answers the all-zero id, as in v2.
             WITH o AS (
-                SELECT x.off, x.ord, CASE WHEN s.end_offset >= x.off THEN s.base_offset END AS base_offset
+                SELECT x.off, x.ord, x.off - dense_rank() OVER (ORDER BY x.off) AS grp
                 FROM unnest(dup_offsets) WITH ORDINALITY AS x (off, ord)
-                LEFT JOIN LATERAL (
-                    SELECT ls.base_offset, ls.end_offset
+            ), ranges AS (
+                SELECT min(o.off) AS lo, max(o.off) AS hi FROM o GROUP BY o.grp
+            ), pieces AS (
+                SELECT GREATEST(rg.lo, s.base_offset) AS lo, LEAST(rg.hi, s.end_offset) AS hi,
+                       substring(s.blob FROM (6 + (GREATEST(rg.lo, s.base_offset) - s.base_offset) * 16)::integer
+                                 FOR ((LEAST(rg.hi, s.end_offset) - GREATEST(rg.lo, s.base_offset) + 1) * 16)::integer) AS dir
+                FROM ranges rg
+                CROSS JOIN LATERAL (
+                    SELECT ls.base_offset, ls.end_offset, ls.blob
                     FROM queen.log_segments ls
-                    WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset <= x.off
-                    ORDER BY ls.base_offset DESC
-                    LIMIT 1
-                ) s ON true
-            ), spans AS (
-                SELECT o.base_offset, min(o.off) AS lo, max(o.off) AS hi
-                FROM o WHERE o.base_offset IS NOT NULL
-                GROUP BY o.base_offset
-            ), dirs AS (
-                SELECT sp.base_offset, sp.lo,
-                       substring(ls.blob FROM (6 + (sp.lo - sp.base_offset) * 16)::integer FOR ((sp.hi - sp.lo + 1) * 16)::integer) AS dir
-                FROM spans sp
-                JOIN queen.log_segments ls ON ls.partition_id = p_partition_ids[v_i] AND ls.base_offset = sp.base_offset
+                    WHERE ls.partition_id = p_partition_ids[v_i]
+                      AND ls.base_offset <= rg.hi
+                      AND ls.base_offset >= coalesce((SELECT max(x.base_offset) FROM queen.log_segments x
+                                                      WHERE x.partition_id = p_partition_ids[v_i] AND x.base_offset <= rg.lo),
+                                                     rg.lo)
+                ) s
+                WHERE s.end_offset >= rg.lo
             )
-            SELECT string_agg(coalesce(substring(d.dir FROM ((o.off - d.lo) * 16 + 1)::integer FOR 16), '\x00000000000000000000000000000000'::bytea), ''::bytea ORDER BY o.ord)
+            SELECT string_agg(coalesce(substring(p.dir FROM ((o.off - p.lo) * 16 + 1)::integer FOR 16), '\x00000000000000000000000000000000'::bytea), ''::bytea ORDER BY o.ord)
             INTO dup_ids
-            FROM o LEFT JOIN dirs d ON d.base_offset = o.base_offset;
+            FROM o LEFT JOIN pieces p ON o.off BETWEEN p.lo AND p.hi;
         END IF;
 
         IF v_new_dups = 0 AND refuted_idx IS NULL AND v_count > 0 THEN

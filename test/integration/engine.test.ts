@@ -1,7 +1,7 @@
 import anyTest, { type TestFn } from 'ava';
 import pg from 'pg';
 import { LogEngine } from '../../src/engine/logEngine.js';
-import { LogWriter, type PushItem } from '../../src/engine/writer.js';
+import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
 import { migrate } from '../../src/engine/migrate.js';
 import { unpackSegment } from '../../src/engine/frames.js';
 import { hashTransactionId } from '../../src/util/txnHash.js';
@@ -244,6 +244,22 @@ test('a duplicate whose original segment was removed by retention answers the al
   const [dup] = await writer.push([item('retained', 'p', 'gone')]);
   t.is(dup!.status, 'duplicate');
   t.is(dup!.id, NIL_UUID);
+});
+
+test('a replay across several segments, one of them removed by retention, answers each original id and the all-zero id for the removed one', async (t) => {
+  const { writer, sql } = t.context;
+  const first: PushResult[] = [];
+  for (let s = 0; s < 3; s++) first.push(...(await writer.push(Array.from({ length: 4 }, (_, i) => item('retained-span', 'p', `s${s}-${i}`)))));
+  await sql.query(
+    `DELETE FROM queen.log_segments WHERE base_offset = 4 AND partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'retained-span')`,
+  );
+  // One push naming every stored id: its originals are one range of
+  // consecutive offsets 0..11 over three segments, the middle one gone.
+  const replay = await writer.push(first.map((r) => item('retained-span', 'p', r.transactionId!)));
+  t.deepEqual(
+    replay.map((r) => [r.status, r.offset, r.id]),
+    first.map((r) => ['duplicate', r.offset, r.offset! >= 4 && r.offset! < 8 ? NIL_UUID : r.id]),
+  );
 });
 
 test('p_verified: a correct watermark skips the probe, a partial one narrows it, -1 is exact; verdicts never change', async (t) => {
