@@ -13,6 +13,21 @@
 --     OR); log_verify_runs_v2 materialises it, once per span.
 --   * Id resolution outside the scattered path: one index descent per range
 --     of consecutive offsets instead of one per offset.
+--   * log_txns rows keep a copy of their segment's id directory, so an id is
+--     read without touching the (lz4-compressed, 000031) blob.
+
+-- Each log_txns row also keeps its frames' message ids (16 bytes each, in
+-- frame order, the segment's id directory copied at the push), so a
+-- duplicate's original id is read from the row that verified it. Reading it
+-- from the segment's blob instead means fetching the whole blob once it is
+-- compressed (PostgreSQL slices lz4 values only after fetching them whole;
+-- 000031): measured, that made a 10 %-duplicate push at 5 M stored 0.48x of
+-- a clean one. EXTERNAL: random bytes, never worth a compression attempt,
+-- and a slice reads only the chunks it needs. NULL for rows written before
+-- this migration (their ids are read from the blob, as v2 did). The cost:
+-- 16 more bytes per message in log_txns, which holds only the window.
+ALTER TABLE queen.log_txns ADD COLUMN ids bytea;
+ALTER TABLE queen.log_txns ALTER COLUMN ids SET STORAGE EXTERNAL;
 
 -- Same contract as log_verify_runs_v1 (000004): (idx, off) for every named
 -- occurrence that is really there. A run of length 1 is the common case of a
@@ -261,11 +276,11 @@ BEGIN
                        string_agg(coalesce(s.id, '\x00000000000000000000000000000000'::bytea), ''::bytea ORDER BY d.idx)
                 INTO dup_idx, dup_offsets, dup_ids
                 FROM (
-                    SELECT DISTINCT ON (r.item) r.item AS idx, r.off
+                    SELECT DISTINCT ON (r.item) r.item AS idx, r.off, t.base_offset AS row_base, t.ids AS row_ids
                     FROM unnest(p_run_items[v_run_from : v_run_from + v_run_cnt - 1],
                                 p_run_offsets[v_run_from : v_run_from + v_run_cnt - 1]) AS r (item, off)
                     CROSS JOIN LATERAL (
-                        SELECT t.base_offset, t.end_offset, t.created_at, t.hashes
+                        SELECT t.base_offset, t.end_offset, t.created_at, t.hashes, t.ids
                         FROM queen.log_txns t
                         WHERE t.partition_id = p_partition_ids[v_i]
                           AND t.end_offset >= r.off
@@ -280,12 +295,25 @@ BEGIN
                     ORDER BY r.item, r.off
                 ) d
                 LEFT JOIN LATERAL (
-                    SELECT CASE WHEN ls.end_offset >= d.off
-                                THEN substring(ls.blob FROM (6 + (d.off - ls.base_offset) * 16)::integer FOR 16) END AS id
-                    FROM queen.log_segments ls
-                    WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset <= d.off
-                    ORDER BY ls.base_offset DESC
-                    LIMIT 1
+                    -- The id from the verifying row's copy of the directory,
+                    -- if its segment still exists (a log_txns row and its
+                    -- segment share base_offset and span: one push writes
+                    -- both). Retention may have removed the segment while
+                    -- the row is still in the window: then the all-zero id,
+                    -- as in v2. Rows from before 000030 have no copy: read
+                    -- the blob.
+                    SELECT CASE
+                             WHEN d.row_ids IS NOT NULL THEN
+                               CASE WHEN EXISTS (SELECT 1 FROM queen.log_segments ls
+                                                 WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset = d.row_base)
+                                    THEN substring(d.row_ids FROM ((d.off - d.row_base) * 16 + 1)::integer FOR 16) END
+                             ELSE (SELECT CASE WHEN ls.end_offset >= d.off
+                                               THEN substring(ls.blob FROM (6 + (d.off - ls.base_offset) * 16)::integer FOR 16) END
+                                   FROM queen.log_segments ls
+                                   WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset <= d.off
+                                   ORDER BY ls.base_offset DESC
+                                   LIMIT 1)
+                           END AS id
                 ) s ON true;
                 v_ids_done := true;
             ELSE
@@ -343,20 +371,27 @@ BEGIN
                 FROM unnest(dup_offsets) WITH ORDINALITY AS x (off, ord)
             ), ranges AS (
                 SELECT min(o.off) AS lo, max(o.off) AS hi FROM o GROUP BY o.grp
-            ), pieces AS (
+            ), pieces AS MATERIALIZED (
+                -- Each piece's ids: the log_txns row's copy when it has one
+                -- (same span as its segment), else the blob's directory
+                -- (coalesce reads the blob only then).
                 SELECT GREATEST(rg.lo, s.base_offset) AS lo, LEAST(rg.hi, s.end_offset) AS hi,
-                       substring(s.blob FROM (6 + (GREATEST(rg.lo, s.base_offset) - s.base_offset) * 16)::integer
-                                 FOR ((LEAST(rg.hi, s.end_offset) - GREATEST(rg.lo, s.base_offset) + 1) * 16)::integer) AS dir
+                       coalesce(substring(x.ids FROM ((GREATEST(rg.lo, s.base_offset) - s.base_offset) * 16 + 1)::integer
+                                          FOR ((LEAST(rg.hi, s.end_offset) - GREATEST(rg.lo, s.base_offset) + 1) * 16)::integer),
+                                substring(s.blob FROM (6 + (GREATEST(rg.lo, s.base_offset) - s.base_offset) * 16)::integer
+                                          FOR ((LEAST(rg.hi, s.end_offset) - GREATEST(rg.lo, s.base_offset) + 1) * 16)::integer)) AS dir
                 FROM ranges rg
                 CROSS JOIN LATERAL (
                     SELECT ls.base_offset, ls.end_offset, ls.blob
                     FROM queen.log_segments ls
                     WHERE ls.partition_id = p_partition_ids[v_i]
                       AND ls.base_offset <= rg.hi
-                      AND ls.base_offset >= coalesce((SELECT max(x.base_offset) FROM queen.log_segments x
-                                                      WHERE x.partition_id = p_partition_ids[v_i] AND x.base_offset <= rg.lo),
+                      AND ls.base_offset >= coalesce((SELECT max(y.base_offset) FROM queen.log_segments y
+                                                      WHERE y.partition_id = p_partition_ids[v_i] AND y.base_offset <= rg.lo),
                                                      rg.lo)
                 ) s
+                LEFT JOIN queen.log_txns x
+                  ON x.partition_id = p_partition_ids[v_i] AND x.end_offset = s.end_offset AND x.base_offset = s.base_offset
                 WHERE s.end_offset >= rg.lo
             )
             SELECT string_agg(coalesce(substring(p.dir FROM ((o.off - p.lo) * 16 + 1)::integer FOR 16), '\x00000000000000000000000000000000'::bytea), ''::bytea ORDER BY o.ord)
@@ -384,9 +419,10 @@ BEGIN
     FROM unnest(p_partition_ids, v_base, p_counts, v_blob_at, p_blob_lens) AS u (id, base, cnt, at, len)
     WHERE u.base IS NOT NULL;
 
-    INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
-    SELECT u.id, u.base, u.base + u.cnt - 1, v_now, substring(p_hashes FROM u.at FOR u.cnt * 16)
-    FROM unnest(p_partition_ids, v_base, p_counts, v_hash_at) AS u (id, base, cnt, at)
+    INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes, ids)
+    SELECT u.id, u.base, u.base + u.cnt - 1, v_now, substring(p_hashes FROM u.at FOR u.cnt * 16),
+           substring(p_blobs FROM u.bat + 5 FOR u.cnt * 16)
+    FROM unnest(p_partition_ids, v_base, p_counts, v_hash_at, v_blob_at) AS u (id, base, cnt, at, bat)
     WHERE u.base IS NOT NULL;
 END
 $$;

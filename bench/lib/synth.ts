@@ -103,7 +103,8 @@ export function spread(n: number, k: number): number[] {
 /**
  * Bulk-loads messages with COPY (FORMAT binary), in parallel streams on
  * separate connections: log_segments (blobs packed by engine/frames.ts),
- * log_txns (hashes by util/txnHash.ts), and optionally the baseline table.
+ * log_txns (hashes by util/txnHash.ts, and the ids as v3 pushes write them),
+ * and optionally the baseline table.
  * Segments are written round-robin across partitions, as live traffic would
  * interleave them. Then each engine partition's allocator (last_offset) is set
  * to its new last offset, so the store is exactly what pushes would have left
@@ -129,7 +130,7 @@ export async function bulkLoad(pool: pg.Pool, plan: LoadPlan): Promise<number> {
       clients.push(c2);
       txn = new BinaryCopyWriter(
         c2,
-        'COPY queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes) FROM STDIN (FORMAT binary)',
+        'COPY queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes, ids) FROM STDIN (FORMAT binary)',
       );
       writers.push(seg, txn);
     }
@@ -150,12 +151,13 @@ export async function bulkLoad(pool: pg.Pool, plan: LoadPlan): Promise<number> {
         const { cursor } = plan.partitions[i]!;
         const frames: Frame[] = new Array(n);
         const hashes = Buffer.allocUnsafe(n * HASH_BYTES);
+        const ids = Buffer.allocUnsafe(n * 16);
         for (let j = 0; j < n; j++) {
           const s = cursor.seq++;
           const txnId = plan.factory.txnId(cursor.id, s);
           const payload = plan.factory.payload(cursor.id, s);
-          const id = Buffer.allocUnsafe(16);
-          synthId(plan.createdMs, id, 0);
+          synthId(plan.createdMs, ids, j * 16);
+          const id = ids.subarray(j * 16, j * 16 + 16);
           hashTransactionId(txnId, hashes, j * HASH_BYTES);
           frames[j] = { id, transactionId: Buffer.from(txnId, 'utf8'), traceContext: undefined, payload };
           if (base) {
@@ -175,12 +177,13 @@ export async function bulkLoad(pool: pg.Pool, plan: LoadPlan): Promise<number> {
           seg.int8(b + n - 1);
           seg.timestamptz(plan.createdMs);
           seg.bytes(packSegment(frames));
-          txn.row(5);
+          txn.row(6);
           txn.int8(cursor.id);
           txn.int8(b);
           txn.int8(b + n - 1);
           txn.timestamptz(plan.createdMs);
           txn.bytes(hashes);
+          txn.bytes(ids);
         }
         offsets[i]! += n;
         left[i]! -= n;

@@ -249,7 +249,8 @@ test('a duplicate whose original segment was removed by retention answers the al
 test('a replay across several segments, one of them removed by retention, answers each original id and the all-zero id for the removed one', async (t) => {
   const { writer, sql } = t.context;
   const first: PushResult[] = [];
-  for (let s = 0; s < 3; s++) first.push(...(await writer.push(Array.from({ length: 4 }, (_, i) => item('retained-span', 'p', `s${s}-${i}`)))));
+  for (let s = 0; s < 3; s++)
+    first.push(...(await writer.push(Array.from({ length: 4 }, (_, i) => item('retained-span', 'p', `s${s}-${i}`)))));
   await sql.query(
     `DELETE FROM queen.log_segments WHERE base_offset = 4 AND partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'retained-span')`,
   );
@@ -280,6 +281,31 @@ test('segment blobs are stored lz4-compressed where the server has lz4 (migratio
   t.deepEqual(
     frames.map((f) => [uuidToString(f.id), f.payload.toString()]),
     res.map((r) => [r.id, payload.toString()]),
+  );
+});
+
+test('each log_txns row keeps a copy of its segment id directory; a row without one (written before 000030) still answers the original id', async (t) => {
+  const { writer, sql } = t.context;
+  const first = await writer.push(Array.from({ length: 30 }, (_, i) => item('idcopy', 'p', `c-${i}`)));
+  const pid = `(SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'idcopy')`;
+  const rows = await sql.query(
+    `SELECT x.ids, substring(s.blob FROM 6 FOR (s.end_offset - s.base_offset + 1)::integer * 16) AS dir
+     FROM queen.log_txns x JOIN queen.log_segments s USING (partition_id, base_offset) WHERE x.partition_id = ${pid}`,
+  );
+  t.is(rows.rows.length, 1);
+  t.true(Buffer.isBuffer(rows.rows[0].ids) && (rows.rows[0].ids as Buffer).equals(rows.rows[0].dir as Buffer));
+  t.deepEqual(
+    [...Array(30).keys()].map((i) => uuidToString((rows.rows[0].ids as Buffer).subarray(i * 16, i * 16 + 16))),
+    first.map((r) => r.id),
+  );
+  await sql.query(`UPDATE queen.log_txns SET ids = NULL WHERE partition_id = ${pid}`);
+  const again = await writer.push([item('idcopy', 'p', 'c-7'), item('idcopy', 'p', 'c-21')]);
+  t.deepEqual(
+    again.map((r) => [r.status, r.id]),
+    [
+      ['duplicate', first[7]!.id],
+      ['duplicate', first[21]!.id],
+    ],
   );
 });
 
