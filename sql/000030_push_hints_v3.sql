@@ -265,37 +265,88 @@ BEGIN
                                  WHERE t.partition_id = p_partition_ids[v_i]
                                    AND t.end_offset > v_from AND t.created_at >= v_cutoff);
             END IF;
-            IF NOT probed AND hint_offsets = v_run_cnt THEN
-                -- Every name is a run of one (scattered retries) and nothing
-                -- above p_verified needs a probe: verify, take MIN per item
-                -- and read each original's id in one statement, with no
-                -- function call and no second pass. The checks are
-                -- log_verify_runs_v2's for a run of one; the id lookup is the
-                -- one below, per offset.
+            IF NOT probed THEN
+                -- Nothing above p_verified needs a probe (the steady state of
+                -- a warm cache): verify every name, take MIN per item and
+                -- read each original's id in one statement, with no function
+                -- call and no second pass. Runs of one (scattered retries)
+                -- and longer runs (a replay) are checked exactly as
+                -- log_verify_runs_v2 checks them; each verified occurrence
+                -- carries its log_txns row's base, id copy and whether the
+                -- row's segment still exists, so the id of the MIN occurrence
+                -- needs no further lookup.
                 SELECT array_agg(d.idx ORDER BY d.idx), array_agg(d.off ORDER BY d.idx),
                        string_agg(coalesce(s.id, '\x00000000000000000000000000000000'::bytea), ''::bytea ORDER BY d.idx)
                 INTO dup_idx, dup_offsets, dup_ids
                 FROM (
-                    SELECT DISTINCT ON (r.item) r.item AS idx, r.off, t.base_offset AS row_base, t.ids AS row_ids
-                    FROM unnest(p_run_items[v_run_from : v_run_from + v_run_cnt - 1],
-                                p_run_offsets[v_run_from : v_run_from + v_run_cnt - 1]) AS r (item, off)
-                    CROSS JOIN LATERAL (
-                        SELECT t.base_offset, t.end_offset, t.created_at, t.hashes, t.ids
-                        FROM queen.log_txns t
-                        WHERE t.partition_id = p_partition_ids[v_i]
-                          AND t.end_offset >= r.off
-                        ORDER BY t.end_offset
-                        LIMIT 1
-                    ) t
-                    WHERE t.base_offset <= r.off
-                      AND t.end_offset >= v_starts[v_k]
-                      AND t.created_at >= v_cutoff
-                      AND substring(t.hashes FROM ((r.off - t.base_offset) * 16 + 1)::integer FOR 16)
-                          = substring(v_hashes FROM (r.item * 16 + 1) FOR 16)
-                    ORDER BY r.item, r.off
+                    SELECT DISTINCT ON (v.idx) v.idx, v.off, v.row_base, v.row_ids, v.alive
+                    FROM (
+                        SELECT r.item AS idx, r.off, t.base_offset AS row_base, t.ids AS row_ids,
+                               EXISTS (SELECT 1 FROM queen.log_segments ls
+                                       WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset = t.base_offset) AS alive
+                        FROM unnest(p_run_items[v_run_from : v_run_from + v_run_cnt - 1],
+                                    p_run_offsets[v_run_from : v_run_from + v_run_cnt - 1],
+                                    p_run_lens[v_run_from : v_run_from + v_run_cnt - 1]) AS r (item, off, len)
+                        CROSS JOIN LATERAL (
+                            SELECT t.base_offset, t.end_offset, t.created_at, t.hashes, t.ids
+                            FROM queen.log_txns t
+                            WHERE t.partition_id = p_partition_ids[v_i]
+                              AND t.end_offset >= r.off
+                            ORDER BY t.end_offset
+                            LIMIT 1
+                        ) t
+                        WHERE r.len = 1
+                          AND t.base_offset <= r.off
+                          AND t.end_offset >= v_starts[v_k]
+                          AND t.created_at >= v_cutoff
+                          AND substring(t.hashes FROM ((r.off - t.base_offset) * 16 + 1)::integer FOR 16)
+                              = substring(v_hashes FROM (r.item * 16 + 1) FOR 16)
+                        UNION ALL
+                        SELECT (j.item + (g.o - j.run_off))::integer, g.o, j.base_offset, j.ids, j.alive
+                        FROM (
+                            -- The span check of log_verify_runs_v2, once per
+                            -- piece (OFFSET 0 keeps it from being inlined
+                            -- under the OR below).
+                            SELECT p.*,
+                                   substring(p.hashes FROM ((p.lo - p.base_offset) * 16 + 1)::integer FOR ((p.hi - p.lo + 1) * 16)::integer)
+                                     = substring(v_hashes FROM ((p.item + p.lo - p.run_off) * 16 + 1)::integer FOR ((p.hi - p.lo + 1) * 16)::integer) AS whole,
+                                   EXISTS (SELECT 1 FROM queen.log_segments ls
+                                           WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset = p.base_offset) AS alive
+                            FROM (
+                                SELECT r.item, r.off AS run_off, t.base_offset, t.hashes, t.ids,
+                                       GREATEST(r.off, t.base_offset) AS lo,
+                                       LEAST(r.off + r.len - 1, t.end_offset) AS hi
+                                FROM unnest(p_run_items[v_run_from : v_run_from + v_run_cnt - 1],
+                                            p_run_offsets[v_run_from : v_run_from + v_run_cnt - 1],
+                                            p_run_lens[v_run_from : v_run_from + v_run_cnt - 1]) AS r (item, off, len)
+                                CROSS JOIN LATERAL (
+                                    SELECT t.base_offset, t.end_offset, t.created_at, t.hashes, t.ids
+                                    FROM queen.log_txns t
+                                    WHERE t.partition_id = p_partition_ids[v_i]
+                                      AND t.end_offset >= r.off
+                                      AND t.end_offset <= coalesce((SELECT min(x.end_offset) FROM queen.log_txns x
+                                                                    WHERE x.partition_id = p_partition_ids[v_i]
+                                                                      AND x.end_offset >= r.off + r.len - 1),
+                                                                   r.off + r.len - 1)
+                                    ORDER BY t.end_offset
+                                    LIMIT r.len
+                                ) t
+                                WHERE r.len > 1
+                                  AND t.base_offset <= r.off + r.len - 1
+                                  AND t.end_offset >= v_starts[v_k]
+                                  AND t.created_at >= v_cutoff
+                            ) p
+                            OFFSET 0
+                        ) j
+                        CROSS JOIN LATERAL generate_series(j.lo, j.hi) AS g (o)
+                        WHERE j.whole
+                           OR substring(j.hashes FROM ((g.o - j.base_offset) * 16 + 1)::integer FOR 16)
+                              = substring(v_hashes FROM ((j.item + g.o - j.run_off) * 16 + 1)::integer FOR 16)
+                    ) v
+                    ORDER BY v.idx, v.off
                 ) d
                 LEFT JOIN LATERAL (
-                    -- The id from the verifying row's copy of the directory,
+                    -- The id from the verifying row's copy of the directory
                     -- if its segment still exists (a log_txns row and its
                     -- segment share base_offset and span: one push writes
                     -- both). Retention may have removed the segment while
@@ -304,9 +355,7 @@ BEGIN
                     -- the blob.
                     SELECT CASE
                              WHEN d.row_ids IS NOT NULL THEN
-                               CASE WHEN EXISTS (SELECT 1 FROM queen.log_segments ls
-                                                 WHERE ls.partition_id = p_partition_ids[v_i] AND ls.base_offset = d.row_base)
-                                    THEN substring(d.row_ids FROM ((d.off - d.row_base) * 16 + 1)::integer FOR 16) END
+                               CASE WHEN d.alive THEN substring(d.row_ids FROM ((d.off - d.row_base) * 16 + 1)::integer FOR 16) END
                              ELSE (SELECT CASE WHEN ls.end_offset >= d.off
                                                THEN substring(ls.blob FROM (6 + (d.off - ls.base_offset) * 16)::integer FOR 16) END
                                    FROM queen.log_segments ls
@@ -371,7 +420,7 @@ BEGIN
                 FROM unnest(dup_offsets) WITH ORDINALITY AS x (off, ord)
             ), ranges AS (
                 SELECT min(o.off) AS lo, max(o.off) AS hi FROM o GROUP BY o.grp
-            ), pieces AS MATERIALIZED (
+            ), pieces AS (
                 -- Each piece's ids: the log_txns row's copy when it has one
                 -- (same span as its segment), else the blob's directory
                 -- (coalesce reads the blob only then).

@@ -393,3 +393,25 @@ test.serial('hints: a replay of stored segments is all duplicates, checked as ru
   );
   t.is(stored.rows[0].n, 3000, 'nothing written');
 });
+
+test.serial(
+  'hints: a replay named as runs over three segments, the middle one removed by retention, answers each original id and the zero id for the removed ones',
+  async (t) => {
+    const b = await broker(t, 64);
+    const first: PushResult[] = [];
+    for (let s = 0; s < 3; s++)
+      first.push(...(await b.writer.push(Array.from({ length: 4 }, (_, i) => item('runsgone', 'p', `g${s}-${i}`)))));
+    await t.context.sql.query(
+      `DELETE FROM queen.log_segments WHERE base_offset = 4 AND partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'runsgone')`,
+    );
+    const run0 = b.probesRun();
+    const offsets0 = b.metrics.histogram('queen_probe_hint_offsets', '').sum();
+    const replay = await b.writer.push(first.map((r) => item('runsgone', 'p', r.transactionId!)));
+    t.is(b.probesRun(), run0, 'no probe ran: the names alone decided');
+    t.is(b.metrics.histogram('queen_probe_hint_offsets', '').sum() - offsets0, 12);
+    t.deepEqual(
+      replay.map((r) => [r.status, r.offset, r.id]),
+      first.map((r) => ['duplicate', r.offset, r.offset! >= 4 && r.offset! < 8 ? '00000000-0000-0000-0000-000000000000' : r.id]),
+    );
+  },
+);
