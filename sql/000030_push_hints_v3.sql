@@ -5,12 +5,13 @@
 -- the same checks, and the same MIN is taken. Only the plans change, where
 -- profiling on 10 % re-sent ids and on replays (docs/deduplication.md, "What
 -- a duplicate costs") found PostgreSQL's extra time:
---   * Scattered retries (every name a run of one, no tail probe): v2 spent
---     four statements and a set-returning function call per segment. v3
---     verifies, takes MIN and reads the originals' ids in one statement.
+--   * A hinted segment whose tail needs no probe (a warm cache, retries and
+--     replays alike): v2 spent four statements and a set-returning function
+--     call per segment. v3 verifies, takes MIN and reads the originals' ids
+--     in one statement.
 --   * Replays (runs of two or more): v1's span check evaluated its
 --     whole-span compare once per offset of the span (an inlined CTE under an
---     OR); log_verify_runs_v2 materialises it, once per span.
+--     OR); v3 and log_verify_runs_v2 compute it once per span.
 --   * Id resolution outside the scattered path: one index descent per range
 --     of consecutive offsets instead of one per offset.
 --   * log_txns rows keep a copy of their segment's id directory, so an id is
@@ -34,7 +35,8 @@ ALTER TABLE queen.log_txns ALTER COLUMN ids SET STORAGE EXTERNAL;
 -- retry: the row holding `off` (the first row ending at or above it) must
 -- start at or below it, end at or above the purge watermark, be inside the
 -- window and hold the item's 16 bytes at (off - base_offset): v1's checks for
--- a one-offset span. Longer runs go to v1 as they are.
+-- a one-offset span. Longer runs get v1's span check, with its whole-span
+-- compare computed once per span.
 CREATE FUNCTION queen.log_verify_runs_v2(
     p_partition_id bigint,
     p_cutoff       timestamptz,
