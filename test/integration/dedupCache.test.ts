@@ -394,6 +394,24 @@ test.serial('hints: a replay of stored segments is all duplicates, checked as ru
   t.is(stored.rows[0].n, 3000, 'nothing written');
 });
 
+test.serial('hints: a replay that starts and ends inside stored segments answers each original id at its offset', async (t) => {
+  // The run's pieces begin and end away from their rows' first and last
+  // offsets, so an id read at the wrong position inside a piece would show.
+  const b = await broker(t, 64);
+  const first: PushResult[] = [];
+  for (let s = 0; s < 3; s++)
+    first.push(...(await b.writer.push(Array.from({ length: 10 }, (_, i) => item('midrun', 'p', `m${s}-${i}`)))));
+  const run0 = b.probesRun();
+  const part = first.slice(3, 27);
+  const replay = await b.writer.push(part.map((r) => item('midrun', 'p', r.transactionId!)));
+  t.is(b.probesRun(), run0, 'no probe ran: the names alone decided');
+  t.deepEqual(
+    replay.map((r) => [r.status, r.offset, r.id]),
+    part.map((r) => ['duplicate', r.offset, r.id]),
+  );
+  t.is(new Set(replay.map((r) => r.id)).size, part.length, 'every original has its own id');
+});
+
 test.serial(
   'hints: a replay named as runs over three segments, the middle one removed by retention, answers each original id and the zero id for the removed ones',
   async (t) => {
