@@ -284,6 +284,32 @@ test('segment blobs are stored lz4-compressed where the server has lz4 (migratio
   );
 });
 
+test('a log_txns row keeps its hashes in the row while it fits a page; the id copy leaves first (migration 000033)', async (t) => {
+  const { writer, sql } = t.context;
+  // pg_column_size of an uncompressed value: its length + a 4-byte header
+  // when it sits in the row, its bare length when it was moved to TOAST.
+  const layout = async (queue: string): Promise<[string, string]> => {
+    const r = await sql.query(
+      `SELECT pg_column_size(x.hashes) - octet_length(x.hashes) AS h, pg_column_size(x.ids) - octet_length(x.ids) AS i
+       FROM queen.log_txns x
+       WHERE x.partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1)`,
+      [queue],
+    );
+    t.is(r.rows.length, 1);
+    const where = (d: number): string => (d === 4 ? 'inline' : d === 0 ? 'toast' : `header ${d}`);
+    return [where(r.rows[0].h as number), where(r.rows[0].i as number)];
+  };
+  // 200 frames: 3.2 kB of hashes + 3.2 kB of ids, whole in one row.
+  await writer.push(Array.from({ length: 200 }, (_, i) => item('inline200', 'p', `a-${i}`)));
+  t.deepEqual(await layout('inline200'), ['inline', 'inline']);
+  // 400 frames: 12.8 kB does not fit; the id copy goes, the hashes stay.
+  await writer.push(Array.from({ length: 400 }, (_, i) => item('inline400', 'p', `b-${i}`)));
+  t.deepEqual(await layout('inline400'), ['inline', 'toast']);
+  // 600 frames: 9.6 kB of hashes alone do not fit a page either.
+  await writer.push(Array.from({ length: 600 }, (_, i) => item('inline600', 'p', `c-${i}`)));
+  t.deepEqual(await layout('inline600'), ['toast', 'toast']);
+});
+
 test('each log_txns row keeps a copy of its segment id directory; a row without one (written before 000030) still answers the original id', async (t) => {
   const { writer, sql } = t.context;
   const first = await writer.push(Array.from({ length: 30 }, (_, i) => item('idcopy', 'p', `c-${i}`)));
