@@ -174,7 +174,7 @@ export class ReadPath extends Component {
       throw toDatabaseError(err, 'acking');
     }
     client.release();
-    for (const o of outcomes) this.acks.inc(1, o.result);
+    this.countAcks(outcomes);
     if (released.length > 0) void this.bus.appended(released);
     return outcomes;
   }
@@ -241,7 +241,7 @@ export class ReadPath extends Component {
       throw toDatabaseError(err, 'running a transaction');
     }
     client.release();
-    for (const o of result.acks) this.acks.inc(1, o.result);
+    this.countAcks(result.acks);
     const appended = new Set<number>(released);
     result.pushes.forEach((p) => {
       if (p.status === 'queued') appended.add(infos.get(PartitionDirectory.key(p.queue, p.partition))!.partitionId);
@@ -307,6 +307,13 @@ export class ReadPath extends Component {
     } catch (err) {
       throw toDatabaseError(err, 'extending a lease');
     }
+  }
+
+  /** One counter update per result, not per item: a 1 000-item ack cost ~1 us per item in label handling. */
+  private countAcks(outcomes: readonly AckOutcome[]): void {
+    const by = new Map<string, number>();
+    for (const o of outcomes) by.set(o.result, (by.get(o.result) ?? 0) + 1);
+    for (const [result, n] of by) this.acks.inc(n, result);
   }
 
   private async connect() {

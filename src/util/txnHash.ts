@@ -21,8 +21,17 @@ export function writeHash(h: bigint, out: Buffer, at: number): void {
   out.writeBigUInt64BE(h & LOW_64, at + 8);
 }
 
+/**
+ * xxh3_128 of a transactionId given as a string: the same value as
+ * hashBytes of its UTF-8 bytes (the binding encodes the string as UTF-8
+ * itself), without a Buffer per call, which made it twice as slow.
+ */
+export function hashString(transactionId: string): bigint {
+  return xxh3.xxh128(transactionId);
+}
+
 /** The stored 16-byte form of a transactionId's hash. */
 export function hashTransactionId(transactionId: string, out: Buffer = Buffer.allocUnsafe(HASH_BYTES), at = 0): Buffer {
-  writeHash(hashBytes(Buffer.from(transactionId, 'utf8')), out, at);
+  writeHash(hashString(transactionId), out, at);
   return out;
 }

@@ -399,8 +399,7 @@ test.serial('hints: a replay that starts and ends inside stored segments answers
   // offsets, so an id read at the wrong position inside a piece would show.
   const b = await broker(t, 64);
   const first: PushResult[] = [];
-  for (let s = 0; s < 3; s++)
-    first.push(...(await b.writer.push(Array.from({ length: 10 }, (_, i) => item('midrun', 'p', `m${s}-${i}`)))));
+  for (let s = 0; s < 3; s++) first.push(...(await b.writer.push(Array.from({ length: 10 }, (_, i) => item('midrun', 'p', `m${s}-${i}`)))));
   const run0 = b.probesRun();
   const part = first.slice(3, 27);
   const replay = await b.writer.push(part.map((r) => item('midrun', 'p', r.transactionId!)));

@@ -216,6 +216,38 @@ test('lease extend keeps a lease; an unknown lease is 409, a malformed one 400',
   t.is((await api(s, 'POST', `/api/v1/lease/${m!.leaseId}/extend`, { seconds: 0 })).status, 400);
 });
 
+// Serial: ava runs it before this file's concurrent tests, so the counter
+// moves only by this batch.
+test.serial('an ack batch counts each item once under its result (queen_acks_total)', async (t) => {
+  const { s } = t.context;
+  const p = s.client.queue('ackcount').partition('p');
+  await p.push([
+    { transactionId: 'c1', data: 1 },
+    { transactionId: 'c2', data: 2 },
+  ]);
+  const leased = await s.client.queue('ackcount').pop({ group: 'g', batch: 10 });
+  t.is(leased.length, 2);
+  const acks = s.metrics.counter('queen_acks_total', '');
+  const before = { acked: acks.get('acked'), not_found: acks.get('not_found'), already_acked: acks.get('already_acked') };
+  const item = (transactionId: string): Record<string, unknown> => ({ transactionId, partitionId: leased[0]!.partitionId });
+  const batch = await api(s, 'POST', '/api/v1/ack/batch', {
+    consumerGroup: 'g',
+    acknowledgments: [item('c1'), item('c2'), item('c1'), item('never-pushed')],
+  });
+  t.deepEqual(
+    batch.body.results.map((r: { result: string }) => r.result),
+    ['acked', 'acked', 'already_acked', 'not_found'],
+  );
+  t.deepEqual(
+    {
+      acked: acks.get('acked') - before.acked,
+      not_found: acks.get('not_found') - before.not_found,
+      already_acked: acks.get('already_acked') - before.already_acked,
+    },
+    { acked: 2, not_found: 1, already_acked: 1 },
+  );
+});
+
 test('ack edge cases: below the cursor, unresolvable, a hash twice in the lease, by id, window 0', async (t) => {
   const { s } = t.context;
   await s.client.queue('edges').configure({ dedupWindowSeconds: 0 });
