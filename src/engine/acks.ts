@@ -256,6 +256,24 @@ export function checkGroupName(g: unknown, field = 'consumerGroup'): string {
 const keyOf = (pid: number, group: string): string => `${pid}\x1f${group}`;
 
 /**
+ * The frames a lease was given, as the pop that took it decoded them: every
+ * offset of its span (from..to, settled ones included) by transactionId,
+ * ascending. Segments never change once written, so this is the content
+ * SPAN_TXNS would read back, matched by the exact transactionId instead of
+ * its hash. Kept by the broker that popped (src/read/leaseIndex.ts).
+ */
+export interface LeaseSpan {
+  pid: number;
+  group: string;
+  from: number;
+  to: number;
+  offsets: Map<string, number[]>;
+}
+
+/** The broker's lease spans by lease id; undefined = resolve through SQL. */
+export type LeaseSpanLookup = (leaseId: string) => LeaseSpan | undefined;
+
+/**
  * Applies acks on `client` (inside the caller's transaction). One outcome per
  * item, in order; per-item answers (already_acked, not_found, lease_expired)
  * never fail the batch. Returns also the partitions whose lease ended with
@@ -264,9 +282,10 @@ const keyOf = (pid: number, group: string): string => `${pid}\x1f${group}`;
 export async function applyAcks(
   client: pg.ClientBase,
   items: readonly AckItem[],
-): Promise<{ outcomes: AckOutcome[]; releasedPartitions: number[] }> {
+  leaseSpans?: LeaseSpanLookup,
+): Promise<{ outcomes: AckOutcome[]; releasedPartitions: number[]; endedLeases: string[] }> {
   const outcomes: AckOutcome[] = new Array(items.length);
-  if (items.length === 0) return { outcomes, releasedPartitions: [] };
+  if (items.length === 0) return { outcomes, releasedPartitions: [], endedLeases: [] };
   const q = async (text: string, values: unknown[], what: string): Promise<pg.QueryResult> => {
     try {
       return await client.query(text, values);
@@ -337,15 +356,34 @@ export async function applyAcks(
       list.push(row.off as number);
     }
   };
+  // A cursor whose live lease (read under the row lock just taken) is one
+  // this broker popped, over the same span end: its items resolve against
+  // the pop's decoded frames. The cursor only moves up inside a lease, so
+  // (committed, lease_end] is part of the popped span, and the candidates
+  // are exactly the span offsets SPAN_TXNS would return, minus the 2^-128
+  // chance of two transactionIds sharing a hash.
+  const localSpan = (c: CursorState): LeaseSpan | undefined => {
+    if (!leaseSpans || c.leaseId === null) return undefined;
+    const l = leaseSpans(c.leaseId);
+    return l && l.pid === c.pid && l.group === c.group && l.to === c.leaseEnd && l.from <= c.committed + 1 ? l : undefined;
+  };
   // By transactionId: fetch the spans' log_txns rows, match in the broker.
   const resolveByHash = async (): Promise<void> => {
     const idx: number[] = [];
     // One entry per cursor, not per item: a 1 000-item ack of one lease
     // sends one span, not 1 000 copies of it for SQL to make distinct.
     const spanCursors = new Set<CursorState>();
+    const local = new Map<CursorState, LeaseSpan | undefined>();
     items.forEach((it, i) => {
       const c = cursorOf(i);
       if (c && it.transactionId !== undefined && c.leaseEnd !== null && c.leaseEnd > c.committed) {
+        if (!local.has(c)) local.set(c, localSpan(c));
+        const l = local.get(c);
+        if (l) {
+          const offs = l.offsets.get(it.transactionId)?.filter((o) => o > c.committed);
+          if (offs && offs.length > 0) candidates.set(i, offs);
+          return;
+        }
         idx.push(i);
         spanCursors.add(c);
       }
@@ -451,6 +489,7 @@ export async function applyAcks(
   // Advance each changed cursor over its contiguous settled prefix; end a
   // lease whose every offset is settled or released.
   const updates: Record<string, unknown>[] = [];
+  const endedLeases: string[] = [];
   for (const c of cursors.values()) {
     if (!c.changed) continue;
     while (c.settled.has(c.committed + 1)) {
@@ -463,6 +502,7 @@ export async function applyAcks(
       for (let o = c.committed + 1; o <= leaseEnd && !open; o++) if (!c.settled.has(o) && !c.released.has(o)) open = true;
       if (!open) {
         if (c.released.size > 0) releasedPartitions.add(c.pid);
+        if (c.leaseId !== null) endedLeases.push(c.leaseId);
         leaseEnd = null;
         c.released.clear();
       }
@@ -487,5 +527,5 @@ export async function applyAcks(
       'dead-lettering',
     );
   }
-  return { outcomes, releasedPartitions: [...releasedPartitions] };
+  return { outcomes, releasedPartitions: [...releasedPartitions], endedLeases };
 }

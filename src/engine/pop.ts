@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { unpackSegment, type DecodedFrame } from './frames.js';
+import type { LeaseSpan } from './acks.js';
 import { toDatabaseError } from './sqlstate.js';
 import { uuidToString } from '../util/uuidv7.js';
 
@@ -45,6 +46,12 @@ export interface PopOutcome {
   redelivered: boolean;
   /** Nothing delivered: when the first live lease over pending messages expires (null: none). */
   nextExpiry?: Date | null;
+  /**
+   * A lease's whole span by transactionId (settled offsets included), when
+   * every segment of it was read: acks on this broker resolve against it
+   * (applyAcks). Undefined without a lease or when a segment was missing.
+   */
+  leaseSpan?: LeaseSpan | undefined;
 }
 
 export const EMPTY_POP: PopOutcome = {
@@ -157,6 +164,9 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
       throw toDatabaseError(err, 'reading segments');
     }
   }
+  const spanOffsets = out.leaseId !== null ? new Map<string, number[]>() : undefined;
+  let complete = true;
+  let covered = 0;
   for (const r of rows) {
     const base = r.seg_base as number;
     let frames: DecodedFrame[] | undefined;
@@ -172,7 +182,10 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
         // the next pop of the partition after this lease ends skips them to
         // log_start and reports them (log_pop_v3, claim 2). Counting them here
         // as well would report them twice.
-        if (!blob) continue;
+        if (!blob) {
+          complete = false;
+          continue;
+        }
         frames = unpackSegment(blob);
         cache.put(pid, base, frames, blob.length);
       }
@@ -180,9 +193,15 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
     const createdAt = r.seg_created as Date;
     const lo = Math.max(from, base);
     const hi = Math.min(to, r.seg_end as number);
+    covered += Math.max(0, hi - lo + 1);
     for (let off = lo; off <= hi; off++) {
-      if (settled.has(off)) continue;
       const f = frames[off - base]!;
+      if (spanOffsets) {
+        const list = spanOffsets.get(f.transactionId);
+        if (list) list.push(off);
+        else spanOffsets.set(f.transactionId, [off]);
+      }
+      if (settled.has(off)) continue;
       out.messages.push({
         id: uuidToString(f.id),
         transactionId: f.transactionId,
@@ -195,5 +214,7 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
       });
     }
   }
+  if (spanOffsets && complete && covered === to - from + 1)
+    out.leaseSpan = { pid, group: req.consumerGroup, from, to, offsets: spanOffsets };
   return out;
 }

@@ -9,6 +9,7 @@ import { PartitionDirectory } from '../engine/partitionDirectory.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Counter, Histogram, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
+import { LeaseIndex } from './leaseIndex.js';
 import { recordPopSpan } from './popSpan.js';
 import { PopWaiters } from './waiters.js';
 import { WakeBus } from './wakeBus.js';
@@ -28,9 +29,11 @@ export interface ReadPathOptions {
   inlineMaxFrames?: number | undefined;
   /** Decoded-segment cache budget (bytes). */
   segmentCacheBytes?: number | undefined;
+  /** Offsets of live leases whose spans acks resolve in the broker (LeaseIndex); 0 = always through SQL. */
+  leaseSpanOffsets?: number | undefined;
 }
 
-export const READ_DEFAULTS = { recheckMs: 1_000, inlineMaxFrames: 2_000, segmentCacheBytes: 64 << 20 } as const;
+export const READ_DEFAULTS = { recheckMs: 1_000, inlineMaxFrames: 2_000, segmentCacheBytes: 64 << 20, leaseSpanOffsets: 500_000 } as const;
 
 export interface TransactionResult {
   pushes: PushResult[];
@@ -50,6 +53,7 @@ const TXN_ACK_OK = new Set(['acked', 'released', 'dead_lettered']);
  */
 export class ReadPath extends Component {
   readonly waiters = new PopWaiters();
+  readonly leases: LeaseIndex;
   readonly bus: WakeBus;
   private readonly segments: SegmentCache;
   private readonly recheckMs: number;
@@ -70,6 +74,7 @@ export class ReadPath extends Component {
     super('ReadPath');
     this.bus = new WakeBus(engine, this.waiters, opts.connectionString, opts.metrics, opts.logger);
     this.segments = new SegmentCache(opts.segmentCacheBytes ?? READ_DEFAULTS.segmentCacheBytes);
+    this.leases = new LeaseIndex(opts.leaseSpanOffsets ?? READ_DEFAULTS.leaseSpanOffsets);
     this.recheckMs = opts.recheckMs ?? READ_DEFAULTS.recheckMs;
     this.inlineMax = opts.inlineMaxFrames ?? READ_DEFAULTS.inlineMaxFrames;
     const m = opts.metrics;
@@ -126,6 +131,7 @@ export class ReadPath extends Component {
         if (r.partitionId !== null) this.bus.remember(r.partitionId, req.queue);
         if (r.skipped > 0) this.skips.inc(r.skipped);
         skipped += r.skipped;
+        if (r.leaseSpan && r.leaseId !== null) this.leases.put(r.leaseId, r.leaseSpan);
         if (r.messages.length > 0) {
           ticket.cancel();
           recordPopSpan(req, r, started);
@@ -133,7 +139,7 @@ export class ReadPath extends Component {
           this.pops.inc(1, 'messages');
           outcome = 'messages';
           this.popped.inc(r.messages.length);
-          return { ...r, skipped };
+          return { ...r, skipped, leaseSpan: undefined };
         }
         // A skip to log_start that found nothing left: look again at once.
         if (r.skipped > 0 || r.leaseId !== null) {
@@ -164,10 +170,11 @@ export class ReadPath extends Component {
     let outcomes: AckOutcome[];
     try {
       await client.query('BEGIN');
-      const r = await applyAcks(client, items);
+      const r = await applyAcks(client, items, this.leases.get);
       await client.query('COMMIT');
       outcomes = r.outcomes;
       released = r.releasedPartitions;
+      for (const l of r.endedLeases) this.leases.drop(l);
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       client.release(isBroken(err));
@@ -228,12 +235,13 @@ export class ReadPath extends Component {
       const pushed = pushes.length > 0 ? await this.writer.push(pushes, client) : [];
       const failed = pushed.findIndex((p) => p.status === 'failed');
       if (failed >= 0) throw new ValidationError(`push item ${failed}: ${pushed[failed]!.error ?? 'failed'}`, `operations.push[${failed}]`);
-      const a = await applyAcks(client, acks);
+      const a = await applyAcks(client, acks, this.leases.get);
       const bad = a.outcomes.findIndex((o) => !TXN_ACK_OK.has(o.result));
       if (bad >= 0) throw new ConflictError(`ack ${bad} answered ${a.outcomes[bad]!.result}; the transaction was rolled back`, a.outcomes);
       await client.query('COMMIT');
       result = { pushes: pushed, acks: a.outcomes };
       released = a.releasedPartitions;
+      for (const l of a.endedLeases) this.leases.drop(l);
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       client.release(isBroken(err));

@@ -1,6 +1,7 @@
 import anyTest, { type TestFn } from 'ava';
 import fc from 'fast-check';
 import { QueenHttpError, type Message } from '../../src/client/index.js';
+import { ACK_STATUSES, applyAcks, type AckItem } from '../../src/engine/acks.js';
 import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
 
@@ -246,6 +247,74 @@ test.serial('an ack batch counts each item once under its result (queen_acks_tot
     },
     { acked: 2, not_found: 1, already_acked: 1 },
   );
+});
+
+test('acks resolved against the decoded lease span of the pop answer exactly as the log_txns path does (random batches)', async (t) => {
+  const { s } = t.context;
+  await s.client.queue('leasespan').configure({ dedupWindowSeconds: 0 });
+  // Window 0: transactionIds repeat inside the span (t0..t3 over 24 offsets).
+  const names = ['t0', 't1', 't2', 't3'];
+  await s.client
+    .queue('leasespan')
+    .partition('p')
+    .push(Array.from({ length: 24 }, (_, i) => ({ transactionId: names[(i * 7) % names.length]!, data: i })));
+  const pop = await s.read.pop({ queue: 'leasespan', consumerGroup: 'g', batch: 20, subscriptionMode: 'all', autoAck: false }, 0);
+  t.is(pop.messages.length, 20);
+  const leaseId = pop.leaseId!;
+  const pid = pop.partitionId!;
+  t.truthy(s.read.leases.get(leaseId), 'the pop kept its span');
+  // Settled out of order (3, 7: by id) and a moved cursor (0), for real.
+  const byOffset = (o: number) => pop.messages.find((m) => m.offset === o)!;
+  const settle = await s.read.ack(
+    [0, 3, 7].map((o) => ({ consumerGroup: 'g', status: 'completed' as const, partitionId: pid, id: byOffset(o).id, leaseId })),
+  );
+  t.deepEqual(
+    settle.map((o) => o.result),
+    ['acked', 'acked', 'acked'],
+  );
+  let localHits = 0;
+  const lookup = (id: string) => {
+    const l = s.read.leases.get(id);
+    if (l) localHits++;
+    return l;
+  };
+  const item = fc.record({
+    transactionId: fc.constantFrom(...names, 'never-pushed'),
+    status: fc.constantFrom(...ACK_STATUSES),
+    lease: fc.constantFrom('live', 'other', 'none'),
+  });
+  await fc.assert(
+    fc.asyncProperty(fc.array(item, { minLength: 1, maxLength: 16 }), async (batch) => {
+      const items: AckItem[] = batch.map((b) => ({
+        consumerGroup: 'g',
+        status: b.status,
+        partitionId: pid,
+        transactionId: b.transactionId,
+        leaseId: b.lease === 'live' ? leaseId : b.lease === 'other' ? '00000000-0000-7000-8000-00000000abcd' : undefined,
+      }));
+      const run = async (useSpan: boolean) => {
+        const client = await s.sql.connect();
+        try {
+          await client.query('BEGIN');
+          return await applyAcks(client, items, useSpan ? lookup : undefined);
+        } finally {
+          await client.query('ROLLBACK');
+          client.release();
+        }
+      };
+      const local = await run(true);
+      const viaSql = await run(false);
+      t.deepEqual(local, viaSql);
+    }),
+    {
+      numRuns: 100,
+      seed: 1201,
+      // Named more often than it is open in the span: the last answers already_acked, with the span's first offset.
+      examples: [[Array.from({ length: 6 }, () => ({ transactionId: 't0', status: 'completed' as const, lease: 'live' as const }))]],
+    },
+  );
+  t.true(localHits > 0, 'the lease span was used');
+  t.deepEqual(await cursor(s, 'leasespan', 'g'), [{ committed: 0, leaseEnd: 19 }], 'every batch was rolled back');
 });
 
 test('ack edge cases: below the cursor, unresolvable, a hash twice in the lease, by id, window 0', async (t) => {
