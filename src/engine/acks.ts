@@ -365,7 +365,7 @@ export async function applyAcks(
   const localSpan = (c: CursorState): LeaseSpan | undefined => {
     if (!leaseSpans || c.leaseId === null) return undefined;
     const l = leaseSpans(c.leaseId);
-    return l && l.pid === c.pid && l.group === c.group && l.to === c.leaseEnd && l.from <= c.committed + 1 ? l : undefined;
+    return l?.pid === c.pid && l.group === c.group && l.to === c.leaseEnd && l.from <= c.committed + 1 ? l : undefined;
   };
   // By transactionId: fetch the spans' log_txns rows, match in the broker.
   const resolveByHash = async (): Promise<void> => {
