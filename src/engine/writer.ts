@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationError } from '../errors.js';
-import { HASH_BYTES, hashBytes, writeHash } from '../util/txnHash.js';
+import { HASH_BYTES, hashBytes, writeHashes } from '../util/txnHash.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
 import { packSegment, type Frame } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTraceContext, checkTransactionId, LIMITS } from './limits.js';
@@ -290,7 +290,10 @@ export class LogWriter {
     const watermarks = via ? undefined : this.watermarks;
     const pendingSegs: PendingSegment[] = groups.map((g) => {
       const hashes = Buffer.allocUnsafe(g.leaders.length * HASH_BYTES);
-      g.leaders.forEach((l, i) => writeHash(l.hash, hashes, i * HASH_BYTES));
+      writeHashes(
+        g.leaders.map((l) => l.hash),
+        hashes,
+      );
       return { partitionId: g.partitionId, windowSeconds: g.windowSeconds, count: g.leaders.length, hashes };
     });
     const vouches = watermarks ? await watermarks.beforePush(pendingSegs) : pendingSegs.map(() => NO_VOUCH);

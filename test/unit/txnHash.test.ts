@@ -1,5 +1,5 @@
 import test from 'ava';
-import { hashBytes, hashString, hashTransactionId, HASH_BYTES } from '../../src/util/txnHash.js';
+import { hashBytes, hashString, hashTransactionId, HASH_BYTES, writeHash, writeHashes } from '../../src/util/txnHash.js';
 
 // The broker hashes a pushed transactionId from its UTF-8 bytes (the frame
 // carries them) and an acked or browsed one from the string: both must give
@@ -13,4 +13,19 @@ test('a transactionId hashes the same from its string as from its UTF-8 bytes', 
     t.is(out.readBigUInt64BE(0), hashBytes(Buffer.from(id, 'utf8')) >> 64n);
   }
   t.not(hashString('a'), hashString('b'));
+});
+
+// The stored form: 16 bytes, big-endian, high half first (what SQL compares).
+test('a hash is written as 16 big-endian bytes, alone or in a run, at any position', (t) => {
+  const hs = [0n, 1n, (1n << 128n) - 1n, 0x0123456789abcdef_fedcba9876543210n, hashString('order-1')];
+  const hex = (h: bigint): string => h.toString(16).padStart(32, '0');
+  const one = Buffer.alloc(3 + HASH_BYTES);
+  for (const h of hs) {
+    writeHash(h, one, 3);
+    t.is(one.subarray(3).toString('hex'), hex(h));
+  }
+  const run = Buffer.alloc(5 + hs.length * HASH_BYTES);
+  writeHashes(hs, run, 5);
+  t.is(run.subarray(5).toString('hex'), hs.map(hex).join(''));
+  t.is(run.subarray(0, 5).toString('hex'), '0000000000', 'nothing before `at` is touched');
 });
