@@ -47,22 +47,29 @@ test: lint build
 test-unit: build
 	npx ava 'dist/test/unit/**/*.test.js'
 
+# V8 flags for the service and for what measures it (docs/operations.md,
+# "Node's young generation"): 32 MB semi-spaces let a bundle's short-lived
+# objects die young instead of being promoted. The image sets the same
+# NODE_OPTIONS; spawned service processes (chaos, soak) inherit it.
+QUEEN_NODE_OPTIONS ?= --max-semi-space-size=32
+RUN_NODE_OPTIONS = NODE_OPTIONS="$(QUEEN_NODE_OPTIONS) $${NODE_OPTIONS:-}"
+
 # Without QUEEN_INGRESS_TOPICS, the local service consumes the topic "events".
 run: build
-	QUEEN_INGRESS_TOPICS="$${QUEEN_INGRESS_TOPICS:-events}" scripts/with-deps.sh --kafka --profile run -- node dist/src/main.js
+	$(RUN_NODE_OPTIONS) QUEEN_INGRESS_TOPICS="$${QUEEN_INGRESS_TOPICS:-events}" scripts/with-deps.sh --kafka --profile run -- node dist/src/main.js
 
 bench: build connect-fetch
-	scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --full
+	$(RUN_NODE_OPTIONS) scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --full
 
 bench-quick: build connect-fetch
-	scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --quick
+	$(RUN_NODE_OPTIONS) scripts/with-deps.sh --kafka --profile run -- node dist/bench/run.js --quick
 
 # Chaos (not part of `make test`): 1 M records, 10 % re-sent ids, kill -9 x10, PostgreSQL
 # restarts x2, rebalances x5, broker SIGSTOP 20 s, compressed batches; report in
 # bench/results/chaos/. Smaller: make chaos CHAOS_ARGS="--records 100000".
 .PHONY: chaos
 chaos: build
-	scripts/with-deps.sh --kafka --profile run -- node dist/test/chaos/chaos.js $(CHAOS_ARGS)
+	$(RUN_NODE_OPTIONS) scripts/with-deps.sh --kafka --profile run -- node dist/test/chaos/chaos.js $(CHAOS_ARGS)
 
 # Kafka Connect + Debezium's JDBC sink (the kafka-dups suite's baseline), from
 # Maven Central into .local/connect; a no-op once cached.
@@ -81,7 +88,7 @@ soak: soak-retention soak-memory
 # sizes must stay flat after the first retention period (curve in bench/results/).
 # SOAK_ARGS="--minutes 3 --retention 30" for a short check.
 soak-retention: build
-	scripts/with-deps.sh --profile run -- node dist/bench/soak.js retention $(SOAK_ARGS)
+	$(RUN_NODE_OPTIONS) scripts/with-deps.sh --profile run -- node dist/bench/soak.js retention $(SOAK_ARGS)
 
 # How long one retention step holds its partition row lock (p50/p99/max per
 # segment size) at the default batch; RETENTION_LOCK_ARGS="500" for another row batch.
@@ -99,7 +106,7 @@ retention-drain: build
 # QUEEN_SOAK_SECONDS (default 600), QUEEN_SOAK_CONCURRENCY (8), QUEEN_SOAK_PARTITIONS (2000),
 # QUEEN_SOAK_DEDUP_CACHE_MB, QUEEN_SOAK_WINDOW_SECONDS, QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1). See docs/memory.md.
 soak-memory: build
-	scripts/with-deps.sh --profile run -- node dist/bench/soak/memory.js
+	$(RUN_NODE_OPTIONS) scripts/with-deps.sh --profile run -- node dist/bench/soak/memory.js
 
 # Local Jaeger v2 (traces UI) and helm, built from the Go module proxy into .local/bin.
 GOBIN_DIR := $(CURDIR)/.local/bin

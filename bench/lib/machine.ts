@@ -15,6 +15,7 @@ export interface MachineInfo {
   loadavg: number[];
   platform: string;
   node: string;
+  nodeFlags: string[];
   postgres: string | undefined;
   postgresSettings: Record<string, string>;
   kafka: string | undefined;
@@ -57,6 +58,8 @@ export async function machineInfo(adminUrl: string, brokers: string[] | undefine
     loadavg: os.loadavg(),
     platform: `${os.platform()} ${os.release()} ${os.arch()}`,
     node: process.version,
+    // The V8 flags this run had (the Makefile's QUEEN_NODE_OPTIONS): the young generation's size moves every rate.
+    nodeFlags: [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)].filter((f) => f.length > 0),
     postgres,
     postgresSettings,
     kafka: await kafkaVersion(brokers),
