@@ -19,14 +19,6 @@ export class LeaseIndex {
   /** @param maxOffsets budget: offsets held over all leases (each ~100 bytes with its key). */
   constructor(private readonly maxOffsets: number) {}
 
-  get size(): number {
-    return this.spans.size;
-  }
-
-  get heldOffsets(): number {
-    return this.offsets;
-  }
-
   put(leaseId: string, span: LeaseSpan): void {
     const n = span.to - span.from + 1;
     if (n > this.maxOffsets) return;
