@@ -6,11 +6,14 @@ import { toDatabaseError } from './sqlstate.js';
 /**
  * Acks: settling leased messages of a consumer group's cursor.
  *
- * Runs on a client inside a transaction the caller opened (POST /ack opens
- * its own; POST /transaction shares one with its pushes). The cursor rows are
- * locked FOR UPDATE in ascending (partition_id, consumer_group), the second
- * level of the global lock order (docs/read-path.md); no log_partitions row
- * is locked here.
+ * applyAcks runs on a client inside a transaction the caller opened (POST
+ * /transaction shares one with its pushes; POST /ack opens its own when the
+ * optimistic ack gives way). The cursor rows are locked FOR UPDATE in
+ * ascending (partition_id, consumer_group), the second level of the global
+ * lock order (docs/read-path.md); no log_partitions row is locked here.
+ * ackOptimistic (POST /ack first) decides the same way on cursors read
+ * without a lock and writes only if none changed (sql/000034), taking the
+ * same locks in the same order.
  *
  * Resolution: an item names its message by transactionId (through the
  * log_txns hashes, 16 bytes per frame, which is why log_txns is written even
@@ -82,14 +85,17 @@ interface Dead {
 
 const LEASE_KEYS_SQL =
   'SELECT lease_id::text AS lease_id, partition_id, consumer_group FROM queen.log_cursors WHERE lease_id = ANY($1::uuid[])';
-const LOCK_SQL = `SELECT c.partition_id, c.consumer_group, c.committed_offset, c.settled, c.lease_end, c.lease_id::text AS lease_id,
+const CURSORS_SQL = `SELECT c.partition_id, c.consumer_group, c.committed_offset, c.settled, c.lease_end, c.lease_id::text AS lease_id,
        c.released, c.retry_offsets, c.retry_counts, q.retry_limit
 FROM queen.log_cursors c
 JOIN queen.log_partitions lp ON lp.id = c.partition_id
 JOIN queen.queues q ON q.id = lp.queue_id
 WHERE (c.partition_id, c.consumer_group) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))
-ORDER BY c.partition_id, c.consumer_group
+ORDER BY c.partition_id, c.consumer_group`;
+const LOCK_SQL = `${CURSORS_SQL}
 FOR UPDATE OF c`;
+// The optimistic ack's write: compare-and-set under the cursor locks (sql/000034).
+const CAS_SQL = 'SELECT queen.log_ack_cas_v1($1::jsonb, $2::jsonb) AS applied';
 
 // The log_txns rows covering each distinct span, located by the
 // (partition_id, end_offset) key from the row holding lo to the row holding
@@ -273,26 +279,80 @@ export interface LeaseSpan {
 /** The broker's lease spans by lease id; undefined = resolve through SQL. */
 export type LeaseSpanLookup = (leaseId: string) => LeaseSpan | undefined;
 
-/**
- * Applies acks on `client` (inside the caller's transaction). One outcome per
- * item, in order; per-item answers (already_acked, not_found, lease_expired)
- * never fail the batch. Returns also the partitions whose lease ended with
- * released offsets (messages available again: wake long polls).
- */
-export async function applyAcks(
-  client: pg.ClientBase,
-  items: readonly AckItem[],
-  leaseSpans?: LeaseSpanLookup,
-): Promise<{ outcomes: AckOutcome[]; releasedPartitions: number[]; endedLeases: string[] }> {
-  const outcomes: AckOutcome[] = new Array(items.length);
-  if (items.length === 0) return { outcomes, releasedPartitions: [], endedLeases: [] };
-  const q = async (text: string, values: unknown[], what: string): Promise<pg.QueryResult> => {
+type AckQuery = (text: string, values: unknown[], what: string) => Promise<pg.QueryResult>;
+
+const queryOn =
+  (client: pg.ClientBase): AckQuery =>
+  async (text, values, what) => {
     try {
       return await client.query(text, values);
     } catch (err) {
       throw toDatabaseError(err, what);
     }
   };
+
+export interface AppliedAcks {
+  outcomes: AckOutcome[];
+  /** Partitions whose lease ended with released offsets (messages available again: wake long polls). */
+  releasedPartitions: number[];
+  /** Leases this ack ended. */
+  endedLeases: string[];
+}
+
+/** What an ack decided, before anything is written. */
+interface AckPlan extends AppliedAcks {
+  /** Every cursor the decision read, as read (what the optimistic write compares). */
+  expected: Record<string, unknown>[];
+  /** The new state of each changed cursor. */
+  updates: Record<string, unknown>[];
+  dead: Dead[];
+}
+
+/**
+ * Applies acks on `client` (inside the caller's transaction). One outcome per
+ * item, in order; per-item answers (already_acked, not_found, lease_expired)
+ * never fail the batch.
+ */
+export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[], leaseSpans?: LeaseSpanLookup): Promise<AppliedAcks> {
+  const q = queryOn(client);
+  const plan = await planAcks(q, items, leaseSpans, true);
+  if (plan.updates.length > 0) await q(UPDATE_SQL, [JSON.stringify(plan.updates)], 'advancing cursors');
+  if (plan.dead.length > 0) await writeDead(q, plan.dead);
+  return { outcomes: plan.outcomes, releasedPartitions: plan.releasedPartitions, endedLeases: plan.endedLeases };
+}
+
+/**
+ * The same acks in two round trips and no explicit transaction (POST /ack's
+ * common case): read the cursors without a lock, decide exactly as
+ * applyAcks does, then write with one compare-and-set call that applies the
+ * decision only if every cursor read is still as read (sql/000034). Returns
+ * why it could not answer instead: a cursor changed in between ('conflict';
+ * nothing was written), or the decision dead-letters ('dead_letter': that
+ * takes a second statement, so it belongs in a transaction). Either way the
+ * caller acks under the lock (applyAcks); the result is the same as if it
+ * had done so from the start. `client` must not be inside a transaction.
+ */
+export async function ackOptimistic(
+  client: pg.ClientBase,
+  items: readonly AckItem[],
+  leaseSpans?: LeaseSpanLookup,
+): Promise<AppliedAcks | 'conflict' | 'dead_letter'> {
+  const q = queryOn(client);
+  const plan = await planAcks(q, items, leaseSpans, false);
+  if (plan.dead.length > 0) return 'dead_letter';
+  // Nothing changes (already acked, not found, stale leases): the answers
+  // hold at the moment of the read, one consistent snapshot.
+  if (plan.updates.length > 0) {
+    const r = await q(CAS_SQL, [JSON.stringify(plan.expected), JSON.stringify(plan.updates)], 'advancing cursors');
+    if (r.rows[0]?.applied !== true) return 'conflict';
+  }
+  return { outcomes: plan.outcomes, releasedPartitions: plan.releasedPartitions, endedLeases: plan.endedLeases };
+}
+
+/** Resolves and decides every item against the cursors, read under FOR UPDATE when `lock`. */
+async function planAcks(q: AckQuery, items: readonly AckItem[], leaseSpans: LeaseSpanLookup | undefined, lock: boolean): Promise<AckPlan> {
+  const outcomes: AckOutcome[] = new Array(items.length);
+  if (items.length === 0) return { outcomes, releasedPartitions: [], endedLeases: [], expected: [], updates: [], dead: [] };
 
   // Items that name only a lease find their cursor through it.
   const leaseOnly = [...new Set(items.filter((i) => i.partitionId === undefined).map((i) => i.leaseId!))];
@@ -310,9 +370,11 @@ export async function applyAcks(
   for (const k of keys) if (k) uniq.set(keyOf(k.pid, k.group), k);
   const sorted = [...uniq.values()].sort((a, b) => a.pid - b.pid || (a.group < b.group ? -1 : a.group > b.group ? 1 : 0));
   const cursors = new Map<string, CursorState>();
+  const expected: Record<string, unknown>[] = [];
   if (sorted.length > 0) {
-    const r = await q(LOCK_SQL, [sorted.map((k) => k.pid), sorted.map((k) => k.group)], 'locking cursors');
+    const r = await q(lock ? LOCK_SQL : CURSORS_SQL, [sorted.map((k) => k.pid), sorted.map((k) => k.group)], 'reading cursors');
     for (const row of r.rows) {
+      expected.push(row as Record<string, unknown>);
       const retryOffsets = row.retry_offsets as number[];
       const retryCounts = row.retry_counts as number[];
       cursors.set(keyOf(row.partition_id, row.consumer_group), {
@@ -519,13 +581,13 @@ export async function applyAcks(
       lease_end: leaseEnd,
     });
   }
-  if (updates.length > 0) await q(UPDATE_SQL, [JSON.stringify(updates)], 'advancing cursors');
-  if (dead.length > 0) {
-    await q(
-      DEAD_SQL,
-      [JSON.stringify(dead.map((d) => ({ pid: d.pid, grp: d.group, off: d.offset, err: d.error, attempts: d.attempts })))],
-      'dead-lettering',
-    );
-  }
-  return { outcomes, releasedPartitions: [...releasedPartitions], endedLeases };
+  return { outcomes, releasedPartitions: [...releasedPartitions], endedLeases, expected, updates, dead };
+}
+
+async function writeDead(q: AckQuery, dead: readonly Dead[]): Promise<void> {
+  await q(
+    DEAD_SQL,
+    [JSON.stringify(dead.map((d) => ({ pid: d.pid, grp: d.group, off: d.offset, err: d.error, attempts: d.attempts })))],
+    'dead-lettering',
+  );
 }

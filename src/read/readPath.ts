@@ -1,6 +1,6 @@
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { claimDeadLetter, deadLetterExists, type DeadLetter } from '../engine/deadLetters.js';
-import { applyAcks, type AckItem, type AckOutcome } from '../engine/acks.js';
+import { ackOptimistic, applyAcks, type AckItem, type AckOutcome } from '../engine/acks.js';
 import type { LogEngine } from '../engine/logEngine.js';
 import { EMPTY_POP, popOnce, SegmentCache, type PopOutcome, type PopRequest } from '../engine/pop.js';
 import { toDatabaseError } from '../engine/sqlstate.js';
@@ -61,6 +61,7 @@ export class ReadPath extends Component {
   private readonly pops: Counter;
   private readonly popped: Counter;
   private readonly acks: Counter;
+  private readonly ackRetries: Counter;
   private readonly redeliveries: Counter;
   private readonly skips: Counter;
   private readonly popDuration: Histogram;
@@ -81,6 +82,11 @@ export class ReadPath extends Component {
     this.pops = m.counter('queen_pop_requests_total', 'Pop requests by outcome (messages, empty)', 'outcome');
     this.popped = m.counter('queen_popped_messages_total', 'Messages delivered by pops');
     this.acks = m.counter('queen_acks_total', 'Acked items by result', 'result');
+    this.ackRetries = m.counter(
+      'queen_ack_locked_retries_total',
+      'Ack requests that were answered under the cursor lock after the optimistic ack gave way, by why (conflict, dead_letter)',
+      'reason',
+    );
     this.redeliveries = m.counter('queen_lease_expiries_total', 'Expired leases whose span a pop took over (redelivery)');
     this.skips = m.counter(
       'queen_cursor_log_start_skips_total',
@@ -169,9 +175,15 @@ export class ReadPath extends Component {
     let released: number[] = [];
     let outcomes: AckOutcome[];
     try {
-      await client.query('BEGIN');
-      const r = await applyAcks(client, items, this.leases.get);
-      await client.query('COMMIT');
+      // Two round trips when no cursor changes under it; else (or when it
+      // dead-letters) the same acks again under the cursor locks.
+      let r = await ackOptimistic(client, items, this.leases.get);
+      if (typeof r === 'string') {
+        this.ackRetries.inc(1, r);
+        await client.query('BEGIN');
+        r = await applyAcks(client, items, this.leases.get);
+        await client.query('COMMIT');
+      }
       outcomes = r.outcomes;
       released = r.releasedPartitions;
       for (const l of r.endedLeases) this.leases.drop(l);

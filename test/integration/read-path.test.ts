@@ -1,7 +1,7 @@
 import anyTest, { type TestFn } from 'ava';
 import fc from 'fast-check';
 import { QueenHttpError, type Message } from '../../src/client/index.js';
-import { ACK_STATUSES, applyAcks, type AckItem } from '../../src/engine/acks.js';
+import { ACK_STATUSES, ackOptimistic, applyAcks, type AckItem } from '../../src/engine/acks.js';
 import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
 
@@ -273,6 +273,7 @@ test('acks resolved against the decoded lease span of the pop answer exactly as 
     ['acked', 'acked', 'acked'],
   );
   let localHits = 0;
+  let optimisticDeadLetters = 0;
   const lookup = (id: string) => {
     const l = s.read.leases.get(id);
     if (l) localHits++;
@@ -292,19 +293,39 @@ test('acks resolved against the decoded lease span of the pop answer exactly as 
         transactionId: b.transactionId,
         leaseId: b.lease === 'live' ? leaseId : b.lease === 'other' ? '00000000-0000-7000-8000-00000000abcd' : undefined,
       }));
-      const run = async (useSpan: boolean) => {
+      // Each route inside a transaction that is rolled back: its answers and
+      // the cursor row it leaves behind.
+      const run = async (route: 'locked' | 'locked-sql' | 'optimistic') => {
         const client = await s.sql.connect();
         try {
           await client.query('BEGIN');
-          return await applyAcks(client, items, useSpan ? lookup : undefined);
+          const r =
+            route === 'optimistic'
+              ? await ackOptimistic(client, items, lookup)
+              : await applyAcks(client, items, route === 'locked' ? lookup : undefined);
+          const row = await client.query(
+            `SELECT committed_offset, settled, lease_end, lease_id, released, retry_offsets, retry_counts
+             FROM queen.log_cursors WHERE partition_id = $1 AND consumer_group = 'g'`,
+            [pid],
+          );
+          return { r, row: row.rows[0] };
         } finally {
           await client.query('ROLLBACK');
           client.release();
         }
       };
-      const local = await run(true);
-      const viaSql = await run(false);
+      const local = await run('locked');
+      const viaSql = await run('locked-sql');
       t.deepEqual(local, viaSql);
+      // The optimistic ack decides and writes exactly as the locked one,
+      // except that it hands a dead-lettering decision to it.
+      const optimistic = await run('optimistic');
+      if (optimistic.r === 'dead_letter') {
+        t.true(typeof local.r !== 'string' && local.r.outcomes.some((o) => o.result === 'dead_lettered'));
+        optimisticDeadLetters++;
+      } else {
+        t.deepEqual(optimistic, local);
+      }
     }),
     {
       numRuns: 100,
@@ -314,7 +335,59 @@ test('acks resolved against the decoded lease span of the pop answer exactly as 
     },
   );
   t.true(localHits > 0, 'the lease span was used');
+  t.true(optimisticDeadLetters > 0, 'some batches dead-lettered');
   t.deepEqual(await cursor(s, 'leasespan', 'g'), [{ committed: 0, leaseEnd: 19 }], 'every batch was rolled back');
+});
+
+test('an optimistic ack writes only onto the cursor it read: a change in between makes it give way, and the locked ack answers', async (t) => {
+  const { s } = t.context;
+  await pushN(s, 'optimistic', 4);
+  const pop = await s.read.pop({ queue: 'optimistic', consumerGroup: 'g', batch: 4, subscriptionMode: 'all', autoAck: false }, 0);
+  t.is(pop.messages.length, 4);
+  const item = (i: number): AckItem => ({
+    consumerGroup: 'g',
+    status: 'completed',
+    partitionId: pop.partitionId!,
+    transactionId: pop.messages[i]!.transactionId,
+    leaseId: pop.leaseId!,
+  });
+  // A real concurrent ack (its own connection, committed) lands between the
+  // optimistic ack's read of the cursor and its compare-and-set.
+  const client = await s.sql.connect();
+  try {
+    let interleaved = 0;
+    const racing = new Proxy(client, {
+      get(target, prop, receiver) {
+        if (prop !== 'query') return Reflect.get(target, prop, receiver) as unknown;
+        return async (text: string, values?: unknown[]) => {
+          if (typeof text === 'string' && text.includes('log_ack_cas_v1') && interleaved++ === 0) {
+            t.deepEqual((await s.read.ack([item(0)])).map((o) => o.result), ['acked']);
+          }
+          return target.query(text, values);
+        };
+      },
+    });
+    t.is(await ackOptimistic(racing, [item(0), item(1)]), 'conflict');
+    t.is(interleaved, 1);
+    t.deepEqual(await cursor(s, 'optimistic', 'g'), [{ committed: 0, leaseEnd: 3 }], 'only the concurrent ack was written');
+    // Through ReadPath: the same batch again, under no race, decides on the current state.
+    const retriesBefore = s.metrics.counter('queen_ack_locked_retries_total', '', 'reason').get('conflict');
+    t.deepEqual(
+      (await s.read.ack([item(0), item(1)])).map((o) => o.result),
+      ['already_acked', 'acked'],
+    );
+    t.is(s.metrics.counter('queen_ack_locked_retries_total', '', 'reason').get('conflict'), retriesBefore);
+    // Unchanged in between: the compare-and-set applies.
+    const done = await ackOptimistic(client, [item(2), item(3)]);
+    t.not(typeof done, 'string');
+    t.deepEqual(
+      (done as Exclude<typeof done, string>).outcomes.map((o) => o.result),
+      ['acked', 'acked'],
+    );
+    t.deepEqual(await cursor(s, 'optimistic', 'g'), [{ committed: 3, leaseEnd: null }]);
+  } finally {
+    client.release();
+  }
 });
 
 test('ack edge cases: below the cursor, unresolvable, a hash twice in the lease, by id, window 0', async (t) => {
@@ -400,9 +473,12 @@ test('failed counts attempts; past retryLimit the message is dead-lettered and t
     [next!.partitionId],
   );
   t.deepEqual(dl.rows, [{ transaction_id: 'm-0', error: 'boom 3', attempts: 3, payload: JSON.stringify({ i: 0, prefix: 'm' }) }]);
-  // dlq status dead-letters at once.
+  // dlq status dead-letters at once (the optimistic ack hands it to the locked one: two statements, one transaction).
+  const handed = () => s.metrics.counter('queen_ack_locked_retries_total', '', 'reason').get('dead_letter');
+  const before = handed();
   const [r] = await s.client.ack(next!, 'dlq', { error: 'poison' });
   t.is(r!.result, 'dead_lettered');
+  t.true(handed() >= before + 1);
   t.deepEqual(await cursor(s, 'retries', 'g'), [{ committed: 1, leaseEnd: null }]);
 });
 
