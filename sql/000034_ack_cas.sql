@@ -22,7 +22,13 @@
 -- this call, and a concurrent pop, ack or lease change can only cost a retry.
 --
 -- p_expected: one object per cursor read (changed or not), with the columns
--- above as read. p_updates: one object per changed cursor, the new values.
+-- above as read (retry_limit NULL when the decision did not use it).
+-- p_updates: one object per changed cursor, the new values.
+--
+-- The expected state need not come from a read: a broker that took the lease
+-- (or last acked it) may decide on the state it knows and save the read.
+-- Nothing is trusted by that: a wrong guess differs from the row, the call
+-- answers false and writes nothing, and the ack reads the row.
 CREATE FUNCTION queen.log_ack_cas_v1(p_expected jsonb, p_updates jsonb)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -56,7 +62,8 @@ BEGIN
       AND c.released = e.released
       AND c.retry_offsets = e.retry_offsets
       AND c.retry_counts = e.retry_counts
-      AND q.retry_limit = e.retry_limit;
+      -- NULL: the decision read no retry_limit (no failed ack in it).
+      AND (e.retry_limit IS NULL OR q.retry_limit = e.retry_limit);
     IF v_same <> v_want THEN
         RETURN false;
     END IF;

@@ -69,7 +69,8 @@ interface CursorState {
   leaseId: string | null;
   released: Set<number>;
   retries: Map<number, number>;
-  retryLimit: number;
+  /** null only on a known cursor, and then no item is a failed ack (knownCursors). */
+  retryLimit: number | null;
   changed: boolean;
   /** Offsets an earlier item of this ack call already took. */
   taken: Set<number>;
@@ -274,6 +275,28 @@ export interface LeaseSpan {
   from: number;
   to: number;
   offsets: Map<string, number[]>;
+  /**
+   * The lease's cursor as this broker last saw it: set by the pop that took
+   * the lease, moved by this broker's optimistic acks. Only ever a guess: an
+   * ack decides on it and the compare-and-set writes only if the row still
+   * equals it, else the ack reads the row.
+   */
+  cursor?: CursorRow | undefined;
+}
+
+/** A cursor as an ack decides on it (CURSORS_SQL's row). */
+export interface CursorRow {
+  partition_id: number;
+  consumer_group: string;
+  committed_offset: number;
+  settled: number[];
+  lease_end: number | null;
+  lease_id: string | null;
+  released: number[];
+  retry_offsets: number[];
+  retry_counts: number[];
+  /** The queue's retry_limit; null when not known (only a failed ack reads it, and then the row is read). */
+  retry_limit: number | null;
 }
 
 /** The broker's lease spans by lease id; undefined = resolve through SQL. */
@@ -302,11 +325,13 @@ export interface AppliedAcks {
 /** What an ack decided, before anything is written. */
 interface AckPlan extends AppliedAcks {
   /** Every cursor the decision read, as read (what the optimistic write compares). */
-  expected: Record<string, unknown>[];
+  expected: CursorRow[];
   /** The new state of each changed cursor. */
-  updates: Record<string, unknown>[];
+  updates: CursorUpdate[];
   dead: Dead[];
 }
+
+type CursorUpdate = Omit<CursorRow, 'lease_id' | 'retry_limit'>;
 
 /**
  * Applies acks on `client` (inside the caller's transaction). One outcome per
@@ -315,7 +340,7 @@ interface AckPlan extends AppliedAcks {
  */
 export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[], leaseSpans?: LeaseSpanLookup): Promise<AppliedAcks> {
   const q = queryOn(client);
-  const plan = await planAcks(q, items, leaseSpans, true);
+  const plan = (await planAcks(q, items, leaseSpans, 'lock'))!;
   if (plan.updates.length > 0) await q(UPDATE_SQL, [JSON.stringify(plan.updates)], 'advancing cursors');
   if (plan.dead.length > 0) await writeDead(q, plan.dead);
   return { outcomes: plan.outcomes, releasedPartitions: plan.releasedPartitions, endedLeases: plan.endedLeases };
@@ -338,19 +363,47 @@ export async function ackOptimistic(
   leaseSpans?: LeaseSpanLookup,
 ): Promise<AppliedAcks | 'conflict' | 'dead_letter'> {
   const q = queryOn(client);
-  const plan = await planAcks(q, items, leaseSpans, false);
+  // One round trip when this broker knows every cursor from its own pop or
+  // its last ack of the lease: the compare-and-set alone. A decision that
+  // writes nothing is not taken from a guess (nothing would check it).
+  const guessed = await planAcks(q, items, leaseSpans, 'known');
+  if (guessed?.dead.length === 0 && guessed.updates.length > 0 && (await compareAndSet(q, guessed, leaseSpans))) {
+    return { outcomes: guessed.outcomes, releasedPartitions: guessed.releasedPartitions, endedLeases: guessed.endedLeases };
+  }
+  const plan = (await planAcks(q, items, leaseSpans, 'read'))!;
   if (plan.dead.length > 0) return 'dead_letter';
   // Nothing changes (already acked, not found, stale leases): the answers
   // hold at the moment of the read, one consistent snapshot.
-  if (plan.updates.length > 0) {
-    const r = await q(CAS_SQL, [JSON.stringify(plan.expected), JSON.stringify(plan.updates)], 'advancing cursors');
-    if (r.rows[0]?.applied !== true) return 'conflict';
-  }
+  if (plan.updates.length > 0 && !(await compareAndSet(q, plan, leaseSpans))) return 'conflict';
   return { outcomes: plan.outcomes, releasedPartitions: plan.releasedPartitions, endedLeases: plan.endedLeases };
 }
 
-/** Resolves and decides every item against the cursors, read under FOR UPDATE when `lock`. */
-async function planAcks(q: AckQuery, items: readonly AckItem[], leaseSpans: LeaseSpanLookup | undefined, lock: boolean): Promise<AckPlan> {
+/** The optimistic write; on success, each changed cursor's lease span learns the cursor's new state. */
+async function compareAndSet(q: AckQuery, plan: AckPlan, leaseSpans: LeaseSpanLookup | undefined): Promise<boolean> {
+  const r = await q(CAS_SQL, [JSON.stringify(plan.expected), JSON.stringify(plan.updates)], 'advancing cursors');
+  if (r.rows[0]?.applied !== true) return false;
+  if (leaseSpans) {
+    for (const u of plan.updates) {
+      const before = plan.expected.find((e) => e.partition_id === u.partition_id && e.consumer_group === u.consumer_group);
+      const span = before?.lease_id ? leaseSpans(before.lease_id) : undefined;
+      if (!before || !span || u.lease_end === null) continue;
+      span.cursor = { ...u, lease_id: before.lease_id, retry_limit: before.retry_limit };
+    }
+  }
+  return true;
+}
+
+/**
+ * Resolves and decides every item against the cursors: read under FOR UPDATE
+ * ('lock'), read plainly ('read'), or as the lease spans know them ('known':
+ * undefined unless every item names a lease this broker knows the cursor of).
+ */
+async function planAcks(
+  q: AckQuery,
+  items: readonly AckItem[],
+  leaseSpans: LeaseSpanLookup | undefined,
+  source: 'lock' | 'read' | 'known',
+): Promise<AckPlan | undefined> {
   const outcomes: AckOutcome[] = new Array(items.length);
   if (items.length === 0) return { outcomes, releasedPartitions: [], endedLeases: [], expected: [], updates: [], dead: [] };
 
@@ -370,21 +423,33 @@ async function planAcks(q: AckQuery, items: readonly AckItem[], leaseSpans: Leas
   for (const k of keys) if (k) uniq.set(keyOf(k.pid, k.group), k);
   const sorted = [...uniq.values()].sort((a, b) => a.pid - b.pid || (a.group < b.group ? -1 : a.group > b.group ? 1 : 0));
   const cursors = new Map<string, CursorState>();
-  const expected: Record<string, unknown>[] = [];
+  const expected: CursorRow[] = [];
   if (sorted.length > 0) {
-    const r = await q(lock ? LOCK_SQL : CURSORS_SQL, [sorted.map((k) => k.pid), sorted.map((k) => k.group)], 'reading cursors');
-    for (const row of r.rows) {
-      expected.push(row as Record<string, unknown>);
-      const retryOffsets = row.retry_offsets as number[];
-      const retryCounts = row.retry_counts as number[];
+    let rows: CursorRow[];
+    if (source === 'known') {
+      const known = knownCursors(items, leaseSpans);
+      if (!known) return undefined;
+      rows = sorted.map((k) => known.get(keyOf(k.pid, k.group))!);
+    } else {
+      const r = await q(
+        source === 'lock' ? LOCK_SQL : CURSORS_SQL,
+        [sorted.map((k) => k.pid), sorted.map((k) => k.group)],
+        'reading cursors',
+      );
+      rows = r.rows as CursorRow[];
+    }
+    for (const row of rows) {
+      expected.push(row);
+      const retryOffsets = row.retry_offsets;
+      const retryCounts = row.retry_counts;
       cursors.set(keyOf(row.partition_id, row.consumer_group), {
         pid: row.partition_id,
         group: row.consumer_group,
         committed: row.committed_offset,
-        settled: new Set(row.settled as number[]),
+        settled: new Set(row.settled),
         leaseEnd: row.lease_end,
         leaseId: row.lease_id,
-        released: new Set(row.released as number[]),
+        released: new Set(row.released),
         retries: new Map(retryOffsets.map((o, i) => [o, retryCounts[i]!])),
         retryLimit: row.retry_limit,
         changed: false,
@@ -515,6 +580,7 @@ async function planAcks(q: AckQuery, items: readonly AckItem[], leaseSpans: Leas
     } else {
       const attempts = (c.retries.get(off) ?? 0) + 1;
       c.retries.set(off, attempts);
+      if (c.retryLimit === null) throw new Error('acks: a failed ack was decided without the queue retry_limit');
       if (attempts > c.retryLimit) {
         c.settled.add(off);
         dead.push({ pid: c.pid, group: c.group, offset: off, error: it.error ?? null, attempts });
@@ -550,7 +616,7 @@ async function planAcks(q: AckQuery, items: readonly AckItem[], leaseSpans: Leas
 
   // Advance each changed cursor over its contiguous settled prefix; end a
   // lease whose every offset is settled or released.
-  const updates: Record<string, unknown>[] = [];
+  const updates: CursorUpdate[] = [];
   const endedLeases: string[] = [];
   for (const c of cursors.values()) {
     if (!c.changed) continue;
@@ -582,6 +648,27 @@ async function planAcks(q: AckQuery, items: readonly AckItem[], leaseSpans: Leas
     });
   }
   return { outcomes, releasedPartitions: [...releasedPartitions], endedLeases, expected, updates, dead };
+}
+
+/**
+ * The cursors the items' lease spans know, by cursor key; undefined when an
+ * item names no partition or no known lease, two items of one cursor know it
+ * differently, or a failed ack needs a retry_limit nobody read.
+ */
+function knownCursors(items: readonly AckItem[], leaseSpans: LeaseSpanLookup | undefined): Map<string, CursorRow> | undefined {
+  if (!leaseSpans) return undefined;
+  const out = new Map<string, CursorRow>();
+  for (const it of items) {
+    if (it.partitionId === undefined || it.leaseId === undefined) return undefined;
+    const row = leaseSpans(it.leaseId)?.cursor;
+    if (row?.partition_id !== it.partitionId || row.consumer_group !== it.consumerGroup) return undefined;
+    if (it.status === 'failed' && row.retry_limit === null) return undefined;
+    const key = keyOf(row.partition_id, row.consumer_group);
+    const seen = out.get(key);
+    if (seen && seen !== row) return undefined;
+    out.set(key, row);
+  }
+  return out;
 }
 
 async function writeDead(q: AckQuery, dead: readonly Dead[]): Promise<void> {

@@ -214,7 +214,31 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
       });
     }
   }
-  if (spanOffsets && complete && covered === to - from + 1)
-    out.leaseSpan = { pid, group: req.consumerGroup, from, to, offsets: spanOffsets };
+  if (spanOffsets && complete && covered === to - from + 1) {
+    out.leaseSpan = {
+      pid,
+      group: req.consumerGroup,
+      from,
+      to,
+      offsets: spanOffsets,
+      // What log_pop_v3 just wrote to the cursor, as far as its answer tells:
+      // the lease over (from - 1, to], the settled offsets inside the span
+      // (any beyond it are not returned) and no released ones. Retries are
+      // not returned either: guessed none. A wrong guess only costs the ack
+      // its read (acks.ts, ackOptimistic).
+      cursor: {
+        partition_id: pid,
+        consumer_group: req.consumerGroup,
+        committed_offset: from - 1,
+        settled: head.settled as number[],
+        lease_end: to,
+        lease_id: out.leaseId,
+        released: [],
+        retry_offsets: [],
+        retry_counts: [],
+        retry_limit: null,
+      },
+    };
+  }
   return out;
 }

@@ -1,5 +1,6 @@
 import anyTest, { type TestFn } from 'ava';
 import fc from 'fast-check';
+import pg from 'pg';
 import { QueenHttpError, type Message } from '../../src/client/index.js';
 import { ACK_STATUSES, ackOptimistic, applyAcks, type AckItem } from '../../src/engine/acks.js';
 import { type HttpStack, startHttpStack } from '../helpers/httpStack.js';
@@ -294,9 +295,12 @@ test('acks resolved against the decoded lease span of the pop answer exactly as 
         leaseId: b.lease === 'live' ? leaseId : b.lease === 'other' ? '00000000-0000-7000-8000-00000000abcd' : undefined,
       }));
       // Each route inside a transaction that is rolled back: its answers and
-      // the cursor row it leaves behind.
+      // the cursor row it leaves behind. The lease span's known cursor is put
+      // back too (an optimistic ack moves it when its write applies).
       const run = async (route: 'locked' | 'locked-sql' | 'optimistic') => {
         const client = await s.sql.connect();
+        const span = s.read.leases.get(leaseId)!;
+        const known = span.cursor;
         try {
           await client.query('BEGIN');
           const r =
@@ -312,6 +316,7 @@ test('acks resolved against the decoded lease span of the pop answer exactly as 
         } finally {
           await client.query('ROLLBACK');
           client.release();
+          span.cursor = known;
         }
       };
       const local = await run('locked');
@@ -339,6 +344,68 @@ test('acks resolved against the decoded lease span of the pop answer exactly as 
   t.deepEqual(await cursor(s, 'leasespan', 'g'), [{ committed: 0, leaseEnd: 19 }], 'every batch was rolled back');
 });
 
+test('an ack of a lease this broker popped is one round trip; a stale guess of its cursor costs a read, never a wrong answer', async (t) => {
+  const { s } = t.context;
+  await pushN(s, 'oneround', 6);
+  const pop = await s.read.pop({ queue: 'oneround', consumerGroup: 'g', batch: 6, subscriptionMode: 'all', autoAck: false }, 0);
+  t.is(pop.messages.length, 6);
+  const item = (i: number): AckItem => ({
+    consumerGroup: 'g',
+    status: 'completed',
+    partitionId: pop.partitionId!,
+    transactionId: pop.messages[i]!.transactionId,
+    leaseId: pop.leaseId!,
+  });
+  // Its own connection: the test pool (2 clients) stays free for the cursor reads.
+  const client = new pg.Client({ connectionString: s.db.url });
+  await client.connect();
+  try {
+    const sent: string[] = [];
+    const counting = new Proxy(client, {
+      get(target, prop, receiver) {
+        if (prop !== 'query') return Reflect.get(target, prop, receiver) as unknown;
+        return (text: string, values?: unknown[]) => {
+          sent.push(text.includes('log_ack_cas_v1') ? 'cas' : 'other');
+          return target.query(text, values);
+        };
+      },
+    });
+    const ack = async (items: AckItem[]) => {
+      sent.length = 0;
+      const r = await ackOptimistic(counting, items, s.read.leases.get);
+      if (typeof r === 'string') throw new Error(`ackOptimistic gave way: ${r}`);
+      return r.outcomes.map((o) => o.result);
+    };
+    // Right after the pop, and again after its own ack: the write alone.
+    t.deepEqual(await ack([item(0)]), ['acked']);
+    t.deepEqual(sent, ['cas']);
+    t.deepEqual(await ack([item(2)]), ['acked']);
+    t.deepEqual(sent, ['cas']);
+    // Another ack this broker did not see (its own transaction, straight
+    // through SQL, not through the counting proxy) moves the cursor: the
+    // guess is stale, the write refuses it, and the ack reads the row and
+    // decides again.
+    await client.query('BEGIN');
+    t.deepEqual(
+      (await applyAcks(client, [item(1)])).outcomes.map((o) => o.result),
+      ['acked'],
+    );
+    await client.query('COMMIT');
+    t.deepEqual(await ack([item(1), item(3)]), ['already_acked', 'acked']);
+    t.is(sent[0], 'cas', 'the guess was tried first');
+    t.is(sent.filter((x) => x === 'cas').length, 2);
+    t.is(sent.at(-1), 'cas');
+    t.true(sent.length > 2, 'the row was read between the two writes');
+    t.deepEqual(await cursor(s, 'oneround', 'g'), [{ committed: 3, leaseEnd: 5 }]);
+    // Learned from that write: one round trip again, to the end of the lease.
+    t.deepEqual(await ack([item(4), item(5)]), ['acked', 'acked']);
+    t.deepEqual(sent, ['cas']);
+    t.deepEqual(await cursor(s, 'oneround', 'g'), [{ committed: 5, leaseEnd: null }]);
+  } finally {
+    await client.end();
+  }
+});
+
 test('an optimistic ack writes only onto the cursor it read: a change in between makes it give way, and the locked ack answers', async (t) => {
   const { s } = t.context;
   await pushN(s, 'optimistic', 4);
@@ -352,8 +419,11 @@ test('an optimistic ack writes only onto the cursor it read: a change in between
     leaseId: pop.leaseId!,
   });
   // A real concurrent ack (its own connection, committed) lands between the
-  // optimistic ack's read of the cursor and its compare-and-set.
-  const client = await s.sql.connect();
+  // optimistic ack's read of the cursor and its compare-and-set. The
+  // optimistic ack gets a connection of its own, so the test pool (2
+  // clients) stays free for the cursor reads.
+  const client = new pg.Client({ connectionString: s.db.url });
+  await client.connect();
   try {
     let interleaved = 0;
     const racing = new Proxy(client, {
@@ -361,7 +431,10 @@ test('an optimistic ack writes only onto the cursor it read: a change in between
         if (prop !== 'query') return Reflect.get(target, prop, receiver) as unknown;
         return async (text: string, values?: unknown[]) => {
           if (typeof text === 'string' && text.includes('log_ack_cas_v1') && interleaved++ === 0) {
-            t.deepEqual((await s.read.ack([item(0)])).map((o) => o.result), ['acked']);
+            t.deepEqual(
+              (await s.read.ack([item(0)])).map((o) => o.result),
+              ['acked'],
+            );
           }
           return target.query(text, values);
         };
@@ -386,7 +459,7 @@ test('an optimistic ack writes only onto the cursor it read: a change in between
     );
     t.deepEqual(await cursor(s, 'optimistic', 'g'), [{ committed: 3, leaseEnd: null }]);
   } finally {
-    client.release();
+    await client.end();
   }
 });
 
