@@ -35,7 +35,9 @@ export function uuidv7Bytes(out: Buffer = Buffer.allocUnsafe(16), at = 0): Buffe
   out[at + 6] = 0x70 | ((counter >> 8) & 0x0f);
   out[at + 7] = counter & 0xff;
   out[at + 8] = 0x80 | (pool[poolAt]! & 0x3f);
-  pool.copy(out, at + 9, poolAt + 1, poolAt + 8);
+  // Seven bytes by hand: Buffer#copy crosses into C++ for each call, which
+  // cost more than the copy itself (~0.2 µs per id in the ingress profile).
+  for (let k = 1; k < 8; k++) out[at + 8 + k] = pool[poolAt + k]!;
   poolAt += 8;
   return out;
 }
