@@ -147,17 +147,6 @@ WHERE EXISTS (
   WHERE ls.partition_id = x.pid AND ls.base_offset <= x.c AND ls.base_offset + k <= x.c
     AND substring(ls.blob FROM 6 + 16 * k FOR 16) = substring($3::bytea FROM (x.ord::integer - 1) * 16 + 1 FOR 16))`;
 
-const UPDATE_SQL = `UPDATE queen.log_cursors c
-SET committed_offset = u.committed_offset, settled = u.settled, released = u.released,
-    retry_offsets = u.retry_offsets, retry_counts = u.retry_counts,
-    lease_end = u.lease_end,
-    lease_id = CASE WHEN u.lease_end IS NULL THEN NULL ELSE c.lease_id END,
-    lease_expires_at = CASE WHEN u.lease_end IS NULL THEN NULL ELSE c.lease_expires_at END,
-    worker_id = CASE WHEN u.lease_end IS NULL THEN NULL ELSE c.worker_id END
-FROM jsonb_to_recordset($1::jsonb) AS u (partition_id bigint, consumer_group text, committed_offset bigint, settled bigint[],
-     released bigint[], retry_offsets bigint[], retry_counts integer[], lease_end bigint)
-WHERE c.partition_id = u.partition_id AND c.consumer_group = u.consumer_group`;
-
 // A dead letter keeps a copy of its frame (decoded by log_read_v1).
 const DEAD_SQL = `INSERT INTO queen.log_dead_letters (partition_id, consumer_group, msg_offset, message_id, transaction_id, trace_context, payload, error, attempts)
 SELECT u.pid, u.grp, u.off, r.message_id, r.transaction_id, r.trace_context, r.payload, u.err, u.attempts
@@ -341,7 +330,15 @@ type CursorUpdate = Omit<CursorRow, 'lease_id' | 'retry_limit'>;
 export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[], leaseSpans?: LeaseSpanLookup): Promise<AppliedAcks> {
   const q = queryOn(client);
   const plan = (await planAcks(q, items, leaseSpans, 'lock'))!;
-  if (plan.updates.length > 0) await q(UPDATE_SQL, [JSON.stringify(plan.updates)], 'advancing cursors');
+  // The same write as the optimistic ack's. Under the row locks just taken
+  // the cursors cannot differ from what was read; the queue's retry_limit is
+  // not locked, so it is not compared (a change racing the ack applies from
+  // the next one, as it always did).
+  if (plan.updates.length > 0) {
+    const expected = plan.expected.map((e) => ({ ...e, retry_limit: null }));
+    const r = await q(CAS_SQL, [JSON.stringify(expected), JSON.stringify(plan.updates)], 'advancing cursors');
+    if (r.rows[0]?.applied !== true) throw new Error('acks: a cursor changed under its row lock');
+  }
   if (plan.dead.length > 0) await writeDead(q, plan.dead);
   return { outcomes: plan.outcomes, releasedPartitions: plan.releasedPartitions, endedLeases: plan.endedLeases };
 }
