@@ -344,11 +344,10 @@ test('acks resolved against the decoded lease span of the pop answer exactly as 
   t.deepEqual(await cursor(s, 'leasespan', 'g'), [{ committed: 0, leaseEnd: 19 }], 'every batch was rolled back');
 });
 
-test('an ack of a lease this broker popped is one round trip; a stale guess of its cursor costs a read, never a wrong answer', async (t) => {
-  const { s } = t.context;
-  await pushN(s, 'oneround', 6);
-  const pop = await s.read.pop({ queue: 'oneround', consumerGroup: 'g', batch: 6, subscriptionMode: 'all', autoAck: false }, 0);
-  t.is(pop.messages.length, 6);
+/** Pushes `n` messages, pops them under one lease of group g, and makes ack items for them (transactionId, partition, lease). */
+async function leasedBatch(s: HttpStack, queue: string, n: number) {
+  await pushN(s, queue, n);
+  const pop = await s.read.pop({ queue, consumerGroup: 'g', batch: n, subscriptionMode: 'all', autoAck: false }, 0);
   const item = (i: number): AckItem => ({
     consumerGroup: 'g',
     status: 'completed',
@@ -356,19 +355,33 @@ test('an ack of a lease this broker popped is one round trip; a stale guess of i
     transactionId: pop.messages[i]!.transactionId,
     leaseId: pop.leaseId!,
   });
+  return { pop, item };
+}
+
+/** `client`, calling `before` with each statement's text before sending it. */
+function beforeEachQuery(client: pg.Client, before: (text: string) => Promise<void> | void): pg.Client {
+  return new Proxy(client, {
+    get(target, prop, receiver) {
+      if (prop !== 'query') return Reflect.get(target, prop, receiver) as unknown;
+      return async (text: string, values?: unknown[]) => {
+        await before(text);
+        return target.query(text, values);
+      };
+    },
+  });
+}
+
+test('an ack of a lease this broker popped is one round trip; a stale guess of its cursor costs a read, never a wrong answer', async (t) => {
+  const { s } = t.context;
+  const { pop, item } = await leasedBatch(s, 'oneround', 6);
+  t.is(pop.messages.length, 6);
   // Its own connection: the test pool (2 clients) stays free for the cursor reads.
   const client = new pg.Client({ connectionString: s.db.url });
   await client.connect();
   try {
     const sent: string[] = [];
-    const counting = new Proxy(client, {
-      get(target, prop, receiver) {
-        if (prop !== 'query') return Reflect.get(target, prop, receiver) as unknown;
-        return (text: string, values?: unknown[]) => {
-          sent.push(text.includes('log_ack_cas_v1') ? 'cas' : 'other');
-          return target.query(text, values);
-        };
-      },
+    const counting = beforeEachQuery(client, (text) => {
+      sent.push(text.includes('log_ack_cas_v1') ? 'cas' : 'other');
     });
     const ack = async (items: AckItem[]) => {
       sent.length = 0;
@@ -408,16 +421,8 @@ test('an ack of a lease this broker popped is one round trip; a stale guess of i
 
 test('an optimistic ack writes only onto the cursor it read: a change in between makes it give way, and the locked ack answers', async (t) => {
   const { s } = t.context;
-  await pushN(s, 'optimistic', 4);
-  const pop = await s.read.pop({ queue: 'optimistic', consumerGroup: 'g', batch: 4, subscriptionMode: 'all', autoAck: false }, 0);
+  const { pop, item } = await leasedBatch(s, 'optimistic', 4);
   t.is(pop.messages.length, 4);
-  const item = (i: number): AckItem => ({
-    consumerGroup: 'g',
-    status: 'completed',
-    partitionId: pop.partitionId!,
-    transactionId: pop.messages[i]!.transactionId,
-    leaseId: pop.leaseId!,
-  });
   // A real concurrent ack (its own connection, committed) lands between the
   // optimistic ack's read of the cursor and its compare-and-set. The
   // optimistic ack gets a connection of its own, so the test pool (2
@@ -426,19 +431,13 @@ test('an optimistic ack writes only onto the cursor it read: a change in between
   await client.connect();
   try {
     let interleaved = 0;
-    const racing = new Proxy(client, {
-      get(target, prop, receiver) {
-        if (prop !== 'query') return Reflect.get(target, prop, receiver) as unknown;
-        return async (text: string, values?: unknown[]) => {
-          if (typeof text === 'string' && text.includes('log_ack_cas_v1') && interleaved++ === 0) {
-            t.deepEqual(
-              (await s.read.ack([item(0)])).map((o) => o.result),
-              ['acked'],
-            );
-          }
-          return target.query(text, values);
-        };
-      },
+    const racing = beforeEachQuery(client, async (text) => {
+      if (text.includes('log_ack_cas_v1') && interleaved++ === 0) {
+        t.deepEqual(
+          (await s.read.ack([item(0)])).map((o) => o.result),
+          ['acked'],
+        );
+      }
     });
     t.is(await ackOptimistic(racing, [item(0), item(1)]), 'conflict');
     t.is(interleaved, 1);
