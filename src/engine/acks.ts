@@ -336,8 +336,8 @@ export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[]
   // the next one, as it always did).
   if (plan.updates.length > 0) {
     const expected = plan.expected.map((e) => ({ ...e, retry_limit: null }));
-    const r = await q(CAS_SQL, [JSON.stringify(expected), JSON.stringify(plan.updates)], 'advancing cursors');
-    if (r.rows[0]?.applied !== true) throw new Error('acks: a cursor changed under its row lock');
+    // No lease spans: this transaction may still roll back (/transaction).
+    if (!(await compareAndSet(q, { ...plan, expected }, undefined))) throw new Error('acks: a cursor changed under its row lock');
   }
   if (plan.dead.length > 0) await writeDead(q, plan.dead);
   return { outcomes: plan.outcomes, releasedPartitions: plan.releasedPartitions, endedLeases: plan.endedLeases };
