@@ -304,6 +304,7 @@ test.serial('two brokers never run retention at once: one leader, the other take
   await configureQueue(sql, 'lead', { retentionSeconds: 60 }, 'merge');
   const running: string[] = [];
   let overlap = 0;
+  const passes = new Map<string, number>();
   const mk = (name: string) =>
     new RetentionService({
       connectionString: t.context.db.url,
@@ -313,6 +314,7 @@ test.serial('two brokers never run retention at once: one leader, the other take
       onStep: () => {
         running.push(name);
       },
+      onPass: () => void passes.set(name, (passes.get(name) ?? 0) + 1),
     });
   const s1 = mk('s1');
   const s2 = mk('s2');
@@ -331,8 +333,8 @@ test.serial('two brokers never run retention at once: one leader, the other take
         )
       ).rows[0].n,
     );
-  // Both services' automatic first passes (at start) are over before anything is aged: a runOnce queues behind them.
-  await Promise.all([s1.runOnce(), s2.runOnce()]);
+  // Both services' automatic first passes (at start) are over before anything is aged (see leading()).
+  await waitFor('both automatic first passes', () => passes.get('s1') === 1 && passes.get('s2') === 1);
   for (let round = 0; round < 3; round++) {
     for (let i = 0; i < 6; i++) await b.writer.push([item('lead', `p${i}`, `l-${round}-${i}`)]);
     for (let i = 0; i < 6; i++) await age(sql, 'lead', `p${i}`, 1_000_000, 120, 'segments');
