@@ -45,6 +45,12 @@ export interface RetentionServiceOptions {
   onStep?: (partitionId: number, result: RetentionStepResult, elapsedMs: number) => void;
   /** Called right before a step is sent (tests observe which steps overlap). */
   onStepBegin?: (partitionId: number) => void;
+  /**
+   * Called after every pass that returned, the loop's own and runOnce()'s
+   * alike. Tests wait with it for the automatic pass at start to be over: a
+   * runOnce() called right after start() runs before that pass, not after it.
+   */
+  onPass?: (summary: PassSummary) => void;
 }
 
 export interface PassSummary {
@@ -147,7 +153,11 @@ export class RetentionService extends Component {
       ...(opts.onVacuum ? { onVacuum: opts.onVacuum } : {}),
     });
     this.loop = new SerialLoop(
-      () => this.pass(),
+      async () => {
+        const sum = await this.pass();
+        this.opts.onPass?.(sum);
+        return sum;
+      },
       (o) => {
         if (!o.ok) {
           this.failures.inc();

@@ -9,7 +9,7 @@ import { canVacuumLogTables } from '../../src/engine/retentionStore.js';
 import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
 import { LogVacuum } from '../../src/retention/logVacuum.js';
-import { RETENTION_FENCE_KEY, RETENTION_LOCK_KEY, RetentionService } from '../../src/retention/retentionService.js';
+import { RETENTION_FENCE_KEY, RETENTION_LOCK_KEY, RetentionService, type PassSummary } from '../../src/retention/retentionService.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { uuidToString } from '../../src/util/uuidv7.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -304,6 +304,7 @@ test.serial('two brokers never run retention at once: one leader, the other take
   await configureQueue(sql, 'lead', { retentionSeconds: 60 }, 'merge');
   const running: string[] = [];
   let overlap = 0;
+  const passes = new Map<string, number>();
   const mk = (name: string) =>
     new RetentionService({
       connectionString: t.context.db.url,
@@ -313,6 +314,7 @@ test.serial('two brokers never run retention at once: one leader, the other take
       onStep: () => {
         running.push(name);
       },
+      onPass: () => void passes.set(name, (passes.get(name) ?? 0) + 1),
     });
   const s1 = mk('s1');
   const s2 = mk('s2');
@@ -331,8 +333,8 @@ test.serial('two brokers never run retention at once: one leader, the other take
         )
       ).rows[0].n,
     );
-  // Both services' automatic first passes (at start) are over before anything is aged: a runOnce queues behind them.
-  await Promise.all([s1.runOnce(), s2.runOnce()]);
+  // Both services' automatic first passes (at start) are over before anything is aged (see leading()).
+  await waitFor('both automatic first passes', () => passes.get('s1') === 1 && passes.get('s2') === 1);
   for (let round = 0; round < 3; round++) {
     for (let i = 0; i < 6; i++) await b.writer.push([item('lead', `p${i}`, `l-${round}-${i}`)]);
     for (let i = 0; i < 6; i++) await age(sql, 'lead', `p${i}`, 1_000_000, 120, 'segments');
@@ -363,17 +365,25 @@ test.serial('two brokers never run retention at once: one leader, the other take
 
 /**
  * A running retention service whose own first pass (at start) is over, so
- * every pass below is the test's own runOnce().
+ * every pass below is the test's own runOnce(). Waited for through onPass
+ * (which also counts a pass that was fenced out), never with a runOnce():
+ * one called right after start() runs BEFORE the automatic pass, whose timer
+ * has not fired yet, and that pass then runs between the test's own passes.
  */
 async function leading(
   t: ExecutionContext<Ctx>,
   opts: Omit<ConstructorParameters<typeof RetentionService>[0], 'connectionString' | 'intervalMs' | 'metrics'>,
 ) {
   const metrics = new MetricsRegistry();
-  const svc = new RetentionService({ connectionString: t.context.db.url, intervalMs: 3_600_000, metrics, ...opts });
+  let passes = 0;
+  const onPass = (s: PassSummary) => {
+    passes++;
+    opts.onPass?.(s);
+  };
+  const svc = new RetentionService({ connectionString: t.context.db.url, intervalMs: 3_600_000, metrics, ...opts, onPass });
   await svc.start();
   t.teardown(() => svc.stop());
-  await waitFor('the first automatic pass', () => metrics.counter('queen_retention_passes_total', '').get() >= 1);
+  await waitFor('the first automatic pass', () => passes >= 1);
   return Object.assign(svc, { metrics });
 }
 
@@ -536,13 +546,25 @@ test.serial('a new leader steps only after every step session of an earlier lead
   };
   t.teardown(release);
   await stale.query('SELECT pg_advisory_lock_shared($1::bigint)', [RETENTION_FENCE_KEY.toString()]);
-  const svc = await retention(t, 100);
+  // Its automatic pass at start is over before the test's own: queued between
+  // them, it would find the fence free after the release and take the segments.
+  const passes: PassSummary[] = [];
+  const svc = await leading(t, { batchRows: 100, onPass: (s) => passes.push(s) });
   const fencedOut = await svc.runOnce();
   t.true(fencedOut.leader, 'it won the leader lock');
   t.is(fencedOut.steps, 0, 'but runs no step while the stale session holds the fence');
+  t.deepEqual(
+    passes.map((p) => [p.leader, p.steps]),
+    [
+      [true, 0],
+      [true, 0],
+    ],
+    'the pass at start was fenced out as well',
+  );
   t.is((await partitionState(sql, pid!)).logStart, 0);
   await release();
   const r = await svc.runOnce();
+  t.is(passes.length, 3, "no pass but the test's own ran after the release");
   t.is(r.segmentsRemoved, 3);
   t.is((await partitionState(sql, pid!)).logStart, 3);
 });
