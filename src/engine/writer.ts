@@ -118,7 +118,7 @@ interface Planned {
   frames: Leader[];
   hinted: Leader[];
   /** For each hinted leader (same order), the offsets named for it. */
-  named: number[][];
+  named: (readonly number[])[];
   input: SegmentInput;
 }
 
@@ -342,10 +342,8 @@ export class LogWriter {
       const p = plans[i]!;
       this.directory.noteWindow(g.partitionId, o.windowSeconds);
       const itemAt = (k: number): Leader => (k < p.frames.length ? p.frames[k]! : p.hinted[k - p.frames.length]!);
-      const settled = new Set<Leader>();
       for (const d of o.duplicates) {
         const l = itemAt(d.index);
-        settled.add(l);
         results[l.index] = {
           status: 'duplicate',
           id: d.id,
@@ -377,6 +375,7 @@ export class LogWriter {
         if (set === undefined) g.refuted.set(l, (set = new Set()));
         for (const off of p.named[k - p.frames.length] ?? []) set.add(off);
       }
+      const settled = new Set<Leader>(o.duplicates.map((d) => itemAt(d.index)));
       const remaining = g.leaders.filter((l) => !settled.has(l));
       if (remaining.length > 0) again.push({ ...g, windowSeconds: o.windowSeconds, leaders: remaining });
     });
@@ -394,12 +393,15 @@ export class LogWriter {
  */
 function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
   const hits = vouch.verified >= 0 ? vouch.hits : undefined;
-  const named = new Map<number, number[]>();
+  // Leader index -> its named offsets. The cache hands each hit a fresh
+  // array that nothing else keeps, so it is used as it is (a refuted offset
+  // filters into a new one).
+  const named = new Map<number, readonly number[]>();
   if (hits !== undefined) {
     for (const h of hits) {
       const refuted = g.refuted.get(g.leaders[h.index]!);
       const offs = refuted === undefined ? h.offsets : h.offsets.filter((o) => !refuted.has(o));
-      if (offs.length > 0) named.set(h.index, [...offs]);
+      if (offs.length > 0) named.set(h.index, offs);
     }
   }
   const base: Omit<SegmentInput, 'count' | 'expected' | 'hashes' | 'blob' | 'runs'> = {
@@ -417,23 +419,30 @@ function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
   }
   const frames: Leader[] = [];
   const hinted: Leader[] = [];
-  const offsetsOf: number[][] = [];
-  g.leaders.forEach((l, i) => {
+  const offsetsOf: (readonly number[])[] = [];
+  const leaders = g.leaders;
+  const isHinted = new Uint8Array(leaders.length);
+  for (let i = 0; i < leaders.length; i++) {
     const offs = named.get(i);
-    if (offs === undefined) frames.push(l);
+    if (offs === undefined) frames.push(leaders[i]!);
     else {
-      hinted.push(l);
+      isHinted[i] = 1;
+      hinted.push(leaders[i]!);
       offsetsOf.push(offs);
     }
-  });
-  // The same hashes, reordered: frames first, then hinted items.
-  const hashes = Buffer.allocUnsafe(g.leaders.length * HASH_BYTES);
+  }
+  // The same hashes, reordered: frames first, then hinted items. Copied
+  // byte by byte: a Buffer#copy call per 16 bytes cost more than the bytes
+  // (one call into C++ per leader of every hinted segment).
+  const hashes = Buffer.allocUnsafe(leaders.length * HASH_BYTES);
+  const src = seg.hashes;
   let f = 0;
   let h = frames.length;
-  g.leaders.forEach((_, i) => {
-    const to = (named.has(i) ? h++ : f++) * HASH_BYTES;
-    seg.hashes.copy(hashes, to, i * HASH_BYTES, i * HASH_BYTES + HASH_BYTES);
-  });
+  for (let i = 0; i < leaders.length; i++) {
+    const to = (isHinted[i] === 1 ? h++ : f++) * HASH_BYTES;
+    const from = i * HASH_BYTES;
+    for (let b = 0; b < HASH_BYTES; b++) hashes[to + b] = src[from + b]!;
+  }
   const runs: HintRun[] = [];
   offsetsOf.forEach((offs, j) => {
     const item = frames.length + j;
