@@ -8,7 +8,7 @@ import {
   HOT_TAIL_HASHES,
   UNKNOWN_OFFSET_DELTA,
 } from './constants.js';
-import { compareAt, mergeSortedTail, scanContains, sortedContains, sortedIndexOf, viewOf } from './hashRecords.js';
+import { compareAt, lowerBound, mergeSortedTail, scanContains, sortedContains, sortedIndexOf, viewOf } from './hashRecords.js';
 
 /** An immutable, sorted block of exactly BLOCK_HASHES hashes (one 64 KiB Buffer). */
 export interface SealedBlock {
@@ -235,6 +235,54 @@ export class BlockRing {
     return known;
   }
 
+  /**
+   * collectInRange for many queries at once: every offset at which the units
+   * meeting [lo, hi] hold query `order[k]` (k < n; the hash of item i is at
+   * byte i * 16 of `q`, and `order` lists items in ascending hash order) is
+   * pushed to out[i] (created on first use; unordered, as collectInRange).
+   * Returns false when an occurrence's offset is not representable.
+   *
+   * Same units and same occurrences as n calls of collectInRange (its
+   * completeness argument holds unit by unit); the difference is the walk. A
+   * bloom generation can span dozens of sealed blocks (a hydrated history
+   * goes into one large generation), and a replay's hits all name it: one
+   * query at a time, each block cost a few cache misses per query (~11 us per
+   * hit over 53 blocks, measured). Queries in ascending order walk each block
+   * once, forwards, each starting where the previous one stopped.
+   */
+  collectManyInRange(q: DataView, order: Int32Array, n: number, lo: number, hi: number, out: (number[] | undefined)[]): boolean {
+    const blocks = this.blocks;
+    let known = true;
+    for (let b = this.firstBlockReaching(lo); b < blocks.length; b++) {
+      const blk = blocks[b]!;
+      if (blk.minOffset > hi) return known;
+      if (!collectSortedMany(blk.view, BLOCK_HASHES, blk.offsets, blk.minOffset, q, order, n, out)) known = false;
+    }
+    const hv = this.hotView;
+    if (hv !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo) {
+      const offs = this.hotOffsets!;
+      const base = this.hotMinOffset;
+      if (!collectSortedMany(hv, this.hotSorted, offs, base, q, order, n, out)) known = false;
+      // The tail, in arrival order: a linear scan per query (as collectInRange).
+      const end = this.hotCount * HASH_BYTES;
+      for (let k = 0; k < n; k++) {
+        const i = order[k]!;
+        const qo = i * HASH_BYTES;
+        const q0 = q.getUint32(qo);
+        const q1 = q.getUint32(qo + 4);
+        const q2 = q.getUint32(qo + 8);
+        const q3 = q.getUint32(qo + 12);
+        for (let o = this.hotSorted * HASH_BYTES; o < end; o += HASH_BYTES) {
+          if (hv.getUint32(o) !== q0 || hv.getUint32(o + 4) !== q1 || hv.getUint32(o + 8) !== q2 || hv.getUint32(o + 12) !== q3) continue;
+          const d = offs[o / HASH_BYTES]!;
+          if (d === UNKNOWN_OFFSET_DELTA) known = false;
+          else (out[i] ??= []).push(base + d);
+        }
+      }
+    }
+    return known;
+  }
+
   /** Index of the first sealed block whose span reaches offset `lo` (blocks are in offset order): binary search. */
   private firstBlockReaching(lo: number): number {
     const blocks = this.blocks;
@@ -313,6 +361,41 @@ export class BlockRing {
       maxCreatedMs: this.hotMaxCreatedMs,
     };
   }
+}
+
+/**
+ * collectSorted for queries in ascending hash order (see collectManyInRange):
+ * each query's first equal record is the lower bound from where the previous
+ * query's search ended (equal queries find the same records: the start does
+ * not pass them), and its occurrences follow it.
+ */
+function collectSortedMany(
+  view: DataView,
+  count: number,
+  offsets: Uint32Array,
+  minOffset: number,
+  q: DataView,
+  order: Int32Array,
+  n: number,
+  out: (number[] | undefined)[],
+): boolean {
+  let known = true;
+  let from = 0;
+  for (let k = 0; k < n && from < count; k++) {
+    const i = order[k]!;
+    const qo = i * HASH_BYTES;
+    const q0 = q.getUint32(qo);
+    const q1 = q.getUint32(qo + 4);
+    const q2 = q.getUint32(qo + 8);
+    const q3 = q.getUint32(qo + 12);
+    from = lowerBound(view, from, count, q0, q1, q2, q3);
+    for (let j = from; j < count && compareAt(view, j * HASH_BYTES, q0, q1, q2, q3) === 0; j++) {
+      const d = offsets[j]!;
+      if (d === UNKNOWN_OFFSET_DELTA) known = false;
+      else (out[i] ??= []).push(minOffset + d);
+    }
+  }
+  return known;
 }
 
 /**

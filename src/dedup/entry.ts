@@ -1,7 +1,7 @@
 import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS } from './constants.js';
 import { BlockRing } from './blockRing.js';
 import { BloomFront } from './bloomFront.js';
-import { readWords, viewOf } from './hashRecords.js';
+import { compareAcross, readWords, viewOf } from './hashRecords.js';
 
 /** One row of queen.log_txns as the hydration fetch returns it. */
 export interface TxnRow {
@@ -299,36 +299,52 @@ export class PartitionEntry {
     const front = this.front;
     const top = front.generations - 1;
     const view = viewOf(hashes);
-    let known = true;
+    // 1. Bloom: every generation answering "maybe" for each item (its items
+    //    listed per generation); an item with none is a definitive miss.
+    const perGen: (number[] | undefined)[] = [];
+    const maybeItems: number[] = [];
     for (let i = 0; i < count; i++) {
       const w = readWords(view, i * HASH_BYTES);
       const w0 = w[0]!;
       const w1 = w[1]!;
       const w2 = w[2]!;
-      const w3 = w[3]!;
       let g = front.nextMaybe(w0, w1, w2, top);
       if (g < 0) {
         stats.localMisses++;
         continue;
       }
       stats.bloomMaybe++;
-      let offsets: number[] | undefined;
-      let searched = 0;
+      maybeItems.push(i);
       while (g >= 0) {
-        const before = offsets?.length ?? 0;
-        offsets ??= [];
-        if (!ring.collectInRange(w0, w1, w2, w3, front.minOffsetOf(g), front.maxOffsetOf(g), offsets)) known = false;
-        if (offsets.length > before) searched++;
+        (perGen[g] ??= []).push(i);
         g = front.nextMaybe(w0, w1, w2, g - 1);
       }
-      if (offsets === undefined || offsets.length === 0) {
+    }
+    if (maybeItems.length === 0) return true;
+    // 2. Exact store: per generation, its items in ascending hash order in
+    //    one walk over the units its offset range meets. The same units as
+    //    one search per (item, generation), so the same occurrences.
+    const found: (number[] | undefined)[] = new Array<number[] | undefined>(count);
+    let known = true;
+    for (let g = 0; g < perGen.length; g++) {
+      const items = perGen[g];
+      if (items === undefined) continue;
+      const order = Int32Array.from(items);
+      if (order.length > 1) order.sort((x, y) => compareAcross(view, x * HASH_BYTES, view, y * HASH_BYTES));
+      if (!ring.collectManyInRange(view, order, order.length, front.minOffsetOf(g), front.maxOffsetOf(g), found)) known = false;
+    }
+    // 3. Hits in item order, offsets ascending and distinct (overlapping
+    //    generations may find one occurrence twice).
+    for (const i of maybeItems) {
+      const offsets = found[i];
+      if (offsets === undefined) {
         stats.bloomFalsePositives++;
         stats.localMisses++;
         continue;
       }
       stats.localHits++;
-      if (searched > 1 || offsets.length > 1) {
-        offsets.sort((a, b) => a - b);
+      if (offsets.length > 1) {
+        offsets.sort((x, y) => x - y);
         let k = 0;
         for (let j = 0; j < offsets.length; j++) if (j === 0 || offsets[j] !== offsets[k - 1]) offsets[k++] = offsets[j]!;
         offsets.length = k;

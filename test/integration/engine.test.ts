@@ -180,16 +180,29 @@ test('log_push_v5 refuses malformed hint runs for the whole bundle, naming the s
     sql.query(
       `SELECT * FROM queen.log_push_v5($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea,
                                        $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])`,
-      [ids, [-1, -1], [3600, 3600], [1, 1], [0, 1], Buffer.alloc(48, 7), [0, 0], Buffer.alloc(0), runCounts, runItems, runItems.map(() => 0), runItems.map(() => 1)],
+      [
+        ids,
+        [-1, -1],
+        [3600, 3600],
+        [1, 1],
+        [0, 1],
+        Buffer.alloc(48, 7),
+        [0, 0],
+        Buffer.alloc(0),
+        runCounts,
+        runItems,
+        runItems.map(() => 0),
+        runItems.map(() => 1),
+      ],
     );
   // The run of segment 1 names item 0, a frame of that segment, not one of its expected duplicates.
   const bad = await t.throwsAsync(call([0, 1], [0]));
   t.is((bad as { code?: string }).code, '22023');
-  t.regex(bad!.message, /segment 1 has malformed hint runs/);
+  t.regex(bad.message, /segment 1 has malformed hint runs/);
   // A run no segment claims.
   const stray = await t.throwsAsync(call([0, 0], [1]));
   t.is((stray as { code?: string }).code, '22023');
-  t.regex(stray!.message, /1 hint runs belong to no segment/);
+  t.regex(stray.message, /1 hint runs belong to no segment/);
   t.deepEqual(await counts(t, 'badruns', 'a'), { lastOffset: 0, segments: 1, txns: 1 });
   t.deepEqual(await counts(t, 'badruns', 'b'), { lastOffset: 0, segments: 1, txns: 1 });
 });

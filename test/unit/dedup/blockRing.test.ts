@@ -2,7 +2,7 @@ import test from 'ava';
 import fc from 'fast-check';
 import { BlockRing } from '../../../src/dedup/blockRing.js';
 import { BLOCK_BYTES, BLOCK_HASHES, HOT_TAIL_HASHES } from '../../../src/dedup/constants.js';
-import { isSorted, readWords, sortRecordsInPlace, viewOf } from '../../../src/dedup/hashRecords.js';
+import { compareAcross, isSorted, lowerBound, readWords, sortRecordsInPlace, viewOf } from '../../../src/dedup/hashRecords.js';
 import { hashAt, hashRun } from './helpers.js';
 
 function has(ring: BlockRing, hash: Buffer, at = 0): boolean {
@@ -204,11 +204,76 @@ test('block ring: the hot buffer stays a sorted prefix plus a short tail, and ev
             for (const o of occ) if (o >= lo && o <= hi && !got.includes(o)) return false;
             for (const o of got) if (!occ.includes(o)) return false;
           }
+          // collectManyInRange: the same occurrences as one collectInRange
+          // per query, for queries in hash order (one of them twice).
+          const picks = Array.from({ length: 1 + (seed % 40) }, (_, k) => (Math.imul(seed + 7 * k, 0x85ebca6b) >>> 0) % poolSize);
+          picks.push(picks[0]!);
+          const qbuf = Buffer.alloc(picks.length * 16);
+          picks.forEach((pick, k) => pool.copy(qbuf, k * 16, pick * 16, pick * 16 + 16));
+          const qv = viewOf(qbuf);
+          const order = Int32Array.from(picks.keys()).sort((x, y) => compareAcross(qv, x * 16, qv, y * 16));
+          const lo = seed % Math.max(1, offset);
+          const hi = lo + (seed % 5000);
+          const many: (number[] | undefined)[] = [];
+          if (!ring.collectManyInRange(qv, order, order.length, lo, hi, many)) return false;
+          for (let k = 0; k < picks.length; k++) {
+            const w = readWords(qv, k * 16);
+            const one: number[] = [];
+            if (!ring.collectInRange(w[0]!, w[1]!, w[2]!, w[3]!, lo, hi, one)) return false;
+            if (
+              JSON.stringify([...new Set(one)].sort((a, b) => a - b)) !== JSON.stringify([...new Set(many[k] ?? [])].sort((a, b) => a - b))
+            )
+              return false;
+          }
         }
         return true;
       },
     ),
     { numRuns: 60 },
+  );
+  t.pass();
+});
+
+test('lowerBound finds the first record at or above the query from any start, on uniform and on clustered first words (property)', (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(fc.integer({ min: 0, max: 2 ** 32 - 1 }), fc.integer({ min: 0, max: 3 })), { minLength: 0, maxLength: 600 }),
+      fc.boolean(),
+      fc.array(fc.tuple(fc.integer({ min: 0, max: 2 ** 32 - 1 }), fc.integer({ min: 0, max: 3 })), { minLength: 1, maxLength: 20 }),
+      fc.nat(),
+      (recs, clustered, queries, fromSeed) => {
+        // Clustered: every first word in a narrow band, so the uniform guess is far off.
+        const word = (w: number) => (clustered ? 0x7fff0000 + (w % 64) : w);
+        const buf = Buffer.alloc(recs.length * 16);
+        recs.forEach(([w, lo], i) => {
+          buf.writeUInt32BE(word(w), i * 16);
+          buf.writeUInt32BE(lo, i * 16 + 12);
+        });
+        sortRecordsInPlace(buf, recs.length);
+        const v = viewOf(buf);
+        const q = Buffer.alloc(16);
+        for (const [w, lo] of queries) {
+          q.fill(0);
+          q.writeUInt32BE(word(w), 0);
+          q.writeUInt32BE(lo, 12);
+          const qw = readWords(viewOf(q), 0);
+          const from = recs.length === 0 ? 0 : fromSeed % (recs.length + 1);
+          let expect = from;
+          while (expect < recs.length && compareAcross(v, expect * 16, viewOf(q), 0) < 0) expect++;
+          if (lowerBound(v, from, recs.length, qw[0]!, qw[1]!, qw[2]!, qw[3]!) !== expect) return false;
+        }
+        // A query equal to a stored record, from 0: the first of its equals.
+        if (recs.length > 0) {
+          const k = fromSeed % recs.length;
+          const qw = readWords(v, k * 16);
+          let first = k;
+          while (first > 0 && compareAcross(v, (first - 1) * 16, v, k * 16) === 0) first--;
+          if (lowerBound(v, 0, recs.length, qw[0]!, qw[1]!, qw[2]!, qw[3]!) !== first) return false;
+        }
+        return true;
+      },
+    ),
+    { numRuns: 300 },
   );
   t.pass();
 });
