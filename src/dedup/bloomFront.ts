@@ -35,6 +35,8 @@ interface Generation {
  */
 export class BloomFront {
   private readonly gens: Generation[] = [];
+  /** Highest tier a new generation may take (limitTiers: a hydration). */
+  private maxTier = BLOOM_TIERS.length - 1;
 
   /**
    * @param windowMs the partition's window, for the rate-aware tier choice.
@@ -86,13 +88,42 @@ export class BloomFront {
    * by max created time, whatever the capacities.
    */
   private nextTier(full: Generation): number {
-    const top = BLOOM_TIERS.length - 1;
+    const top = this.maxTier;
     const k = this.minGensPerWindow;
     if (k <= 0) return Math.min(full.tier + 1, top);
     const fill = Math.max(0, full.maxCreatedMs - full.firstCreatedMs);
     if (full.tier < top && fill * 8 * k <= this.windowMs) return full.tier + 1;
-    if (full.tier > 0 && fill * k > this.windowMs) return full.tier - 1;
-    return full.tier;
+    if (full.tier > 0 && fill * k > this.windowMs) return Math.min(full.tier - 1, top);
+    return Math.min(full.tier, top);
+  }
+
+  /**
+   * A hydration of `total` hashes is about to be added: until unlimitTiers(),
+   * a new generation takes at most the 32 768-hash tier (8 sealed blocks),
+   * or the smallest tier that keeps the window within the rule's 8K
+   * generations.
+   *
+   * Why: the rate-aware rule reads a rate from commit times, and a hydration
+   * replays a window's hashes in one go, often with equal or close commit
+   * times (a bulk load, a burst), so it reads an unbounded rate and climbs
+   * to the largest tier: a 190 k-hash window went into one 262 144-hash
+   * generation spanning 53 sealed blocks. A miss reads one bloom block per
+   * generation, but a hit searches every sealed block of its generation's
+   * span: measured ~8-11 us per hit there, ~2 us with generations of at most
+   * 32 768 hashes (misses 0.14-0.2 -> 0.34-0.5 us; 3 -> 8 generations).
+   * Hydration knows the count, so it bounds both: spans of at most 8 blocks
+   * while that leaves at most 8K generations, larger tiers only beyond.
+   * Live appends afterwards are tiered by rate again.
+   */
+  limitTiers(total: number): void {
+    const k = this.minGensPerWindow;
+    if (k <= 0) return;
+    let t = Math.min(1, BLOOM_TIERS.length - 1);
+    while (t + 1 < BLOOM_TIERS.length && total > BLOOM_TIERS[t]! * 8 * k) t++;
+    this.maxTier = t;
+  }
+  unlimitTiers(): void {
+    this.maxTier = BLOOM_TIERS.length - 1;
   }
 
   /** false = the hash is in no live generation (definitive); true = maybe. */

@@ -150,12 +150,14 @@ export class PartitionEntry {
     const e = new PartitionEntry(windowSeconds, lastOffset, hydratedFrom, fetchedAtMs, minGensPerWindow);
     let remaining = 0;
     for (const r of rows) if (r.endOffset >= txnsStart) remaining += r.endOffset - r.baseOffset + 1;
+    e.front.limitTiers(remaining);
     for (const r of rows) {
       if (r.endOffset < txnsStart) continue;
       const n = r.endOffset - r.baseOffset + 1;
       remaining -= n;
       e.addHashes(r.hashes, n, r.baseOffset, r.createdMs, remaining);
     }
+    e.front.unlimitTiers();
     return e;
   }
 
