@@ -8,7 +8,7 @@ import {
   HOT_TAIL_HASHES,
   UNKNOWN_OFFSET_DELTA,
 } from './constants.js';
-import { compareAt, lowerBound, mergeSortedTail, scanContains, sortedContains, sortedIndexOf, viewOf } from './hashRecords.js';
+import { compareAt, lowerBound, mergeSortedTail, scanContains, sortedContains, viewOf } from './hashRecords.js';
 
 /** An immutable, sorted block of exactly BLOCK_HASHES hashes (one 64 KiB Buffer). */
 export interface SealedBlock {
@@ -200,55 +200,24 @@ export class BlockRing {
   }
 
   /**
-   * Every offset at which the units meeting [lo, hi] hold the hash (pushed to
-   * `out`, unordered; an occurrence outside [lo, hi] inside such a unit is
-   * pushed too: extra true occurrences are harmless). Returns false when an
-   * occurrence's offset is not representable (UNKNOWN_OFFSET_DELTA): the
-   * caller then cannot name every occurrence and must not hint.
+   * Every offset at which the units (sealed blocks, hot buffer) meeting
+   * [lo, hi] hold query `order[k]` (k < n; the hash of item i is at byte
+   * i * 16 of `q`, and `order` lists items in ascending hash order), pushed
+   * to out[i] (created on first use; unordered; an occurrence outside
+   * [lo, hi] inside such a unit is pushed too: extra true occurrences are
+   * harmless). Returns false when an occurrence's offset is not
+   * representable (UNKNOWN_OFFSET_DELTA): the caller then cannot name every
+   * occurrence and must not hint.
    *
    * Completeness is hasInRange's argument: the unit holding an offset in
    * [lo, hi] meets the range, and within a sorted block equal records are
-   * adjacent, so walking out from one match finds them all.
-   */
-  collectInRange(q0: number, q1: number, q2: number, q3: number, lo: number, hi: number, out: number[]): boolean {
-    const blocks = this.blocks;
-    let known = true;
-    for (let i = this.firstBlockReaching(lo); i < blocks.length; i++) {
-      const blk = blocks[i]!;
-      if (blk.minOffset > hi) return known;
-      if (!collectSorted(blk.view, BLOCK_HASHES, blk.offsets, blk.minOffset, q0, q1, q2, q3, out)) known = false;
-    }
-    const hv = this.hotView;
-    if (hv !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo) {
-      const offs = this.hotOffsets!;
-      const base = this.hotMinOffset;
-      if (!collectSorted(hv, this.hotSorted, offs, base, q0, q1, q2, q3, out)) known = false;
-      // The tail, in arrival order: a linear scan, first word first (as scanContains).
-      const end = this.hotCount * HASH_BYTES;
-      for (let o = this.hotSorted * HASH_BYTES; o < end; o += HASH_BYTES) {
-        if (hv.getUint32(o) !== q0 || hv.getUint32(o + 4) !== q1 || hv.getUint32(o + 8) !== q2 || hv.getUint32(o + 12) !== q3) continue;
-        const d = offs[o / HASH_BYTES]!;
-        if (d === UNKNOWN_OFFSET_DELTA) known = false;
-        else out.push(base + d);
-      }
-    }
-    return known;
-  }
-
-  /**
-   * collectInRange for many queries at once: every offset at which the units
-   * meeting [lo, hi] hold query `order[k]` (k < n; the hash of item i is at
-   * byte i * 16 of `q`, and `order` lists items in ascending hash order) is
-   * pushed to out[i] (created on first use; unordered, as collectInRange).
-   * Returns false when an occurrence's offset is not representable.
+   * adjacent, so the first one at or above the query starts them all.
    *
-   * Same units and same occurrences as n calls of collectInRange (its
-   * completeness argument holds unit by unit); the difference is the walk. A
-   * bloom generation can span dozens of sealed blocks (a hydrated history
-   * goes into one large generation), and a replay's hits all name it: one
-   * query at a time, each block cost a few cache misses per query (~11 us per
-   * hit over 53 blocks, measured). Queries in ascending order walk each block
-   * once, forwards, each starting where the previous one stopped.
+   * Why many queries at once: a bloom generation can span dozens of sealed
+   * blocks, and a replay's hits all name it; one query at a time, each block
+   * cost a few cache misses per query (~11 us per hit over 53 blocks,
+   * measured). Queries in ascending order walk each block once, forwards,
+   * each starting where the previous one stopped.
    */
   collectManyInRange(q: DataView, order: Int32Array, n: number, lo: number, hi: number, out: (number[] | undefined)[]): boolean {
     const blocks = this.blocks;
@@ -263,7 +232,7 @@ export class BlockRing {
       const offs = this.hotOffsets!;
       const base = this.hotMinOffset;
       if (!collectSortedMany(hv, this.hotSorted, offs, base, q, order, n, out)) known = false;
-      // The tail, in arrival order: a linear scan per query (as collectInRange).
+      // The tail, in arrival order: a linear scan per query, first word first (as scanContains).
       const end = this.hotCount * HASH_BYTES;
       for (let k = 0; k < n; k++) {
         const i = order[k]!;
@@ -364,10 +333,12 @@ export class BlockRing {
 }
 
 /**
- * collectSorted for queries in ascending hash order (see collectManyInRange):
- * each query's first equal record is the lower bound from where the previous
- * query's search ended (equal queries find the same records: the start does
- * not pass them), and its occurrences follow it.
+ * Every offset at which the first `count` records of a sorted run hold each
+ * query, pushed to out[i]; false when one is not representable. Queries come
+ * in ascending hash order (see collectManyInRange): a query's first equal
+ * record is the lower bound from where the previous query's search ended
+ * (equal queries find the same records: the start does not pass them), and
+ * its occurrences follow it.
  */
 function collectSortedMany(
   view: DataView,
@@ -394,35 +365,6 @@ function collectSortedMany(
       if (d === UNKNOWN_OFFSET_DELTA) known = false;
       else (out[i] ??= []).push(minOffset + d);
     }
-  }
-  return known;
-}
-
-/**
- * Every offset at which the first `count` records of a sorted run hold the
- * hash, pushed to `out`; false when one is not representable. Equal records
- * are adjacent in a sorted run, so walking out from one match finds them all.
- */
-function collectSorted(
-  view: DataView,
-  count: number,
-  offsets: Uint32Array,
-  minOffset: number,
-  q0: number,
-  q1: number,
-  q2: number,
-  q3: number,
-  out: number[],
-): boolean {
-  const at = sortedIndexOf(view, count, q0, q1, q2, q3);
-  if (at < 0) return true;
-  let known = true;
-  let first = at;
-  while (first > 0 && compareAt(view, (first - 1) * HASH_BYTES, q0, q1, q2, q3) === 0) first--;
-  for (let j = first; j < count && (j === at || compareAt(view, j * HASH_BYTES, q0, q1, q2, q3) === 0); j++) {
-    const d = offsets[j]!;
-    if (d === UNKNOWN_OFFSET_DELTA) known = false;
-    else out.push(minOffset + d);
   }
   return known;
 }

@@ -56,24 +56,6 @@ export function sortedContains(view: DataView, count: number, q0: number, q1: nu
   return false;
 }
 
-/**
- * Index of one record equal to the query in the first `count` records of a
- * sorted run, or -1. Equal records are adjacent (sorted), so the caller finds
- * every occurrence by walking outwards from it.
- */
-export function sortedIndexOf(view: DataView, count: number, q0: number, q1: number, q2: number, q3: number): number {
-  let lo = 0;
-  let hi = count - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1;
-    const c = compareAt(view, mid * HASH_BYTES, q0, q1, q2, q3);
-    if (c === 0) return mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return -1;
-}
-
 /** First gallop step of lowerBound, in records (about half the spread of a uniform guess in a 4096 block). */
 const GALLOP_STEP = 16;
 
