@@ -11,7 +11,7 @@ import { DeadLetterProducer, type DeadLetter } from './deadLetter.js';
 import { inSpan, parentOrLinks, recording, spanContextOf, SpanKind } from '../telemetry/tracing.js';
 import { trace, type SpanContext } from '@opentelemetry/api';
 import { mapRecord } from './recordMapping.js';
-import { OffsetCommitter } from './offsetCommitter.js';
+import { OffsetCommitter, type PartitionOffset } from './offsetCommitter.js';
 import { registerCodecs, undecodableReason } from './codecs.js';
 import { ConsumerSupervisor, type IngressStatus } from './supervisor.js';
 
@@ -49,6 +49,10 @@ export interface KafkaIngressOptions {
   maxWaitTimeInMs?: number;
   /** Records per commit within a batch. */
   commitEvery?: number;
+  /** Chunks of one partition fetched ahead of its verdicts (default 4); a full lane pauses fetching. */
+  maxChunksQueued?: number;
+  /** Payload bytes of all lanes together above which fetching pauses (default 64 MiB). */
+  maxQueuedBytes?: number;
   /** Observer called after each chunk's commit was sent (tests, benchmarks, latency metrics). */
   onCommitted?: (chunk: CommittedChunk) => void;
 }
@@ -63,16 +67,27 @@ export interface CommittedChunk {
   committedAtMs: number;
 }
 
+/** A Kafka partition's chunks, verified one after another in offset order (see KafkaIngress.handleBatch). */
+interface Lane {
+  /** Settles when the last chunk queued so far settles: true while every chunk got its verdicts and was advanced for commit. */
+  tail: Promise<boolean>;
+  /** Chunks queued and not yet settled. */
+  pending: number;
+  /** A chunk was abandoned: no later chunk of this lane is pushed or committed. */
+  broken: boolean;
+}
+
 /**
  * Kafka -> fusion -> PostgreSQL, committing offsets only behind verdicts.
  *
- * For each batch of one Kafka partition (kafkajs runs one batch per partition
- * at a time, several partitions at once): map every record, submit the good
- * ones to the fusion layer, dead-letter the rest and every item the engine
- * answers `failed`, and only when every record of the batch has a PostgreSQL
- * verdict (queued/duplicate) or an acknowledged dead-letter write, resolve
- * and commit `lastOffset + 1`. Nothing is committed past a record without
- * one. So a crash, a kill -9 or a rebalance can only cause redelivery, and a
+ * Each fetched batch of one Kafka partition is cut into chunks that wait in
+ * the partition's lane (handleBatch) while kafkajs fetches on. A lane takes
+ * its chunks in offset order, one at a time: map every record, submit the
+ * good ones to the fusion layer, dead-letter the rest and every item the
+ * engine answers `failed`, and only when every record of the chunk has a
+ * PostgreSQL verdict (queued/duplicate) or an acknowledged dead-letter write,
+ * commit `lastOffset + 1` (all partitions' commits share one request).
+ * Nothing is committed past a record without one. So a crash, a kill -9 or a rebalance can only cause redelivery, and a
  * redelivered record carries the same transactionId, hence comes back as a
  * `duplicate` with the original id: never a loss, never a second copy.
  *
@@ -98,14 +113,23 @@ export class KafkaIngress extends Component {
   private paused = false;
   /** Set by stop(): no new chunk starts; in-flight chunks finish and commit. */
   private draining = false;
-  private activeBatches = 0;
-  /** Start time of each batch in flight (stuck detection). */
+  /** eachBatch calls running plus chunks still waiting for their verdicts; stop and restart wait for 0. */
+  private active = 0;
+  /** Start time of each chunk waiting for its verdicts (stuck detection). */
   private readonly batchStarts = new Set<{ at: number }>();
+  /** The verification pipeline of each Kafka partition, by "topic\x1fpartition" (see handleBatch). */
+  private lanes = new Map<string, Lane>();
+  /** A non-retriable failure of a pipelined chunk: the consumer must restart from its commits. */
+  private fatal: Error | undefined;
   /** Partitions halted under errorsTolerance 'none', by "topic\x1fpartition". */
   private readonly halted = new Map<string, { topic: string; partition: number; offset: string; reason: string; at: number }>();
-  private batchesIdle: (() => void) | undefined;
-  /** One committer per topic/partition: commits leave the critical path, in order. */
-  private readonly committers = new Map<string, OffsetCommitter>();
+  private idleWaiters: (() => void)[] = [];
+  /** Batches waiting for room in a lane. */
+  private settleWaiters: (() => void)[] = [];
+  /** Payload bytes of chunks in lanes, not yet settled. */
+  private queuedBytes = 0;
+  /** The current consumer's committer: commits leave the critical path, all partitions in one request. */
+  private committer: OffsetCommitter;
   private readonly onPressure = () => this.setPaused(true);
   private readonly onRelief = () => this.setPaused(false);
   private readonly records;
@@ -141,6 +165,7 @@ export class KafkaIngress extends Component {
       retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
     });
     this.consumer = this.newConsumer();
+    this.committer = this.newCommitter();
     this.deadLetters = new DeadLetterProducer(
       this.kafka,
       opts.dlqSuffix,
@@ -249,8 +274,13 @@ export class KafkaIngress extends Component {
     if (this.state !== 'running') return Promise.resolve();
     const restart = (async () => {
       await this.consumer.disconnect().catch(() => undefined);
-      this.committers.clear();
+      // The old consumer's chunks finish or give up (its isRunning() is now false); none commits through the new one.
+      await this.idle();
+      await this.committer.flush();
+      this.lanes = new Map();
+      this.fatal = undefined;
       this.consumer = this.newConsumer();
+      this.committer = this.newCommitter();
       await this.runConsumer();
     })();
     // stop() waits for a restart in progress, so it disconnects the consumer that restart left running.
@@ -271,8 +301,11 @@ export class KafkaIngress extends Component {
     await this.restarting;
     // A crashed consumer has no group to pause (kafkajs throws "Consumer group was not initialized").
     if (this.supervisor.status().member) this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
-    if (this.activeBatches > 0) await new Promise<void>((resolve) => (this.batchesIdle = resolve));
-    await Promise.all([...this.committers.values()].map((c) => c.flush()));
+    const waiters = this.settleWaiters;
+    this.settleWaiters = [];
+    for (const w of waiters) w();
+    await this.idle();
+    await this.committer.flush();
     // disconnect() stops fetching and leaves the group, so partitions move at
     // once rather than after a session timeout.
     await this.consumer.disconnect();
@@ -330,47 +363,145 @@ export class KafkaIngress extends Component {
     this.log.info({ paused }, paused ? 'fusion under pressure: fetching paused' : 'fusion relieved: fetching resumed');
   }
 
+  /**
+   * One fetched batch of one Kafka partition. Its chunks join the partition's
+   * lane and the batch returns at once, so kafkajs fetches again while
+   * PostgreSQL works: kafkajs fetches only after every batch of its last
+   * fetch returned, and waiting here for verdicts made each fetch wait for
+   * the slowest partition's push (measured: half of record->commit latency).
+   *
+   * A lane runs its chunks strictly one after another in offset order, each
+   * only after the one before it got every verdict and was advanced for
+   * commit; a chunk that does not get there (shutdown, a seek, a halt, a
+   * non-retriable failure) breaks the lane and no later chunk of it is pushed
+   * or committed. So pushes of one partition reach the log in offset order
+   * (a retried chunk is retried before anything after it is submitted), and
+   * commits still never pass a record without a verdict. resolveOffset() only
+   * moves kafkajs's fetch position (commits are explicit, autoCommit is off);
+   * records fetched past a broken lane are fetched again from the committed
+   * offset by whoever consumes the partition next. A full lane (or too many
+   * queued bytes) makes this batch wait, which pauses fetching: memory stays
+   * bounded.
+   */
   private async handleBatch(payload: EachBatchPayload): Promise<void> {
     // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs builds these payload functions as closures; none uses this
-    const { batch, heartbeat, isRunning, isStale } = payload;
+    const { batch, heartbeat, isRunning, isStale, resolveOffset } = payload;
+    // A pipelined chunk failed non-retriably: make kafkajs stop this consumer too (the supervisor restarts it).
+    this.throwIfFailed();
     if (batch.messages.length === 0 || this.draining) return;
-    if (this.halted.has(`${batch.topic}\x1f${batch.partition}`)) return;
-    this.activeBatches++;
-    const started = { at: Date.now() };
-    this.batchStarts.add(started);
+    const key = `${batch.topic}\x1f${batch.partition}`;
+    if (this.halted.has(key)) return;
+    this.active++;
     this.supervisor.progress();
-    // Heartbeat while the batch waits on PostgreSQL, so a slow database does not cost the assignment.
+    // Heartbeat while this batch waits for room in its lane.
     const beat = setInterval(() => void heartbeat().catch(() => undefined), Math.max(500, (this.opts.heartbeatIntervalMs ?? 3_000) / 2));
     try {
-      // Chunks bound what a crash can make us redeliver and let a shutdown
-      // commit what is verified without waiting for the rest of the batch.
+      let lane = this.lanes.get(key);
+      if (lane?.broken) {
+        // Only a seek leaves a running consumer fetching after a broken lane: start over from here once the old lane is quiet.
+        await lane.tail;
+        lane = undefined;
+      }
+      if (!lane) {
+        lane = { tail: Promise.resolve(true), pending: 0, broken: false };
+        this.lanes.set(key, lane);
+      }
+      const depth = this.opts.maxChunksQueued ?? 4;
+      const maxBytes = this.opts.maxQueuedBytes ?? 64 * 1024 * 1024;
       const chunk = this.opts.commitEvery ?? 5000;
       for (let i = 0; i < batch.messages.length; i += chunk) {
-        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- drain() sets it while this batch awaits its verdicts
-        if (this.draining || !isRunning() || isStale()) return;
+        while (this.mustWait(lane, depth, maxBytes)) await this.chunkSettled();
+        this.throwIfFailed();
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() sets it while this batch waits for room
+        if (this.draining || !isRunning() || isStale() || lane.broken || this.halted.has(key)) return;
         const messages = batch.messages.slice(i, i + chunk);
-        const { parent, links } = parentOrLinks(producerContexts(messages));
-        const done = await inSpan(
-          `process ${batch.topic}`,
-          { kind: SpanKind.CONSUMER, parent, links, attributes: this.chunkAttributes(batch.topic, batch.partition, messages) },
-          () => this.handleChunk(payload, messages),
-        );
-        if (!done) return;
+        this.enqueue(lane, payload, messages);
+        resolveOffset(messages[messages.length - 1]!.offset);
       }
     } finally {
       clearInterval(beat);
-      this.batchStarts.delete(started);
-      if (--this.activeBatches === 0 && this.batchesIdle) {
-        this.batchesIdle();
-        this.batchesIdle = undefined;
-      }
+      this.release();
     }
   }
 
-  /** One chunk of a batch: verdicts for all, then resolve and commit its last offset. False = abandoned. */
-  private async handleChunk(payload: EachBatchPayload, messages: KafkaMessage[]): Promise<boolean> {
+  /** Appends one chunk to its partition's lane (see handleBatch). */
+  private enqueue(lane: Lane, payload: EachBatchPayload, messages: KafkaMessage[]): void {
+    const { batch } = payload;
+    const fetched = { at: Date.now() };
+    const fetchedAt = process.hrtime.bigint();
+    let bytes = 0;
+    for (const m of messages) bytes += m.value?.length ?? 0;
+    this.batchStarts.add(fetched);
+    this.active++;
+    lane.pending++;
+    this.queuedBytes += bytes;
+    lane.tail = lane.tail
+      .then(async (ok) => {
+        if (!ok) return false;
+        try {
+          const { parent, links } = parentOrLinks(producerContexts(messages));
+          return await inSpan(
+            `process ${batch.topic}`,
+            { kind: SpanKind.CONSUMER, parent, links, attributes: this.chunkAttributes(batch.topic, batch.partition, messages) },
+            () => this.handleChunk(payload, messages, fetchedAt),
+          );
+        } catch (err) {
+          this.failed(err as Error);
+          return false;
+        }
+      })
+      .then((ok) => {
+        if (!ok) lane.broken = true;
+        this.batchStarts.delete(fetched);
+        lane.pending--;
+        this.queuedBytes -= bytes;
+        const waiters = this.settleWaiters;
+        this.settleWaiters = [];
+        for (const w of waiters) w();
+        this.release();
+        return ok;
+      });
+  }
+
+  /** A batch waits for room: its lane is full, or the lanes together hold too many bytes (one chunk per lane always fits). */
+  private mustWait(lane: Lane, depth: number, maxBytes: number): boolean {
+    return !this.draining && !this.fatal && (lane.pending >= depth || (lane.pending > 0 && this.queuedBytes > maxBytes));
+  }
+
+  private throwIfFailed(): void {
+    if (this.fatal) throw this.fatal;
+  }
+
+  /** A chunk failed non-retriably (a bug: bad input is answered per item): restart the consumer from its commits. */
+  private failed(err: Error): void {
+    if (this.fatal) return;
+    this.fatal = err;
+    this.supervisor.fail(err);
+  }
+
+  /** Resolves when any chunk settles (or stop() begins). */
+  private chunkSettled(): Promise<void> {
+    return new Promise((resolve) => this.settleWaiters.push(resolve));
+  }
+
+  /** Ends one unit of `active` work; wakes whoever waits for none. */
+  private release(): void {
+    if (--this.active > 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Resolves when no eachBatch call runs and no chunk waits for its verdicts. */
+  private idle(): Promise<void> {
+    return this.active === 0 ? Promise.resolve() : new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** One chunk of a lane: verdicts for all, then advance its commit. False = abandoned (not committed). */
+  private async handleChunk(payload: EachBatchPayload, messages: KafkaMessage[], fetchedAt: bigint): Promise<boolean> {
     // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs builds these payload functions as closures; none uses this
-    const { batch, isRunning, isStale, resolveOffset } = payload;
+    const { batch, isRunning, isStale } = payload;
+    if (this.draining || !isRunning() || isStale()) return false;
     const queue = this.queueOf.get(batch.topic)!;
     const letters: DeadLetter[] = [];
     const items: PushItem[] = [];
@@ -405,7 +536,6 @@ export class KafkaIngress extends Component {
         itemRecords.length = keep;
       }
     }
-    const fetchedAt = process.hrtime.bigint();
     const results = await this.untilDone(() => this.fusion.submit(items), isRunning, isStale, 'pushing a batch');
     if (!results) return false; // abandoned: not committed, will be redelivered
     let queued = 0;
@@ -458,7 +588,6 @@ export class KafkaIngress extends Component {
     // Every record of the chunk now has a verdict or an acknowledged dead letter.
     this.supervisor.chunkDone();
     const last = messages[messages.length - 1]!.offset;
-    resolveOffset(last);
     const records = observed
       ? messages.map((m) => ({
           offset: m.offset,
@@ -466,8 +595,8 @@ export class KafkaIngress extends Component {
           status: statusOf.get(m.offset) ?? ('dead_lettered' as const),
         }))
       : [];
-    void this.committerFor(batch.topic, batch.partition)
-      .advance((BigInt(last) + 1n).toString())
+    void this.committer
+      .advance(batch.topic, batch.partition, (BigInt(last) + 1n).toString())
       .then((committed) => {
         this.verdicts?.inc();
         if (committed) this.commitLatency?.observe(Number(process.hrtime.bigint() - fetchedAt) / 1e9);
@@ -508,26 +637,22 @@ export class KafkaIngress extends Component {
     return a;
   }
 
-  private committerFor(topic: string, partition: number): OffsetCommitter {
-    const key = `${topic}\x1f${partition}`;
-    let c = this.committers.get(key);
-    if (!c) {
-      c = new OffsetCommitter((offset) => this.commit(topic, partition, offset));
-      this.committers.set(key, c);
-    }
-    return c;
+  /** A committer bound to the current consumer: a chunk of a replaced consumer can never commit through its successor. */
+  private newCommitter(): OffsetCommitter {
+    const consumer = this.consumer;
+    return new OffsetCommitter((offsets) => this.commit(consumer, offsets));
   }
 
-  /** Commits `offset` (the next offset to read); false when a rebalance refused it. */
-  private async commit(topic: string, partition: number, offset: string): Promise<boolean> {
+  /** Commits each partition's next offset to read; false when a rebalance (or a stopped consumer) refused it. */
+  private async commit(consumer: Consumer, offsets: PartitionOffset[]): Promise<boolean> {
     try {
-      await this.consumer.commitOffsets([{ topic, partition, offset }]);
+      await consumer.commitOffsets(offsets);
       return true;
     } catch (err) {
-      // A rebalance took the partition: its new owner re-reads from the last
-      // committed offset and gets duplicates for what we verified. No loss.
+      // A rebalance took the partitions: their new owner re-reads from the
+      // last committed offsets and gets duplicates for what we verified. No loss.
       this.commits?.inc();
-      this.log.info({ topic, partition, offset, err: (err as Error).message }, 'offset commit refused; records will be redelivered');
+      this.log.info({ offsets, err: (err as Error).message }, 'offset commit refused; records will be redelivered');
       return false;
     }
   }

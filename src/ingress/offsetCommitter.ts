@@ -1,29 +1,41 @@
+/** One partition's next offset to read, as Kafka's OffsetCommit takes it. */
+export interface PartitionOffset {
+  topic: string;
+  partition: number;
+  offset: string;
+}
+
 /**
- * Commits one Kafka partition's offsets off the critical path.
+ * Commits a consumer's Kafka offsets off the critical path, all partitions
+ * in one request.
  *
- * States per partition: idle (nothing in flight) -> committing (one commit in
- * flight, a newer offset possibly waiting) -> idle. `advance(o)` is only
- * called with offsets whose records all have verdicts, in increasing order,
- * so whatever this class commits is behind the log; it only coalesces: while
- * one commit is in flight, later offsets wait and the newest one is sent
- * next. The next chunk therefore does not wait for the broker's commit round
- * trip. `flush()` resolves when everything advanced so far was sent (used by
- * stop() before the consumer leaves its group).
+ * States: idle (nothing in flight) -> committing (one OffsetCommit in flight;
+ * offsets advanced meanwhile wait, the newest per partition) -> idle.
+ * `advance()` is only called, per partition, with increasing offsets whose
+ * records all have verdicts, so whatever this class commits is behind the
+ * log; it only coalesces. While one request is in flight, the offsets of
+ * every partition that advanced meanwhile go together in the next one: a
+ * consumer of 8 partitions sends one request per round trip, not 8 that the
+ * broker answers one after another on the connection its fetches share.
+ * `flush()` resolves when everything advanced so far was sent (stop() calls
+ * it before the consumer leaves its group).
  */
 export class OffsetCommitter {
   private inFlight: Promise<void> | undefined;
-  private waiting: { offset: string; done: ((ok: boolean) => void)[] } | undefined;
+  private waiting = new Map<string, { at: PartitionOffset; done: ((ok: boolean) => void)[] }>();
 
-  constructor(private readonly send: (offset: string) => Promise<boolean>) {}
+  constructor(private readonly send: (offsets: PartitionOffset[]) => Promise<boolean>) {}
 
-  /** Records `offset` (next offset to read) as committable; resolves with whether its commit landed. */
-  advance(offset: string): Promise<boolean> {
+  /** Records `offset` (next offset to read) of one partition as committable; resolves with whether its commit landed. */
+  advance(topic: string, partition: number, offset: string): Promise<boolean> {
     return new Promise((resolve) => {
-      if (this.waiting) {
-        this.waiting.offset = offset;
-        this.waiting.done.push(resolve);
+      const key = `${topic}\x1f${partition}`;
+      const w = this.waiting.get(key);
+      if (w) {
+        w.at = { topic, partition, offset };
+        w.done.push(resolve);
       } else {
-        this.waiting = { offset, done: [resolve] };
+        this.waiting.set(key, { at: { topic, partition, offset }, done: [resolve] });
       }
       this.inFlight ??= this.drain();
     });
@@ -34,11 +46,13 @@ export class OffsetCommitter {
   }
 
   private async drain(): Promise<void> {
-    while (this.waiting) {
-      const { offset, done } = this.waiting;
-      this.waiting = undefined;
-      const ok = await this.send(offset);
-      for (const d of done) d(ok);
+    // One turn of the event loop first, so partitions finishing together share the request.
+    await new Promise<void>((r) => setImmediate(r));
+    while (this.waiting.size > 0) {
+      const batch = this.waiting;
+      this.waiting = new Map();
+      const ok = await this.send([...batch.values()].map((w) => w.at));
+      for (const w of batch.values()) for (const d of w.done) d(ok);
     }
     this.inFlight = undefined;
   }

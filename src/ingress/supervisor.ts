@@ -133,6 +133,14 @@ export class ConsumerSupervisor {
     if (this.stateValue === 'member') this.recovering = false;
   }
 
+  /**
+   * A failure outside kafkajs's own loop that needs a fresh consumer (a
+   * pipelined chunk failing non-retriably): handled exactly like a crash.
+   */
+  fail(error: Error): void {
+    this.onCrash(error);
+  }
+
   private onCrash(error: Error): void {
     if (this.stateValue === 'stopped' || this.stateValue === 'crashed') return;
     this.stateValue = 'crashed';
