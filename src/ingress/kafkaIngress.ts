@@ -595,13 +595,11 @@ export class KafkaIngress extends Component {
           status: statusOf.get(m.offset) ?? ('dead_lettered' as const),
         }))
       : [];
-    void this.committer
-      .advance(batch.topic, batch.partition, (BigInt(last) + 1n).toString())
-      .then((committed) => {
-        this.verdicts?.inc();
-        if (committed) this.commitLatency?.observe(Number(process.hrtime.bigint() - fetchedAt) / 1e9);
-        this.opts.onCommitted?.({ topic: batch.topic, partition: batch.partition, records, committed, committedAtMs: Date.now() });
-      });
+    void this.committer.advance(batch.topic, batch.partition, (BigInt(last) + 1n).toString()).then((committed) => {
+      this.verdicts?.inc();
+      if (committed) this.commitLatency?.observe(Number(process.hrtime.bigint() - fetchedAt) / 1e9);
+      this.opts.onCommitted?.({ topic: batch.topic, partition: batch.partition, records, committed, committedAtMs: Date.now() });
+    });
     return true;
   }
 

@@ -202,69 +202,77 @@ test.serial('bad records of many kinds are dead-lettered with reasons; good ones
   }
 });
 
-test.serial('a partition whose push is blocked in PostgreSQL does not hold back fetching for the others; order and exactness hold', async (t) => {
-  const { kafka, db, sql } = t.context;
-  const topic = uniqueName('lanes');
-  const group = uniqueName('g-lanes');
-  await createTopic(kafka, topic, 2);
-  const stack = await startIngestStack({ databaseUrl: db.url, topic, group });
-  const locker = await sql.connect();
-  try {
-    // Log partitions "a" (Kafka partition 0) and "b" (Kafka partition 1) exist.
-    await produce(kafka, topic, [
-      { key: 'a', partition: 0, value: '{"s":0}', headers: { transactionId: 'a0' } },
-      { key: 'b', partition: 1, value: '{"s":0}', headers: { transactionId: 'b0' } },
-    ]);
-    await waitFor('the first records committed', () => caughtUp(kafka, group, topic), 60_000, 50);
+test.serial(
+  'a partition whose push is blocked in PostgreSQL does not hold back fetching for the others; order and exactness hold',
+  async (t) => {
+    const { kafka, db, sql } = t.context;
+    const topic = uniqueName('lanes');
+    const group = uniqueName('g-lanes');
+    await createTopic(kafka, topic, 2);
+    const stack = await startIngestStack({ databaseUrl: db.url, topic, group });
+    const locker = await sql.connect();
+    try {
+      // Log partitions "a" (Kafka partition 0) and "b" (Kafka partition 1) exist.
+      await produce(kafka, topic, [
+        { key: 'a', partition: 0, value: '{"s":0}', headers: { transactionId: 'a0' } },
+        { key: 'b', partition: 1, value: '{"s":0}', headers: { transactionId: 'b0' } },
+      ]);
+      await waitFor('the first records committed', () => caughtUp(kafka, group, topic), 60_000, 50);
 
-    // Hold log partition "a"'s row lock: its next push waits on it, inside its chunk.
-    await locker.query('BEGIN');
-    await locker.query(
-      `SELECT 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1 AND lp.name = 'a' FOR UPDATE OF lp`,
-      [topic],
-    );
-    await produce(kafka, topic, [{ key: 'a', partition: 0, value: '{"s":1}', headers: { transactionId: 'a1' } }]);
-    await waitFor(
-      "a's push waiting on the lock",
-      async () =>
-        Number(
-          (
-            await sql.query<{ n: string }>(
-              "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-          ).rows[0]!.n,
-        ) > 0,
-      30_000,
-      50,
-    );
-    // Records of the other partition, produced while "a" waits, are fetched, stored and committed meanwhile.
-    await produce(kafka, topic, [
-      { key: 'b', partition: 1, value: '{"s":1}', headers: { transactionId: 'b1' } },
-      { key: 'b', partition: 1, value: '{"s":2}', headers: { transactionId: 'b2' } },
-    ]);
-    await waitFor('partition 1 committed to its end while partition 0 waits', async () => (await committed(kafka, group, topic)).get(1) === 3, 60_000, 50);
-    t.is((await committed(kafka, group, topic)).get(0), 1, 'the waiting record is not committed');
-    t.deepEqual(
-      (await storedFrames(sql, topic)).map((f) => f.transactionId).sort(),
-      ['a0', 'b0', 'b1', 'b2'],
-      'a1 is not stored while its partition is locked',
-    );
+      // Hold log partition "a"'s row lock: its next push waits on it, inside its chunk.
+      await locker.query('BEGIN');
+      await locker.query(
+        `SELECT 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1 AND lp.name = 'a' FOR UPDATE OF lp`,
+        [topic],
+      );
+      await produce(kafka, topic, [{ key: 'a', partition: 0, value: '{"s":1}', headers: { transactionId: 'a1' } }]);
+      await waitFor(
+        "a's push waiting on the lock",
+        async () =>
+          Number(
+            (
+              await sql.query<{ n: string }>(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+              )
+            ).rows[0]!.n,
+          ) > 0,
+        30_000,
+        50,
+      );
+      // Records of the other partition, produced while "a" waits, are fetched, stored and committed meanwhile.
+      await produce(kafka, topic, [
+        { key: 'b', partition: 1, value: '{"s":1}', headers: { transactionId: 'b1' } },
+        { key: 'b', partition: 1, value: '{"s":2}', headers: { transactionId: 'b2' } },
+      ]);
+      await waitFor(
+        'partition 1 committed to its end while partition 0 waits',
+        async () => (await committed(kafka, group, topic)).get(1) === 3,
+        60_000,
+        50,
+      );
+      t.is((await committed(kafka, group, topic)).get(0), 1, 'the waiting record is not committed');
+      t.deepEqual(
+        (await storedFrames(sql, topic)).map((f) => f.transactionId).sort(),
+        ['a0', 'b0', 'b1', 'b2'],
+        'a1 is not stored while its partition is locked',
+      );
 
-    // More records of "a" queue up behind the waiting one in its lane, then go in offset order.
-    await produce(kafka, topic, [
-      { key: 'a', partition: 0, value: '{"s":2}', headers: { transactionId: 'a2' } },
-      { key: 'a', partition: 0, value: '{"s":1}', headers: { transactionId: 'a1' } },
-      { key: 'a', partition: 0, value: '{"s":3}', headers: { transactionId: 'a3' } },
-    ]);
-    await locker.query('ROLLBACK');
-    await waitFor('everything committed', () => caughtUp(kafka, group, topic), 60_000, 50);
-    assertExact(t, await storedFrames(sql, topic), 7);
-  } finally {
-    await locker.query('ROLLBACK').catch(() => undefined);
-    locker.release();
-    await stack.stop();
-  }
-});
+      // More records of "a" queue up behind the waiting one in its lane, then go in offset order.
+      await produce(kafka, topic, [
+        { key: 'a', partition: 0, value: '{"s":2}', headers: { transactionId: 'a2' } },
+        { key: 'a', partition: 0, value: '{"s":1}', headers: { transactionId: 'a1' } },
+        { key: 'a', partition: 0, value: '{"s":3}', headers: { transactionId: 'a3' } },
+      ]);
+      await locker.query('ROLLBACK');
+      await waitFor('everything committed', () => caughtUp(kafka, group, topic), 60_000, 50);
+      assertExact(t, await storedFrames(sql, topic), 7);
+    } finally {
+      await locker.query('ROLLBACK').catch(() => undefined);
+      locker.release();
+      await stack.stop();
+    }
+  },
+);
 
 test.serial('committed offsets never pass what PostgreSQL holds (derived transactionIds)', async (t) => {
   const { kafka, db, sql } = t.context;
