@@ -87,19 +87,21 @@ interface Lane {
  * engine answers `failed`, and only when every record of the chunk has a
  * PostgreSQL verdict (queued/duplicate) or an acknowledged dead-letter write,
  * commit `lastOffset + 1` (all partitions' commits share one request).
- * Nothing is committed past a record without one. So a crash, a kill -9 or a rebalance can only cause redelivery, and a
- * redelivered record carries the same transactionId, hence comes back as a
- * `duplicate` with the original id: never a loss, never a second copy.
+ * Nothing is committed past a record without one. So a crash, a kill -9 or
+ * a rebalance can only cause redelivery, and a redelivered record carries
+ * the same transactionId, hence comes back as a `duplicate` with the
+ * original id: never a loss, never a second copy.
  *
  * Retriable failures (PostgreSQL restarting, a dead-letter write failing) are
- * retried with backoff inside the batch while heartbeating, until they succeed
- * or the consumer stops; an abandoned batch is simply not committed.
+ * retried with backoff inside the chunk, before anything after it in its lane
+ * is submitted, until they succeed or the consumer stops; an abandoned chunk
+ * is simply not committed, and neither is anything after it in its lane.
  *
  * States: Component lifecycle. start() connects the dead-letter producer and
  * the consumer, subscribes and runs; stop() stops fetching, lets in-flight
- * batches finish or abandons them at the next retry point, commits what is
- * verified, and leaves the group. While the fusion layer reports pressure,
- * fetching is paused.
+ * chunks finish or abandons them at the next retry point (queued chunks do
+ * not start), commits what is verified, and leaves the group. While the
+ * fusion layer reports pressure, or a lane is full, fetching is paused.
  */
 export class KafkaIngress extends Component {
   private readonly kafka: Kafka;
