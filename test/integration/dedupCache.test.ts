@@ -317,7 +317,7 @@ test.serial(
       `hinting broker: ${hinted} hinted segments (${multiHinted} pushes with two), ${hinting.probesRun()} probes run, ${hinting.probesSkipped()} skipped; refuted segments ${hinting.metrics.counter('queen_segments_total', '').get('refuted')}`,
     );
     t.true(hinted > 0, 'hints were used along the way');
-    // log_push_v5 verifies all hinted segments of a push in one statement:
+    // log_push_v5 (and v6) verify all hinted segments of a push in one statement:
     // bundles with more than one must have been compared too.
     t.true(multiHinted > 0, 'some pushes carried two hinted segments');
   },
