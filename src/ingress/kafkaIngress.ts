@@ -303,9 +303,8 @@ export class KafkaIngress extends Component {
     await this.restarting;
     // A crashed consumer has no group to pause (kafkajs throws "Consumer group was not initialized").
     if (this.supervisor.status().member) this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
-    const waiters = this.settleWaiters;
-    this.settleWaiters = [];
-    for (const w of waiters) w();
+    // Batches waiting for room see `draining` and return.
+    this.wakeSettleWaiters();
     await this.idle();
     await this.committer.flush();
     // disconnect() stops fetching and leaves the group, so partitions move at
@@ -457,9 +456,7 @@ export class KafkaIngress extends Component {
         this.batchStarts.delete(fetched);
         lane.pending--;
         this.queuedBytes -= bytes;
-        const waiters = this.settleWaiters;
-        this.settleWaiters = [];
-        for (const w of waiters) w();
+        this.wakeSettleWaiters();
         this.release();
         return ok;
       });
@@ -479,6 +476,13 @@ export class KafkaIngress extends Component {
     if (this.fatal) return;
     this.fatal = err;
     this.supervisor.fail(err);
+  }
+
+  /** Wakes every batch waiting for room in a lane; each re-checks whether it may go on. */
+  private wakeSettleWaiters(): void {
+    const waiters = this.settleWaiters;
+    this.settleWaiters = [];
+    for (const w of waiters) w();
   }
 
   /** Resolves when any chunk settles (or stop() begins). */
