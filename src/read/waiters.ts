@@ -40,6 +40,11 @@ export class Ticket {
     });
   }
 
+  /** Inside wait(): its pop query came back empty and it now waits for a wake. */
+  get parked(): boolean {
+    return this.resolve !== undefined;
+  }
+
   /** Called by the registry. */
   fire(): void {
     this.woken = true;
@@ -90,6 +95,17 @@ export class PopWaiters {
   get size(): number {
     let n = 0;
     for (const s of this.byQueue.values()) n += s.size;
+    return n;
+  }
+
+  /**
+   * Tickets waiting for a wake (see Ticket.parked). `size` also counts
+   * tickets whose pop query is still running, which a push committing now
+   * may answer directly, without a wake.
+   */
+  get parked(): number {
+    let n = 0;
+    for (const s of this.byQueue.values()) for (const t of s) if (t.parked) n++;
     return n;
   }
 }

@@ -70,7 +70,7 @@ test('tail follows new messages until --max', async (t) => {
   await waitFor(
     'tail to subscribe and wait',
     async () =>
-      t.context.read.waiters.size >= 1 &&
+      t.context.read.waiters.parked >= 1 &&
       (await t.context.sql.query("SELECT 1 FROM queen.log_groups WHERE consumer_group LIKE 'queenctl-tail-%'")).rowCount === 1,
     30_000,
     10,

@@ -741,8 +741,9 @@ test('bad input is a 400 naming the problem, and changes nothing', async (t) => 
   t.is((await s.sql.query("SELECT count(*)::int AS n FROM queen.log_groups WHERE consumer_group = 'h'")).rows[0].n, 0);
 });
 
+/** Until n long polls have run their query, found nothing and wait for a wake (a push now can only reach them by one). */
 async function waitUntilWaiting(s: HttpStack, n: number): Promise<void> {
-  await waitFor('a long poll to be waiting', () => s.read.waiters.size >= n, 10_000, 5);
+  await waitFor('a long poll to be waiting', () => s.read.waiters.parked >= n, 10_000, 5);
 }
 
 test('a cursor below log_start skips to it, says so in the pop response and counts it', async (t) => {
