@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationError } from '../errors.js';
-import { HASH_BYTES, hashBytes, writeHashes } from '../util/txnHash.js';
+import { HASH_BYTES, hashString } from '../util/txnHash.js';
+import { LeaderTable } from './leaderTable.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
 import { packSegment, type Frame } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTraceContext, checkTransactionId, LIMITS } from './limits.js';
@@ -91,8 +92,8 @@ interface Accepted {
   partition: string;
   transactionId: string;
   txnBytes: Buffer;
-  /** xxh3_128 of txnBytes (set when the item is grouped). */
-  hash: bigint;
+  /** Where its hash (xxh3_128 of txnBytes) sits in the bundle's hash words (set when the item is grouped). */
+  slot: number;
   payload: Buffer;
   trace: Buffer | undefined;
 }
@@ -105,10 +106,8 @@ interface Group {
   partitionId: number;
   windowSeconds: number;
   leaders: Leader[];
-  /** Layer 1: transactionId -> leader, within this partition. */
-  byTxn: Map<string, Leader>;
-  /** Layer 2: hash -> leader, within this partition (BigInt keys compare by value). */
-  byHash: Map<bigint, Leader>;
+  /** Layers 1 and 2 (window > 0 only): the partition's leaders by hash. */
+  table: LeaderTable | undefined;
   /** Offsets SQL refuted for a leader in an earlier round (stale hints): never named again for it. */
   refuted: Map<Leader, Set<number>>;
 }
@@ -133,9 +132,10 @@ export const NO_VOUCH: Vouch = { verified: -1, windowSeconds: 0 };
  * Within one call (the seed's layers 1 and 2): the first occurrence of a
  * (queue, partition, transactionId) is the leader; later ones are followers
  * and inherit the leader's final result, including the leader turning out to
- * be a duplicate of something already stored. Layer 1 compares the key
- * string, layer 2 the 16-byte hash, so a local hash collision behaves
- * exactly like a SQL one. Both apply only where the window is > 0.
+ * be a duplicate of something already stored. Layer 1 matches the key,
+ * layer 2 the 16-byte hash, so a local hash collision behaves exactly like a
+ * SQL one. Equal keys have equal hashes, so one lookup by hash (LeaderTable)
+ * answers both layers. Both apply only where the window is > 0.
  *
  * Re-submission rule: a segment with any duplicate writes nothing in SQL.
  * Its remaining (non-duplicate) frames are pushed again, as one new segment
@@ -174,7 +174,7 @@ export class LogWriter {
       partition,
       transactionId,
       txnBytes: Buffer.from(transactionId, 'utf8'),
-      hash: 0n,
+      slot: -1,
       payload: item.payload,
       trace,
     };
@@ -219,6 +219,10 @@ export class LogWriter {
     const infos = await this.directory.resolve(accepted);
 
     // Layers 1 and 2: leaders per partition, followers pointing at leaders.
+    // Every hash goes once into the bundle's hash words (the stored
+    // big-endian bytes); segments copy theirs from there.
+    const hashes = new BundleHashes(accepted.length);
+    const leaderAt: Leader[] = [];
     const groups = new Map<number, Group>();
     const followers: [Accepted, Leader][] = [];
     for (const a of accepted) {
@@ -235,39 +239,28 @@ export class LogWriter {
           partitionId: info.partitionId,
           windowSeconds: info.windowSeconds,
           leaders: [],
-          byTxn: new Map(),
-          byHash: new Map(),
+          table: info.windowSeconds > 0 ? new LeaderTable(hashes.words) : undefined,
           refuted: new Map(),
         };
         groups.set(info.partitionId, g);
       }
-      const dedup = g.windowSeconds > 0;
-      if (dedup) {
-        const l1 = g.byTxn.get(a.transactionId);
-        if (l1) {
-          followers.push([a, l1]);
-          continue;
-        }
-      }
-      a.hash = hashBytes(a.txnBytes);
-      if (dedup) {
-        const l2 = g.byHash.get(a.hash);
-        if (l2) {
-          followers.push([a, l2]);
-          continue;
-        }
+      a.slot = hashes.add(a.transactionId);
+      // An earlier item of this partition with the same hash: the same key
+      // (layer 1) or a broker-local collision (layer 2, exactly as SQL would
+      // see it). Either way this item follows that leader.
+      const held = g.table?.findOrAdd(a.slot) ?? -1;
+      if (held >= 0) {
+        followers.push([a, leaderAt[held]!]);
+        continue;
       }
       const leader: Leader = Object.assign(a, { id: uuidv7Bytes() });
-      if (dedup) {
-        g.byTxn.set(a.transactionId, leader);
-        g.byHash.set(a.hash, leader);
-      }
+      leaderAt[a.slot] = leader;
       g.leaders.push(leader);
     }
 
     let pending = [...groups.values()];
     while (pending.length > 0) {
-      pending = await this.pushRound(pending, results, state, via);
+      pending = await this.pushRound(pending, hashes, results, state, via);
     }
 
     for (const [f, leader] of followers) {
@@ -286,16 +279,20 @@ export class LogWriter {
   }
 
   /** One SQL round trip; returns the groups that must be re-submitted. */
-  private async pushRound(groups: Group[], results: PushResult[], state: { committed: boolean }, via?: pg.ClientBase): Promise<Group[]> {
+  private async pushRound(
+    groups: Group[],
+    bundleHashes: BundleHashes,
+    results: PushResult[],
+    state: { committed: boolean },
+    via?: pg.ClientBase,
+  ): Promise<Group[]> {
     const watermarks = via ? undefined : this.watermarks;
-    const pendingSegs: PendingSegment[] = groups.map((g) => {
-      const hashes = Buffer.allocUnsafe(g.leaders.length * HASH_BYTES);
-      writeHashes(
-        g.leaders.map((l) => l.hash),
-        hashes,
-      );
-      return { partitionId: g.partitionId, windowSeconds: g.windowSeconds, count: g.leaders.length, hashes };
-    });
+    const pendingSegs: PendingSegment[] = groups.map((g) => ({
+      partitionId: g.partitionId,
+      windowSeconds: g.windowSeconds,
+      count: g.leaders.length,
+      hashes: bundleHashes.gather(g.leaders),
+    }));
     const vouches = watermarks ? await watermarks.beforePush(pendingSegs) : pendingSegs.map(() => NO_VOUCH);
     const plans = groups.map((g, i) => plan(g, pendingSegs[i]!, vouches[i]!));
     const segments = plans.map((p) => p.input);
@@ -468,6 +465,50 @@ function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
 }
 
 const EMPTY_BLOB = Buffer.alloc(0);
+
+const WORDS_PER_HASH = HASH_BYTES / 4;
+
+/**
+ * A bundle's hashes, one 16-byte slot per grouped item in grouping order:
+ * hashed once, compared by LeaderTable through `words`, gathered per segment.
+ * Own ArrayBuffers (offset 0), so the word views are always aligned.
+ */
+class BundleHashes {
+  readonly words: Uint32Array;
+  private readonly view: DataView;
+  private n = 0;
+
+  constructor(capacity: number) {
+    const buf = new ArrayBuffer(Math.max(1, capacity) * HASH_BYTES);
+    this.words = new Uint32Array(buf);
+    this.view = new DataView(buf);
+  }
+
+  /** Hashes the transactionId (xxh3_128 of its UTF-8 bytes) into the next slot; returns the slot. */
+  add(transactionId: string): number {
+    const k = this.n++;
+    const h = hashString(transactionId);
+    this.view.setBigUint64(k * HASH_BYTES, h >> 64n);
+    this.view.setBigUint64(k * HASH_BYTES + 8, h);
+    return k;
+  }
+
+  /** The leaders' hashes, in their order, as one segment's hash bytes. */
+  gather(leaders: readonly Leader[]): Buffer {
+    const out = Buffer.allocUnsafeSlow(leaders.length * HASH_BYTES);
+    const ow = new Uint32Array(out.buffer, out.byteOffset, leaders.length * WORDS_PER_HASH);
+    const w = this.words;
+    for (let i = 0; i < leaders.length; i++) {
+      const from = leaders[i]!.slot * WORDS_PER_HASH;
+      const to = i * WORDS_PER_HASH;
+      ow[to] = w[from]!;
+      ow[to + 1] = w[from + 1]!;
+      ow[to + 2] = w[from + 2]!;
+      ow[to + 3] = w[from + 3]!;
+    }
+    return out;
+  }
+}
 
 function toFrame(l: Leader): Frame {
   return { id: l.id, transactionId: l.txnBytes, traceContext: l.trace, payload: l.payload };
