@@ -1,44 +1,56 @@
 import { HASH_BYTES } from '../util/txnHash.js';
 
 const WORDS = HASH_BYTES / 4;
-const INITIAL_SLOTS = 64;
 
 /**
- * One partition's leaders within one bundle, found by their 16-byte hash:
- * the writer's layers 1 and 2 (docs/deduplication.md, "Three layers").
+ * A bundle's leaders, found by (partition, 16-byte hash): the writer's
+ * layers 1 and 2 (docs/deduplication.md, "Three layers").
  *
  * The hashes live in one bundle-wide word array (item k's hash at words
  * 4k .. 4k+3, the stored big-endian bytes read as native words: any fixed
  * reading compares equal exactly when the 16 bytes do). The table holds item
  * numbers (k + 1; 0 = empty) in open addressing with linear probing, keyed by
- * the hash's first word; a hit is confirmed on all four words, so a hash that
- * merely shares a first word is never taken for another.
+ * the hash's first word and the partition; a hit is confirmed on the
+ * partition and all four words, so a hash that merely shares a first word,
+ * or the same hash in another partition, is never taken for another.
  *
- * Why not Map<bigint> (and a Map<string> in front of it): the two maps cost
- * ~180 ns per item (measured, 6 400 ids); this table ~10 ns. Equal keys have
- * equal hashes, so one lookup by hash finds every leader the key map would
- * have found, and the leader a broker-local collision must follow; the
- * writer then tells the two apart by comparing the transactionIds.
+ * Why not a Map<bigint> per partition (and a Map<string> in front of it):
+ * the two maps cost ~180 ns per item (measured, 6 400 ids), this table
+ * ~10 ns, and it is allocated once per bundle, sized for every item (at most
+ * half full), so it never grows. Equal keys have equal hashes, so one lookup
+ * by hash finds every leader the key map would have found, and the leader a
+ * broker-local collision must follow.
  *
- * States: empty -> holding n leaders (n < half the slots: the table doubles
- * and re-inserts before it gets fuller). Nothing is ever removed.
+ * States: empty -> holding n <= capacity leaders. Nothing is ever removed.
  */
 export class LeaderTable {
-  private slots = new Int32Array(INITIAL_SLOTS);
-  private mask = INITIAL_SLOTS - 1;
+  private readonly slots: Int32Array;
+  private readonly partitionOf: Int32Array;
+  private readonly mask: number;
   private size = 0;
 
-  constructor(private readonly words: Uint32Array) {}
+  /** For up to `capacity` items of one bundle, their hashes in `words`. */
+  constructor(
+    private readonly words: Uint32Array,
+    readonly capacity: number,
+  ) {
+    let n = 16;
+    while (n < capacity * 2) n *= 2;
+    this.slots = new Int32Array(n);
+    this.mask = n - 1;
+    this.partitionOf = new Int32Array(Math.max(1, capacity));
+  }
 
   get count(): number {
     return this.size;
   }
 
   /**
-   * The item already holding item k's hash (its number k'), or -1 after
-   * recording k as the holder of that hash.
+   * The item already holding item k's hash in `partition` (its number k'),
+   * or -1 after recording k as the holder of that hash there.
    */
-  findOrAdd(k: number): number {
+  findOrAdd(k: number, partition: number): number {
+    if (k < 0 || k >= this.capacity) throw new RangeError(`LeaderTable: item ${k} outside 0..${this.capacity - 1}`);
     const w = this.words;
     const at = k * WORDS;
     const w0 = w[at]!;
@@ -47,30 +59,16 @@ export class LeaderTable {
     const w3 = w[at + 3]!;
     const slots = this.slots;
     const mask = this.mask;
-    for (let s = w0 & mask; ; s = (s + 1) & mask) {
+    this.partitionOf[k] = partition;
+    for (let s = (w0 ^ Math.imul(partition, 0x9e3779b1)) & mask; ; s = (s + 1) & mask) {
       const held = slots[s]!;
       if (held === 0) {
         slots[s] = k + 1;
-        if (++this.size * 2 > mask) this.grow();
+        this.size++;
         return -1;
       }
       const h = (held - 1) * WORDS;
-      if (w[h] === w0 && w[h + 1] === w1 && w[h + 2] === w2 && w[h + 3] === w3) return held - 1;
+      if (w[h] === w0 && w[h + 1] === w1 && w[h + 2] === w2 && w[h + 3] === w3 && this.partitionOf[held - 1] === partition) return held - 1;
     }
-  }
-
-  private grow(): void {
-    const old = this.slots;
-    const slots = new Int32Array(old.length * 2);
-    const mask = slots.length - 1;
-    const w = this.words;
-    for (const held of old) {
-      if (held === 0) continue;
-      let s = w[(held - 1) * WORDS]! & mask;
-      while (slots[s] !== 0) s = (s + 1) & mask;
-      slots[s] = held;
-    }
-    this.slots = slots;
-    this.mask = mask;
   }
 }

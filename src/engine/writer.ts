@@ -106,8 +106,8 @@ interface Group {
   partitionId: number;
   windowSeconds: number;
   leaders: Leader[];
-  /** Layers 1 and 2 (window > 0 only): the partition's leaders by hash. */
-  table: LeaderTable | undefined;
+  /** Layers 1 and 2 apply (window > 0). */
+  dedup: boolean;
   /** Offsets SQL refuted for a leader in an earlier round (stale hints): never named again for it. */
   refuted: Map<Leader, Set<number>>;
 }
@@ -222,6 +222,8 @@ export class LogWriter {
     // Every hash goes once into the bundle's hash words (the stored
     // big-endian bytes); segments copy theirs from there.
     const hashes = new BundleHashes(accepted.length);
+    // Only where some partition deduplicates (window 0 needs no table).
+    let table: LeaderTable | undefined;
     const leaderAt: Leader[] = [];
     const groups = new Map<number, Group>();
     const followers: [Accepted, Leader][] = [];
@@ -239,7 +241,7 @@ export class LogWriter {
           partitionId: info.partitionId,
           windowSeconds: info.windowSeconds,
           leaders: [],
-          table: info.windowSeconds > 0 ? new LeaderTable(hashes.words) : undefined,
+          dedup: info.windowSeconds > 0,
           refuted: new Map(),
         };
         groups.set(info.partitionId, g);
@@ -248,7 +250,7 @@ export class LogWriter {
       // An earlier item of this partition with the same hash: the same key
       // (layer 1) or a broker-local collision (layer 2, exactly as SQL would
       // see it). Either way this item follows that leader.
-      const held = g.table?.findOrAdd(a.slot) ?? -1;
+      const held = g.dedup ? (table ??= new LeaderTable(hashes.words, accepted.length)).findOrAdd(a.slot, g.partitionId) : -1;
       if (held >= 0) {
         followers.push([a, leaderAt[held]!]);
         continue;
@@ -471,7 +473,7 @@ const WORDS_PER_HASH = HASH_BYTES / 4;
 /**
  * A bundle's hashes, one 16-byte slot per grouped item in grouping order:
  * hashed once, compared by LeaderTable through `words`, gathered per segment.
- * Own ArrayBuffers (offset 0), so the word views are always aligned.
+ * Its own ArrayBuffer (offset 0), so the word view is always aligned.
  */
 class BundleHashes {
   readonly words: Uint32Array;
@@ -493,18 +495,28 @@ class BundleHashes {
     return k;
   }
 
-  /** The leaders' hashes, in their order, as one segment's hash bytes. */
+  /**
+   * The leaders' hashes, in their order, as one segment's hash bytes. Copied
+   * as words when the Buffer is 4-byte aligned (Node's pool hands out 8-byte
+   * aligned slices; a buffer of its own per segment cost more than the copy).
+   */
   gather(leaders: readonly Leader[]): Buffer {
-    const out = Buffer.allocUnsafeSlow(leaders.length * HASH_BYTES);
-    const ow = new Uint32Array(out.buffer, out.byteOffset, leaders.length * WORDS_PER_HASH);
+    const out = Buffer.allocUnsafe(leaders.length * HASH_BYTES);
     const w = this.words;
-    for (let i = 0; i < leaders.length; i++) {
-      const from = leaders[i]!.slot * WORDS_PER_HASH;
-      const to = i * WORDS_PER_HASH;
-      ow[to] = w[from]!;
-      ow[to + 1] = w[from + 1]!;
-      ow[to + 2] = w[from + 2]!;
-      ow[to + 3] = w[from + 3]!;
+    if (out.byteOffset % 4 === 0) {
+      const ow = new Uint32Array(out.buffer, out.byteOffset, leaders.length * WORDS_PER_HASH);
+      for (let i = 0; i < leaders.length; i++) {
+        const from = leaders[i]!.slot * WORDS_PER_HASH;
+        const to = i * WORDS_PER_HASH;
+        ow[to] = w[from]!;
+        ow[to + 1] = w[from + 1]!;
+        ow[to + 2] = w[from + 2]!;
+        ow[to + 3] = w[from + 3]!;
+      }
+    } else {
+      const bytes = new Uint8Array(w.buffer, w.byteOffset, w.byteLength);
+      for (let i = 0; i < leaders.length; i++)
+        out.set(bytes.subarray(leaders[i]!.slot * HASH_BYTES, (leaders[i]!.slot + 1) * HASH_BYTES), i * HASH_BYTES);
     }
     return out;
   }
