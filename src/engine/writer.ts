@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationError } from '../errors.js';
-import { HASH_BYTES, hashString } from '../util/txnHash.js';
+import { HASH_BYTES, hashString, writeHashAt } from '../util/txnHash.js';
 import { LeaderTable } from './leaderTable.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
 import { packSegment, type Frame } from './frames.js';
@@ -514,9 +514,7 @@ class BundleHashes {
   /** Hashes the transactionId (xxh3_128 of its UTF-8 bytes) into the next slot; returns the slot. */
   add(transactionId: string): number {
     const k = this.n++;
-    const h = hashString(transactionId);
-    this.view.setBigUint64(k * HASH_BYTES, h >> 64n);
-    this.view.setBigUint64(k * HASH_BYTES + 8, h);
+    writeHashAt(this.view, k * HASH_BYTES, hashString(transactionId));
     return k;
   }
 

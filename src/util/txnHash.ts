@@ -22,19 +22,13 @@ export function hashBytes(utf8: Buffer): bigint {
  * message).
  */
 export function writeHash(h: bigint, out: Buffer, at: number): void {
-  const v = new DataView(out.buffer, out.byteOffset + at, HASH_BYTES);
-  v.setBigUint64(0, h >> 64n);
-  v.setBigUint64(8, h);
+  writeHashAt(new DataView(out.buffer, out.byteOffset + at, HASH_BYTES), 0, h);
 }
 
-/** writeHash for a run of hashes into one buffer, from `at`: one DataView for all. */
-export function writeHashes(hs: readonly bigint[], out: Buffer, at = 0): void {
-  const v = new DataView(out.buffer, out.byteOffset + at, hs.length * HASH_BYTES);
-  for (let i = 0; i < hs.length; i++) {
-    const h = hs[i]!;
-    v.setBigUint64(i * HASH_BYTES, h >> 64n);
-    v.setBigUint64(i * HASH_BYTES + 8, h);
-  }
+/** writeHash through a view the caller keeps (one DataView for a whole run of hashes). */
+export function writeHashAt(view: DataView, at: number, h: bigint): void {
+  view.setBigUint64(at, h >> 64n);
+  view.setBigUint64(at + 8, h);
 }
 
 /**
