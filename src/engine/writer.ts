@@ -460,32 +460,41 @@ function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
 /**
  * src's 16-byte records, frames first (in order), then the hinted ones
  * (order[i] = -1 - j puts record i at hinted position j; 0 = a frame).
- * Copied as 32-bit words when both buffers are 4-byte aligned (Node's pool
- * slices are), byte by byte otherwise: a Buffer#copy call per 16 bytes cost
- * more than the bytes (one call into C++ per leader of every hinted segment).
  */
 function reorderHashes(src: Buffer, order: Int32Array, frames: number): Buffer {
-  const n = order.length;
-  const out = Buffer.allocUnsafe(n * HASH_BYTES);
+  const from = new Int32Array(order.length);
   let f = 0;
+  for (let i = 0; i < order.length; i++) {
+    const o = order[i]!;
+    from[o < 0 ? frames - 1 - o : f++] = i;
+  }
+  return pickHashes(src, from);
+}
+
+/**
+ * A new buffer whose record k is src's record from[k] (16 bytes each).
+ * Copied as 32-bit words when both are 4-byte aligned (Node's pool hands out
+ * 8-byte aligned slices), byte by byte otherwise: a Buffer#copy call per 16
+ * bytes cost more than the bytes (one call into C++ per record).
+ */
+function pickHashes(src: Uint8Array, from: ArrayLike<number>): Buffer {
+  const n = from.length;
+  const out = Buffer.allocUnsafe(n * HASH_BYTES);
   if (src.byteOffset % 4 === 0 && out.byteOffset % 4 === 0) {
-    const sw = new Uint32Array(src.buffer, src.byteOffset, n * WORDS_PER_HASH);
+    const sw = new Uint32Array(src.buffer, src.byteOffset, src.byteLength >>> 2);
     const ow = new Uint32Array(out.buffer, out.byteOffset, n * WORDS_PER_HASH);
-    for (let i = 0; i < n; i++) {
-      const o = order[i]!;
-      const to = (o < 0 ? frames - 1 - o : f++) * WORDS_PER_HASH;
-      const from = i * WORDS_PER_HASH;
-      ow[to] = sw[from]!;
-      ow[to + 1] = sw[from + 1]!;
-      ow[to + 2] = sw[from + 2]!;
-      ow[to + 3] = sw[from + 3]!;
+    for (let k = 0; k < n; k++) {
+      const a = from[k]! * WORDS_PER_HASH;
+      const b = k * WORDS_PER_HASH;
+      ow[b] = sw[a]!;
+      ow[b + 1] = sw[a + 1]!;
+      ow[b + 2] = sw[a + 2]!;
+      ow[b + 3] = sw[a + 3]!;
     }
   } else {
-    for (let i = 0; i < n; i++) {
-      const o = order[i]!;
-      const to = (o < 0 ? frames - 1 - o : f++) * HASH_BYTES;
-      const from = i * HASH_BYTES;
-      for (let b = 0; b < HASH_BYTES; b++) out[to + b] = src[from + b]!;
+    for (let k = 0; k < n; k++) {
+      const a = from[k]! * HASH_BYTES;
+      for (let b = 0; b < HASH_BYTES; b++) out[k * HASH_BYTES + b] = src[a + b]!;
     }
   }
   return out;
@@ -502,12 +511,14 @@ const WORDS_PER_HASH = HASH_BYTES / 4;
  */
 class BundleHashes {
   readonly words: Uint32Array;
+  private readonly bytes: Uint8Array;
   private readonly view: DataView;
   private n = 0;
 
   constructor(capacity: number) {
     const buf = new ArrayBuffer(Math.max(1, capacity) * HASH_BYTES);
     this.words = new Uint32Array(buf);
+    this.bytes = new Uint8Array(buf);
     this.view = new DataView(buf);
   }
 
@@ -518,30 +529,11 @@ class BundleHashes {
     return k;
   }
 
-  /**
-   * The leaders' hashes, in their order, as one segment's hash bytes. Copied
-   * as words when the Buffer is 4-byte aligned (Node's pool hands out 8-byte
-   * aligned slices; a buffer of its own per segment cost more than the copy).
-   */
+  /** The leaders' hashes, in their order, as one segment's hash bytes. */
   gather(leaders: readonly Leader[]): Buffer {
-    const out = Buffer.allocUnsafe(leaders.length * HASH_BYTES);
-    const w = this.words;
-    if (out.byteOffset % 4 === 0) {
-      const ow = new Uint32Array(out.buffer, out.byteOffset, leaders.length * WORDS_PER_HASH);
-      for (let i = 0; i < leaders.length; i++) {
-        const from = leaders[i]!.slot * WORDS_PER_HASH;
-        const to = i * WORDS_PER_HASH;
-        ow[to] = w[from]!;
-        ow[to + 1] = w[from + 1]!;
-        ow[to + 2] = w[from + 2]!;
-        ow[to + 3] = w[from + 3]!;
-      }
-    } else {
-      const bytes = new Uint8Array(w.buffer, w.byteOffset, w.byteLength);
-      for (let i = 0; i < leaders.length; i++)
-        out.set(bytes.subarray(leaders[i]!.slot * HASH_BYTES, (leaders[i]!.slot + 1) * HASH_BYTES), i * HASH_BYTES);
-    }
-    return out;
+    const from = new Int32Array(leaders.length);
+    for (let i = 0; i < leaders.length; i++) from[i] = leaders[i]!.slot;
+    return pickHashes(this.bytes, from);
   }
 }
 
