@@ -411,13 +411,30 @@ async function planAcks(
     for (const r of (await q(LEASE_KEYS_SQL, [leaseOnly], 'finding leases')).rows)
       byLease.set(r.lease_id, { pid: r.partition_id, group: r.consumer_group });
   }
-  const keys: ({ pid: number; group: string } | undefined)[] = items.map((i) =>
-    i.partitionId !== undefined ? { pid: i.partitionId, group: i.consumerGroup } : byLease.get(i.leaseId!),
-  );
+  // Each item's cursor key, and its map key. The items of one request
+  // nearly always name one cursor after another in runs (a batch's acks), so
+  // a run shares one key object and one key string: a new string per item
+  // was built and hashed for every map lookup below.
+  const keys: ({ pid: number; group: string } | undefined)[] = new Array(items.length);
+  const keyStrings: (string | undefined)[] = new Array(items.length);
+  let last: { pid: number; group: string } | undefined;
+  let lastString = '';
+  items.forEach((it, i) => {
+    const k = it.partitionId !== undefined ? { pid: it.partitionId, group: it.consumerGroup } : byLease.get(it.leaseId!);
+    if (k === undefined) return;
+    if (last?.pid !== k.pid || last.group !== k.group) {
+      last = k;
+      lastString = keyOf(k.pid, k.group);
+    }
+    keys[i] = last;
+    keyStrings[i] = lastString;
+  });
 
   // Lock the cursors, ascending (partition_id, consumer_group).
   const uniq = new Map<string, { pid: number; group: string }>();
-  for (const k of keys) if (k) uniq.set(keyOf(k.pid, k.group), k);
+  keys.forEach((k, i) => {
+    if (k) uniq.set(keyStrings[i]!, k);
+  });
   const sorted = [...uniq.values()].sort((a, b) => a.pid - b.pid || (a.group < b.group ? -1 : a.group > b.group ? 1 : 0));
   const cursors = new Map<string, CursorState>();
   const expected: CursorRow[] = [];
@@ -455,7 +472,7 @@ async function planAcks(
     }
   }
   // Each item's cursor, looked up once (a 1 000-item ack asks several times per item).
-  const itemCursors = keys.map((k) => (k ? cursors.get(keyOf(k.pid, k.group)) : undefined));
+  const itemCursors = keyStrings.map((k) => (k !== undefined ? cursors.get(k) : undefined));
   const cursorOf = (i: number): CursorState | undefined => itemCursors[i];
 
   // Resolve inside each cursor's leased span.
@@ -655,11 +672,15 @@ async function planAcks(
 function knownCursors(items: readonly AckItem[], leaseSpans: LeaseSpanLookup | undefined): Map<string, CursorRow> | undefined {
   if (!leaseSpans) return undefined;
   const out = new Map<string, CursorRow>();
+  let last: CursorRow | undefined;
   for (const it of items) {
     if (it.partitionId === undefined || it.leaseId === undefined) return undefined;
     const row = leaseSpans(it.leaseId)?.cursor;
     if (row?.partition_id !== it.partitionId || row.consumer_group !== it.consumerGroup) return undefined;
     if (it.status === 'failed' && row.retry_limit === null) return undefined;
+    // A run of items on one lease is one row: checked once (planAcks' keys).
+    if (row === last) continue;
+    last = row;
     const key = keyOf(row.partition_id, row.consumer_group);
     const seen = out.get(key);
     if (seen && seen !== row) return undefined;

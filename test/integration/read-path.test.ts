@@ -93,6 +93,25 @@ test('two groups each receive every message once; queue mode is its own group', 
   }
 });
 
+test('one ack request interleaving two groups on one partition settles each item in its own group', async (t) => {
+  const { s } = t.context;
+  await pushN(s, 'mixack', 6);
+  const a = await s.client.queue('mixack').pop({ group: 'ga', batch: 6 });
+  const b = await s.client.queue('mixack').pop({ group: 'gb', batch: 6 });
+  t.is(a.length, 6);
+  t.is(b.length, 6);
+  // a0 b0 a1 b1 ...: the same partition, the group changing at every item,
+  // and runs of each group's lease in between (a4 a5 then b4 b5).
+  const mixed = [a[0]!, b[0]!, a[1]!, b[1]!, a[2]!, b[2]!, a[3]!, b[3]!, a[4]!, a[5]!, b[4]!, b[5]!];
+  const out = await s.client.ack(mixed);
+  t.deepEqual(
+    out.map((o) => o.result),
+    mixed.map(() => 'acked'),
+  );
+  t.deepEqual(await cursor(s, 'mixack', 'ga'), [{ committed: 5, leaseEnd: null }]);
+  t.deepEqual(await cursor(s, 'mixack', 'gb'), [{ committed: 5, leaseEnd: null }]);
+});
+
 test('two concurrent poppers never hold overlapping leases (random interleavings)', async (t) => {
   const { s } = t.context;
   let run = 0;
