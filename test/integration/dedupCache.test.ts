@@ -6,8 +6,10 @@ import { LogEngine } from '../../src/engine/logEngine.js';
 import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import { NIL_UUID } from '../../src/util/uuidv7.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
+import { partitionIdOf, retainPast } from '../helpers/retain.js';
 
 interface Ctx {
   db: TestDatabase;
@@ -54,7 +56,8 @@ const item = (queue: string, partition: string, txn: string): PushItem => ({
   transactionId: txn,
   payload: Buffer.from('{}'),
 });
-const verdicts = (rs: PushResult[]) => rs.map((r) => `${r.status}@${r.offset}`);
+// A duplicate whose original's segment retention removed answers the all-zero id ("/gone").
+const verdicts = (rs: PushResult[]) => rs.map((r) => `${r.status}@${r.offset}${r.id === NIL_UUID ? '/gone' : ''}`);
 
 test.serial('steady state: after warm-up a single broker sends p_verified == last_offset, so SQL never probes', async (t) => {
   const b = await broker(t, 64);
@@ -224,13 +227,15 @@ async function pidsOf(t: { context: Ctx }, queue: string): Promise<Map<string, n
 }
 
 test.serial(
-  'hints: verdicts of a hinting broker equal -1 verdicts on random histories across blocks, windows, purges and a second broker',
+  'hints: verdicts of a hinting broker equal -1 verdicts on random histories across blocks, windows, purges, retention and a second broker',
   async (t) => {
     const hinting = await broker(t, 64);
     const plain = await broker(t, false);
     const other = await broker(t, false);
     let round = 0;
     let multiHinted = 0;
+    let retained = 0;
+    let gone = 0;
     const hintedBefore = hinting.metrics.counter('queen_probe_hinted_total', '').get();
     await fc.assert(
       fc.asyncProperty(
@@ -262,6 +267,10 @@ test.serial(
               weight: 1,
               arbitrary: fc.record({ kind: fc.constant('purge' as const), fraction: fc.double({ min: 0, max: 1, noNaN: true }) }),
             },
+            {
+              weight: 1,
+              arbitrary: fc.record({ kind: fc.constant('retain' as const), percent: fc.integer({ min: 0, max: 100 }) }),
+            },
           ),
           { minLength: 5, maxLength: 25 },
         ),
@@ -279,6 +288,7 @@ test.serial(
               const a = await w[0]!.push(txns.map((x, i) => item(qa, part(i), x)));
               const b = await w[1]!.push(txns.map((x, i) => item(qb, part(i), x)));
               if (hinting.metrics.counter('queen_probe_hinted_total', '').get() - hintedAt >= 2) multiHinted++;
+              gone += a.filter((r) => r.status === 'duplicate' && r.id === NIL_UUID).length;
               if (JSON.stringify(verdicts(a)) !== JSON.stringify(verdicts(b))) {
                 throw new Error(
                   `verdicts differ at ${JSON.stringify({ ...op, txns: op.txns })}: ${verdicts(a).slice(-12).join(',')} vs ${verdicts(b).slice(-12).join(',')}`,
@@ -292,6 +302,28 @@ test.serial(
                WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = ANY ($1))`,
                 [[qa, qb]],
               );
+            } else if (op.kind === 'retain') {
+              // Segments removed as retention removes them (retention_step_v3):
+              // a prefix of whole segments, log_start moved past it, in one
+              // transaction under the row lock; the hashes stay. The same cut
+              // in both queues, where both have a segment ending there.
+              const pa = await pidsOf(t, qa);
+              const pb = await pidsOf(t, qb);
+              for (const [name, a] of pa) {
+                const b = pb.get(name);
+                if (b === undefined) continue;
+                const cut = (
+                  await t.context.sql.query(
+                    `SELECT max(s.end_offset) AS cut FROM queen.log_segments s JOIN queen.log_partitions lp ON lp.id = s.partition_id
+                     WHERE lp.id = $1 AND s.end_offset < $2::int * (lp.last_offset + 1) / 100
+                       AND EXISTS (SELECT 1 FROM queen.log_segments o WHERE o.partition_id = $3 AND o.end_offset = s.end_offset)`,
+                    [a, op.percent, b],
+                  )
+                ).rows[0].cut as string | null;
+                if (cut === null) continue;
+                for (const pid of [a, b]) await retainPast(t.context.sql, pid, cut);
+                retained++;
+              }
             } else {
               // A purge as retention does it: raise txns_start, then delete whole rows below it.
               for (const q of [qa, qb]) {
@@ -317,6 +349,8 @@ test.serial(
       `hinting broker: ${hinted} hinted segments (${multiHinted} pushes with two), ${hinting.probesRun()} probes run, ${hinting.probesSkipped()} skipped; refuted segments ${hinting.metrics.counter('queen_segments_total', '').get('refuted')}`,
     );
     t.true(hinted > 0, 'hints were used along the way');
+    t.log(`segments removed as retention does in ${retained} partitions; ${gone} duplicates answered the all-zero id`);
+    t.true(gone > 0, 'some duplicates named originals whose segments were gone');
     // log_push_v5 (and v6) verify all hinted segments of a push in one statement:
     // bundles with more than one must have been compared too.
     t.true(multiHinted > 0, 'some pushes carried two hinted segments');
@@ -420,23 +454,29 @@ test.serial('hints: a replay that starts and ends inside stored segments answers
 });
 
 test.serial(
-  'hints: a replay named as runs over three segments, the middle one removed by retention, answers each original id and the zero id for the removed ones',
+  'hints: a replay named as runs over four segments, the first two removed by retention, answers each original id and the zero id for the removed ones',
   async (t) => {
     const b = await broker(t, 64);
     const first: PushResult[] = [];
-    for (let s = 0; s < 3; s++)
+    for (let s = 0; s < 4; s++)
       first.push(...(await b.writer.push(Array.from({ length: 4 }, (_, i) => item('runsgone', 'p', `g${s}-${i}`)))));
-    await t.context.sql.query(
-      `DELETE FROM queen.log_segments WHERE base_offset = 4 AND partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'runsgone')`,
-    );
+    t.is(await retainPast(t.context.sql, await partitionIdOf(t.context.sql, 'runsgone', 'p'), 7), 2);
     const run0 = b.probesRun();
     const offsets0 = b.metrics.histogram('queen_probe_hint_offsets', '').sum();
     const replay = await b.writer.push(first.map((r) => item('runsgone', 'p', r.transactionId!)));
     t.is(b.probesRun(), run0, 'no probe ran: the names alone decided');
-    t.is(b.metrics.histogram('queen_probe_hint_offsets', '').sum() - offsets0, 12);
+    t.is(b.metrics.histogram('queen_probe_hint_offsets', '').sum() - offsets0, 16);
     t.deepEqual(
       replay.map((r) => [r.status, r.offset, r.id]),
-      first.map((r) => ['duplicate', r.offset, r.offset! >= 4 && r.offset! < 8 ? '00000000-0000-0000-0000-000000000000' : r.id]),
+      first.map((r) => ['duplicate', r.offset, r.offset! < 8 ? NIL_UUID : r.id]),
+    );
+    // Scattered retries (runs of one) on both sides of log_start answer the same way.
+    const scattered = [1, 6, 9, 14].map((o) => first[o]!);
+    const again = await b.writer.push(scattered.map((r) => item('runsgone', 'p', r.transactionId!)));
+    t.is(b.probesRun(), run0, 'still no probe');
+    t.deepEqual(
+      again.map((r) => [r.status, r.offset, r.id]),
+      scattered.map((r) => ['duplicate', r.offset, r.offset! < 8 ? NIL_UUID : r.id]),
     );
   },
 );

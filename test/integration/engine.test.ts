@@ -8,6 +8,7 @@ import { hashTransactionId } from '../../src/util/txnHash.js';
 import { NIL_UUID, uuidToString } from '../../src/util/uuidv7.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { partitionIdOf, retainPast } from '../helpers/retain.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 interface Ctx {
@@ -167,7 +168,7 @@ test('bundle isolation: a duplicate in one partition does not roll back another 
   t.deepEqual(await counts(t, 'bundle', 'a'), { lastOffset: 0, segments: 1, txns: 1 });
 });
 
-test('log_push_v6 refuses malformed hint runs for the whole bundle, naming the segment, and writes nothing', async (t) => {
+test('log_push_v7 refuses malformed hint runs for the whole bundle, naming the segment, and writes nothing', async (t) => {
   const { writer, sql } = t.context;
   await writer.push([item('badruns', 'a', 'x'), item('badruns', 'b', 'y')]);
   const ids = (
@@ -178,7 +179,7 @@ test('log_push_v6 refuses malformed hint runs for the whole bundle, naming the s
   // Two segments of one frame each; the second also names one expected duplicate (item 1).
   const call = (runCounts: number[], runItems: number[]) =>
     sql.query(
-      `SELECT * FROM queen.log_push_v6($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea,
+      `SELECT * FROM queen.log_push_v7($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea,
                                        $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])`,
       [
         ids,
@@ -278,28 +279,32 @@ test('bad items fail alone; the valid items of the same call are written', async
 test('a duplicate whose original segment was removed by retention answers the all-zero id', async (t) => {
   const { writer, sql } = t.context;
   await writer.push([item('retained', 'p', 'gone')]);
-  await sql.query(
-    `DELETE FROM queen.log_segments WHERE partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'retained')`,
-  );
+  t.is(await retainPast(sql, await partitionIdOf(sql, 'retained', 'p'), 0), 1);
   const [dup] = await writer.push([item('retained', 'p', 'gone')]);
   t.is(dup!.status, 'duplicate');
   t.is(dup!.id, NIL_UUID);
 });
 
-test('a replay across several segments, one of them removed by retention, answers each original id and the all-zero id for the removed one', async (t) => {
+test('a replay across several segments, the first ones removed by retention, answers each original id and the all-zero id for the removed ones', async (t) => {
   const { writer, sql } = t.context;
   const first: PushResult[] = [];
-  for (let s = 0; s < 3; s++)
+  for (let s = 0; s < 4; s++)
     first.push(...(await writer.push(Array.from({ length: 4 }, (_, i) => item('retained-span', 'p', `s${s}-${i}`)))));
-  await sql.query(
-    `DELETE FROM queen.log_segments WHERE base_offset = 4 AND partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'retained-span')`,
-  );
+  // Retention removes the segments at 0 and 4; the hashes stay (the window keeps log_txns).
+  t.is(await retainPast(sql, await partitionIdOf(sql, 'retained-span', 'p'), 7), 2);
   // One push naming every stored id: its originals are one range of
-  // consecutive offsets 0..11 over three segments, the middle one gone.
+  // consecutive offsets 0..15 over four segments, the first two gone.
   const replay = await writer.push(first.map((r) => item('retained-span', 'p', r.transactionId!)));
   t.deepEqual(
     replay.map((r) => [r.status, r.offset, r.id]),
-    first.map((r) => ['duplicate', r.offset, r.offset! >= 4 && r.offset! < 8 ? NIL_UUID : r.id]),
+    first.map((r) => ['duplicate', r.offset, r.offset! < 8 ? NIL_UUID : r.id]),
+  );
+  // Scattered retries (runs of one) across the boundary answer the same way.
+  const scattered = [1, 6, 9, 14].map((o) => first[o]!);
+  const again = await writer.push(scattered.map((r) => item('retained-span', 'p', r.transactionId!)));
+  t.deepEqual(
+    again.map((r) => [r.status, r.offset, r.id]),
+    scattered.map((r) => ['duplicate', r.offset, r.offset! < 8 ? NIL_UUID : r.id]),
   );
 });
 
