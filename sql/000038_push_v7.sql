@@ -94,6 +94,8 @@ DECLARE
     v_base       bigint[] := array_fill(NULL::bigint, ARRAY[v_n]);
     v_run_seg    integer[];
     v_hint_lens  integer[];
+    -- The longest hint run of the push (0 without runs).
+    v_max_len    integer := 0;
     -- The batched hinted verdict, read one segment's group at a time: the
     -- segment, its items found (aligned arrays, in the DISTINCT ON's order), their original offsets and ids,
     -- and how many of them are frames (item < count).
@@ -211,14 +213,87 @@ BEGIN
                    OR r.item < p_counts[r.seg] OR r.item + r.len > p_counts[r.seg] + p_expected[r.seg]),
                (SELECT array_agg(coalesce(h.total, 0)::integer ORDER BY g.seg)
                 FROM generate_series(1, v_n) AS g (seg)
-                LEFT JOIN (SELECT r.seg, sum(r.len) AS total FROM r GROUP BY r.seg) h ON h.seg = g.seg)
-        INTO v_bad, v_hint_lens;
+                LEFT JOIN (SELECT r.seg, sum(r.len) AS total FROM r GROUP BY r.seg) h ON h.seg = g.seg),
+               (SELECT max(r.len) FROM r)
+        INTO v_bad, v_hint_lens, v_max_len;
         IF v_bad IS NOT NULL THEN
             RAISE EXCEPTION 'log_push_v7: segment % has malformed hint runs', v_bad - 1 USING ERRCODE = '22023';
         END IF;
     END IF;
 
-    IF v_any_hinted THEN
+    IF v_any_hinted AND v_max_len = 1 THEN
+        -- Every run is a run of one (scattered retries, the common case):
+        -- the statement below without its branch for longer runs, which
+        -- would find no rows. PostgreSQL plans both afresh on every call
+        -- (custom plans: see the header), and planning the longer-run
+        -- branch (and starting it) cost ~2 ms per push.
+        OPEN v_hinted_cur FOR
+        WITH runs AS MATERIALIZED (
+            SELECT r.seg, r.item, r.off, r.len, s.pid, s.start, s.cutoff, s.hat, s.lstart
+            FROM unnest(v_run_seg, p_run_items, p_run_offsets, p_run_lens) AS r (seg, item, off, len)
+            JOIN unnest(p_partition_ids, v_starts, v_cutoffs, v_hash_at, v_hinted, v_lstarts)
+                 WITH ORDINALITY AS s (pid, start, cutoff, hat, hinted, lstart, seg)
+              ON s.seg = r.seg
+            WHERE s.hinted
+        )
+        SELECT d.seg,
+               array_agg(d.idx),
+               array_agg(d.off),
+               string_agg(coalesce(s.id, '\x00000000000000000000000000000000'::bytea), ''::bytea),
+               (count(*) FILTER (WHERE d.idx < p_counts[d.seg]))::integer
+        FROM (
+            SELECT DISTINCT ON (v.seg, v.idx) v.seg, v.idx, v.off, v.pid, v.row_base, v.row_ids, v.alive
+            FROM (
+                SELECT r.seg, r.item AS idx, r.off, r.pid, r.off AS row_base, t.id AS row_ids,
+                       t.base_offset >= r.lstart AS alive
+                FROM runs r
+                CROSS JOIN LATERAL (
+                    -- The row's 16 bytes at the named offset, sliced
+                    -- here: carrying the row's whole hashes and id copy
+                    -- out of the scan (v4) copied ~6 kB per duplicate
+                    -- through the limit and the sort below. The CASE
+                    -- keeps an offset below the row's base (a purged
+                    -- range) from computing a position at all.
+                    SELECT t.base_offset, t.end_offset, t.created_at,
+                           CASE WHEN t.base_offset <= r.off
+                                THEN substring(t.hashes FROM ((r.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS hash,
+                           CASE WHEN t.base_offset <= r.off
+                                THEN substring(t.ids FROM ((r.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS id
+                    FROM queen.log_txns t
+                    WHERE t.partition_id = r.pid
+                      AND t.end_offset >= r.off
+                    ORDER BY t.end_offset
+                    LIMIT 1
+                ) t
+                WHERE r.len = 1
+                  AND t.base_offset <= r.off
+                  AND t.end_offset >= r.start
+                  AND t.created_at >= r.cutoff
+                  AND t.hash = substring(p_hashes FROM r.hat + r.item * 16 FOR 16)
+            ) v
+            ORDER BY v.seg, v.idx, v.off
+        ) d
+        LEFT JOIN LATERAL (
+            -- v4's id: the verifying row's copy of the directory if its
+            -- segment still exists, the all-zero id if retention removed
+            -- it, the blob's directory for rows from before 000030. Both
+            -- branches now carry the occurrence's own 16-byte id with
+            -- row_base = its offset, so this slices 16 bytes at 0.
+            SELECT CASE
+                     WHEN d.row_ids IS NOT NULL THEN
+                       CASE WHEN d.alive THEN substring(d.row_ids FROM ((d.off - d.row_base) * 16 + 1)::integer FOR 16) END
+                     ELSE (SELECT CASE WHEN ls.end_offset >= d.off
+                                       THEN substring(ls.blob FROM (6 + (d.off - ls.base_offset) * 16)::integer FOR 16) END
+                           FROM queen.log_segments ls
+                           WHERE ls.partition_id = d.pid AND ls.base_offset <= d.off
+                           ORDER BY ls.base_offset DESC
+                           LIMIT 1)
+                   END AS id
+        ) s ON true
+        GROUP BY d.seg
+        ORDER BY d.seg;
+        FETCH v_hinted_cur INTO v_h_seg, v_h_idx, v_h_off, v_h_ids, v_h_new;
+    ELSIF v_any_hinted THEN
         -- v4's one-statement hinted verdict for every segment whose tail
         -- needs no probe (the steady state of a warm cache), all at once:
         -- verify every name, take MIN per (segment, item) and read each
