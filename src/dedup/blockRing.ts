@@ -239,7 +239,14 @@ export class BlockRing {
       const offs = this.hotOffsets!;
       const base = this.hotMinOffset;
       if (!collectSortedMany(hv, this.hotSorted, offs, base, q, order, n, out)) known = false;
-      // The tail, in arrival order: a linear scan per query, first word first (as scanContains).
+      // The tail, in arrival order. Many queries: one pass over the tail,
+      // each record looked up among the sorted queries (a replay names a
+      // whole segment, and a scan per query cost tail x n compares).
+      if (n >= TAIL_PASS_MIN_QUERIES) {
+        if (!collectTailPass(hv, this.hotSorted, this.hotCount, offs, base, q, order, n, out)) known = false;
+        return known;
+      }
+      // Few queries: a linear scan per query, first word first (as scanContains).
       const end = this.hotCount * HASH_BYTES;
       for (let k = 0; k < n; k++) {
         const i = order[k]!;
@@ -337,6 +344,58 @@ export class BlockRing {
       maxCreatedMs: this.hotMaxCreatedMs,
     };
   }
+}
+
+/** From this many queries on, the hot tail is walked once (collectTailPass) instead of once per query. */
+const TAIL_PASS_MIN_QUERIES = 16;
+
+/**
+ * collectManyInRange's tail step for many queries: each tail record
+ * (records from .. count-1 of `view`, arrival order) is looked up among the
+ * queries by a binary search over their first words (they are in ascending
+ * hash order), every query with that first word is compared in full, and
+ * the record's offset is pushed to each equal query's list. The same
+ * occurrences as a scan per query, pushed in the same order for each query
+ * (tail order).
+ */
+function collectTailPass(
+  view: DataView,
+  from: number,
+  count: number,
+  offsets: Uint32Array,
+  minOffset: number,
+  q: DataView,
+  order: Int32Array,
+  n: number,
+  out: (number[] | undefined)[],
+): boolean {
+  let known = true;
+  // The queries' first words, ascending (the queries are in hash order).
+  const first = new Uint32Array(n);
+  for (let k = 0; k < n; k++) first[k] = q.getUint32(order[k]! * HASH_BYTES);
+  for (let j = from; j < count; j++) {
+    const o = j * HASH_BYTES;
+    const r0 = view.getUint32(o);
+    // First query whose first word is >= the record's.
+    let lo = 0;
+    let hi = n;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (first[mid]! < r0) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo === n || first[lo] !== r0) continue;
+    const r1 = view.getUint32(o + 4);
+    const r2 = view.getUint32(o + 8);
+    const r3 = view.getUint32(o + 12);
+    for (let k = lo; k < n && first[k] === r0; k++) {
+      if (compareAt(q, order[k]! * HASH_BYTES, r0, r1, r2, r3) !== 0) continue;
+      const d = offsets[j]!;
+      if (d === UNKNOWN_OFFSET_DELTA) known = false;
+      else (out[order[k]!] ??= []).push(minOffset + d);
+    }
+  }
+  return known;
 }
 
 /**
