@@ -202,82 +202,82 @@ function compareRecords(buf: Buffer, i: number, j: number): number {
 // Scratch for sortRecordsInPlace, sized for one block and reused by every
 // sort: sorting allocates nothing (the process is single-threaded and the
 // sort is synchronous, so one set of scratch arrays suffices).
+const SORT_MAX_BUCKET_BITS = 12; // 2^12 = BLOCK_HASHES: about one record per bucket in a full block
 const sortKeys = new Uint32Array(BLOCK_HASHES);
-const sortKeys2 = new Uint32Array(BLOCK_HASHES);
 const sortPerm = new Uint16Array(BLOCK_HASHES);
-const sortPerm2 = new Uint16Array(BLOCK_HASHES);
-const sortCounts = new Uint32Array(256);
+const sortStarts = new Uint32Array((1 << SORT_MAX_BUCKET_BITS) + 1);
 const sortBuf = Buffer.allocUnsafeSlow(BLOCK_HASHES * HASH_BYTES);
 const sortWords = new Uint32Array(sortBuf.buffer, sortBuf.byteOffset, sortBuf.byteLength / 4);
 const sortOffsets = new Uint32Array(BLOCK_HASHES);
+/** A bucket larger than this is sorted by comparison (O(k log k)) rather than by insertion. */
+const SORT_INSERTION_MAX = 16;
 
 /**
  * Sorts the first `count` (<= BLOCK_HASHES) records of `buf` in place, and
  * applies the same permutation to `offsets` when given (record i's offset
  * travels with it, so after the seal offsets[j] still belongs to record j).
+ * Equal records keep their index order (the sort is stable).
  *
- * How: a stable LSD radix sort (four 8-bit passes) of the record indices by
- * each record's first big-endian word, then the rare runs that tie on the
- * first word ordered by the whole record (insertion sort; such runs have
- * length 2 with probability ~0.2% per block), then the records gathered in
- * that order through a block-sized scratch and copied back, as 32-bit words
- * when `buf` is 4-byte aligned (every buffer the ring allocates is). So a
- * seal is still a no-copy hand-off of the same Buffer.
+ * How: one bucket pass on the top bits of each record's first big-endian
+ * word (about one bucket per record: the hashes are uniform), the record
+ * indices scattered into their buckets in index order, then each bucket of
+ * two or more ordered by (first word, whole record, index): insertion for a
+ * small bucket, a comparison sort for a large one, so records crafted to
+ * share their top bits cost O(k log k), not O(k^2). Then the records are
+ * gathered in that order through a block-sized scratch and copied back, as
+ * 32-bit words when `buf` is 4-byte aligned (every buffer the ring
+ * allocates is). So a seal is still a no-copy hand-off of the same Buffer.
  *
- * Measured (scratch micro-benchmark, random records): 24.5 ns per record
- * for a block and 29 ns for a 256-record tail, against 88.7 and 57.3 ns for
- * the sort this replaced (a Float64Array sort of packed keys, then the
- * permutation applied cycle by cycle with one copyWithin per record: a call
- * into C++ per 16 bytes). Output identical, offsets included.
+ * Measured (scratch micro-benchmark, random records): see
+ * docs/deduplication.md ("What deduplication costs the broker's main
+ * thread"); the four-pass LSD radix sort this replaced took 24.5 ns per
+ * record for a block and 29 ns for a 256-record tail.
  */
 export function sortRecordsInPlace(buf: Buffer, count: number, offsets?: Uint32Array): void {
   if (count > BLOCK_HASHES) throw new RangeError(`sortRecordsInPlace: ${count} records exceed one block`);
   if (count < 2) return;
   const view = viewOf(buf);
-  let keys = sortKeys;
-  let perm = sortPerm;
-  let keysNext = sortKeys2;
-  let permNext = sortPerm2;
+  const keys = sortKeys;
+  const perm = sortPerm;
+  const starts = sortStarts;
+  let bits = 1;
+  while (bits < SORT_MAX_BUCKET_BITS && 1 << bits < count) bits++;
+  const shift = 32 - bits;
+  const buckets = 1 << bits;
+  starts.fill(0, 0, buckets + 1);
   for (let i = 0; i < count; i++) {
-    keys[i] = view.getUint32(i * HASH_BYTES);
-    perm[i] = i;
+    const key = view.getUint32(i * HASH_BYTES);
+    keys[i] = key;
+    starts[(key >>> shift) + 1]!++;
   }
-  // Least significant byte first; each pass is stable, so after the fourth
-  // the indices are ordered by the whole first word, ties in index order.
-  for (let shift = 0; shift < 32; shift += 8) {
-    sortCounts.fill(0);
-    for (let i = 0; i < count; i++) sortCounts[(keys[i]! >>> shift) & 255]!++;
-    let sum = 0;
-    for (let d = 0; d < 256; d++) {
-      const c = sortCounts[d]!;
-      sortCounts[d] = sum;
-      sum += c;
-    }
-    for (let i = 0; i < count; i++) {
-      const key = keys[i]!;
-      const at = sortCounts[(key >>> shift) & 255]!++;
-      keysNext[at] = key;
-      permNext[at] = perm[i]!;
-    }
-    [keys, keysNext] = [keysNext, keys];
-    [perm, permNext] = [permNext, perm];
-  }
+  for (let d = 1; d <= buckets; d++) starts[d]! += starts[d - 1]!;
+  // Scatter in index order (stable); starts[d] then ends where bucket d+1 began.
+  for (let i = 0; i < count; i++) perm[starts[keys[i]! >>> shift]!++] = i;
 
-  // Runs equal on the first word: order them by the whole record.
-  for (let s = 0; s < count - 1; s++) {
-    if (keys[s] !== keys[s + 1]) continue;
-    let e = s + 1;
-    while (e + 1 < count && keys[e + 1] === keys[s]) e++;
-    for (let a = s + 1; a <= e; a++) {
-      const v = perm[a]!;
-      let b = a - 1;
-      while (b >= s && compareRecords(buf, perm[b]!, v) > 0) {
-        perm[b + 1] = perm[b]!;
-        b--;
+  // Order each bucket by (first word, whole record, index).
+  let begin = 0;
+  for (let d = 0; d < buckets; d++) {
+    const end = starts[d]!;
+    if (end - begin > SORT_INSERTION_MAX) {
+      perm
+        .subarray(begin, end)
+        .sort((x, y) => (keys[x]! !== keys[y]! ? (keys[x]! < keys[y]! ? -1 : 1) : compareRecords(buf, x, y) || x - y));
+    } else {
+      for (let a = begin + 1; a < end; a++) {
+        const v = perm[a]!;
+        const kv = keys[v]!;
+        let b = a - 1;
+        while (b >= begin) {
+          const u = perm[b]!;
+          const ku = keys[u]!;
+          if (ku < kv || (ku === kv && compareRecords(buf, u, v) <= 0)) break;
+          perm[b + 1] = u;
+          b--;
+        }
+        perm[b + 1] = v;
       }
-      perm[b + 1] = v;
     }
-    s = e;
+    begin = end;
   }
 
   // The offsets follow the records: new[j] = old[perm[j]].

@@ -35,6 +35,44 @@ test('sortRecordsInPlace sorts 16-byte records bytewise, in the same buffer (pro
   t.pass();
 });
 
+test('sortRecordsInPlace: offsets travel with their records and equal records keep their order (property: uniform, crowded and repeated records)', (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.oneof(
+          // Uniform first words (buckets of about one), a crowded band (one big bucket), or a copy of an earlier record.
+          fc.record({
+            kind: fc.constant('uniform' as const),
+            w: fc.integer({ min: 0, max: 2 ** 32 - 1 }),
+            lo: fc.integer({ min: 0, max: 7 }),
+          }),
+          fc.record({ kind: fc.constant('crowded' as const), w: fc.integer({ min: 0, max: 4095 }), lo: fc.integer({ min: 0, max: 7 }) }),
+          fc.record({ kind: fc.constant('repeat' as const), w: fc.nat(), lo: fc.constant(0) }),
+        ),
+        { minLength: 0, maxLength: BLOCK_HASHES },
+      ),
+      (recs) => {
+        const buf = Buffer.alloc(recs.length * 16);
+        recs.forEach((r, i) => {
+          if (r.kind === 'repeat' && i > 0) buf.copy(buf, i * 16, (r.w % i) * 16, (r.w % i) * 16 + 16);
+          else {
+            buf.writeUInt32BE(r.kind === 'crowded' ? r.w : r.w >>> 0, i * 16);
+            buf.writeUInt32BE(r.lo, i * 16 + 12);
+          }
+        });
+        const hex = (b: Buffer, i: number) => b.subarray(i * 16, i * 16 + 16).toString('hex');
+        // Reference: a stable sort of (record, index).
+        const expected = recs.map((_, i) => [hex(buf, i), i] as const).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] - b[1]));
+        const offsets = Uint32Array.from(recs.map((_, i) => i));
+        sortRecordsInPlace(buf, recs.length, offsets);
+        return expected.every(([h, i], j) => hex(buf, j) === h && offsets[j] === i);
+      },
+    ),
+    { numRuns: 120 },
+  );
+  t.pass();
+});
+
 test('block ring: the hot buffer doubles and is sealed at exactly 4096 by handing off the same Buffer, sorted', (t) => {
   const ring = new BlockRing();
   const hashes = hashRun(1, 0, BLOCK_HASHES + 10);
