@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { packSegment, type Frame } from '../../src/engine/frames.js';
+import { TXNS_ROW_FRAMES } from '../../src/engine/logEngine.js';
 import type { PushItem } from '../../src/engine/writer.js';
 import { HASH_BYTES, hashTransactionId } from '../../src/util/txnHash.js';
 import { BinaryCopyWriter } from './copy.js';
@@ -177,13 +178,17 @@ export async function bulkLoad(pool: pg.Pool, plan: LoadPlan): Promise<number> {
           seg.int8(b + n - 1);
           seg.timestamptz(plan.createdMs);
           seg.bytes(packSegment(frames));
-          txn.row(6);
-          txn.int8(cursor.id);
-          txn.int8(b);
-          txn.int8(b + n - 1);
-          txn.timestamptz(plan.createdMs);
-          txn.bytes(hashes);
-          txn.bytes(ids);
+          // log_txns rows of at most TXNS_ROW_FRAMES frames, as log_push_v8 writes them.
+          for (let k = 0; k < n; k += TXNS_ROW_FRAMES) {
+            const m = Math.min(TXNS_ROW_FRAMES, n - k);
+            txn.row(6);
+            txn.int8(cursor.id);
+            txn.int8(b + k);
+            txn.int8(b + k + m - 1);
+            txn.timestamptz(plan.createdMs);
+            txn.bytes(hashes, k * HASH_BYTES, (k + m) * HASH_BYTES);
+            txn.bytes(ids, k * 16, (k + m) * 16);
+          }
         }
         offsets[i]! += n;
         left[i]! -= n;

@@ -4,7 +4,7 @@ import type pg from 'pg';
  * Removes segments the way a retention step does (retention_step_v3,
  * 000025): a prefix of the partition's segments, every one with
  * base_offset <= cut, and log_start moved past it, in one transaction under
- * the partition row lock. log_push_v7 relies on that shape (a row's segment
+ * the partition row lock. log_push_v7 and later rely on that shape (a row's segment
  * exists exactly when its base_offset >= log_start), so tests that need a
  * removed original remove it this way rather than deleting a segment from
  * the middle, which no code path does. Returns the segments removed.

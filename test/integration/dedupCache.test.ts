@@ -436,6 +436,28 @@ test.serial('hints: a replay of stored segments is all duplicates, checked as ru
   t.is(stored.rows[0].n, 3000, 'nothing written');
 });
 
+test.serial(
+  'hints: duplicates of a segment spread over several log_txns rows answer each original id without a probe, on and across row boundaries',
+  async (t) => {
+    const b = await broker(t, 64);
+    const first = await b.writer.push(Array.from({ length: 600 }, (_, i) => item('spreadh', 'p', `h-${i}`)));
+    const run0 = b.probesRun();
+    // A replay crossing both row boundaries (runs over three rows), then scattered retries on the boundaries.
+    const replay = await b.writer.push(first.slice(200, 560).map((r) => item('spreadh', 'p', r.transactionId!)));
+    const picks = [0, 249, 250, 251, 499, 500, 599];
+    const scattered = await b.writer.push(picks.map((o) => item('spreadh', 'p', `h-${o}`)));
+    t.is(b.probesRun(), run0, 'no probe ran: the names alone decided');
+    t.deepEqual(
+      replay.map((r) => [r.status, r.offset, r.id]),
+      first.slice(200, 560).map((r) => ['duplicate', r.offset, r.id]),
+    );
+    t.deepEqual(
+      scattered.map((r) => [r.status, r.offset, r.id]),
+      picks.map((o) => ['duplicate', o, first[o]!.id]),
+    );
+  },
+);
+
 test.serial('hints: a replay that starts and ends inside stored segments answers each original id at its offset', async (t) => {
   // The run's pieces begin and end away from their rows' first and last
   // offsets, so an id read at the wrong position inside a piece would show.

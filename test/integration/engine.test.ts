@@ -1,6 +1,6 @@
 import anyTest, { type TestFn } from 'ava';
 import pg from 'pg';
-import { LogEngine } from '../../src/engine/logEngine.js';
+import { LogEngine, TXNS_ROW_FRAMES } from '../../src/engine/logEngine.js';
 import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
 import { migrate } from '../../src/engine/migrate.js';
 import { unpackSegment } from '../../src/engine/frames.js';
@@ -168,7 +168,7 @@ test('bundle isolation: a duplicate in one partition does not roll back another 
   t.deepEqual(await counts(t, 'bundle', 'a'), { lastOffset: 0, segments: 1, txns: 1 });
 });
 
-test('log_push_v7 refuses malformed hint runs for the whole bundle, naming the segment, and writes nothing', async (t) => {
+test('log_push_v8 refuses malformed hint runs for the whole bundle, naming the segment, and writes nothing', async (t) => {
   const { writer, sql } = t.context;
   await writer.push([item('badruns', 'a', 'x'), item('badruns', 'b', 'y')]);
   const ids = (
@@ -179,7 +179,7 @@ test('log_push_v7 refuses malformed hint runs for the whole bundle, naming the s
   // Two segments of one frame each; the second also names one expected duplicate (item 1).
   const call = (runCounts: number[], runItems: number[]) =>
     sql.query(
-      `SELECT * FROM queen.log_push_v7($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea,
+      `SELECT * FROM queen.log_push_v8($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea,
                                        $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])`,
       [
         ids,
@@ -329,30 +329,53 @@ test('segment blobs are stored lz4-compressed where the server has lz4 (migratio
   );
 });
 
-test('a log_txns row keeps its hashes in the row while it fits a page; the id copy leaves first (migration 000033)', async (t) => {
+test('a segment is written to log_txns as rows of at most 250 frames, each whole in the heap (000033, log_push_v8)', async (t) => {
   const { writer, sql } = t.context;
   // pg_column_size of an uncompressed value: its length + a 4-byte header
   // when it sits in the row, its bare length when it was moved to TOAST.
-  const layout = async (queue: string): Promise<[string, string]> => {
+  const layout = async (queue: string): Promise<string[]> => {
     const r = await sql.query(
-      `SELECT pg_column_size(x.hashes) - octet_length(x.hashes) AS h, pg_column_size(x.ids) - octet_length(x.ids) AS i
+      `SELECT x.base_offset, x.end_offset, pg_column_size(x.hashes) - octet_length(x.hashes) AS h, pg_column_size(x.ids) - octet_length(x.ids) AS i
        FROM queen.log_txns x
-       WHERE x.partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1)`,
+       WHERE x.partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1)
+       ORDER BY x.end_offset`,
       [queue],
     );
-    t.is(r.rows.length, 1);
     const where = (d: number): string => (d === 4 ? 'inline' : d === 0 ? 'toast' : `header ${d}`);
-    return [where(r.rows[0].h as number), where(r.rows[0].i as number)];
+    return r.rows.map((x) => `${x.base_offset}-${x.end_offset} ${where(x.h as number)}/${where(x.i as number)}`);
   };
-  // 200 frames: 3.2 kB of hashes + 3.2 kB of ids, whole in one row.
+  t.is(TXNS_ROW_FRAMES, 250);
+  // 200 frames: one row, 3.2 kB of hashes + 3.2 kB of ids.
   await writer.push(Array.from({ length: 200 }, (_, i) => item('inline200', 'p', `a-${i}`)));
-  t.deepEqual(await layout('inline200'), ['inline', 'inline']);
-  // 400 frames: 12.8 kB does not fit; the id copy goes, the hashes stay.
-  await writer.push(Array.from({ length: 400 }, (_, i) => item('inline400', 'p', `b-${i}`)));
-  t.deepEqual(await layout('inline400'), ['inline', 'toast']);
-  // 600 frames: 9.6 kB of hashes alone do not fit a page either.
+  t.deepEqual(await layout('inline200'), ['0-199 inline/inline']);
+  // 250 frames: the largest row, 8 064 bytes, still whole.
+  await writer.push(Array.from({ length: 250 }, (_, i) => item('inline250', 'p', `b-${i}`)));
+  t.deepEqual(await layout('inline250'), ['0-249 inline/inline']);
+  // 600 frames (v7 toasted both columns of its one row): three rows, all whole.
   await writer.push(Array.from({ length: 600 }, (_, i) => item('inline600', 'p', `c-${i}`)));
-  t.deepEqual(await layout('inline600'), ['toast', 'toast']);
+  t.deepEqual(await layout('inline600'), ['0-249 inline/inline', '250-499 inline/inline', '500-599 inline/inline']);
+  // The rows together hold the segment's hashes and its id directory, in order.
+  const whole = await sql.query(
+    `SELECT string_agg(x.hashes, ''::bytea ORDER BY x.end_offset) AS h, string_agg(x.ids, ''::bytea ORDER BY x.end_offset) AS i,
+            (SELECT substring(s.blob FROM 6 FOR 600 * 16) FROM queen.log_segments s WHERE s.partition_id = min(x.partition_id)) AS dir
+     FROM queen.log_txns x
+     WHERE x.partition_id = (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'inline600')`,
+  );
+  const expectHashes = Buffer.concat(Array.from({ length: 600 }, (_, i) => hashTransactionId(`c-${i}`)));
+  t.true((whole.rows[0].h as Buffer).equals(expectHashes));
+  t.true((whole.rows[0].i as Buffer).equals(whole.rows[0].dir as Buffer));
+});
+
+test('duplicates of a segment spread over several log_txns rows answer each original id through the probe, on and across row boundaries', async (t) => {
+  const { writer } = t.context;
+  const first = await writer.push(Array.from({ length: 600 }, (_, i) => item('spread', 'p', `s-${i}`)));
+  // Scattered retries (several ranges) and one range crossing two row boundaries.
+  const picks = [0, 1, 248, 249, 250, 251, 499, 500, 599, ...Array.from({ length: 60 }, (_, k) => 220 + k), 420];
+  const again = await writer.push(picks.map((o) => item('spread', 'p', `s-${o}`)));
+  t.deepEqual(
+    again.map((r) => [r.status, r.offset, r.id]),
+    picks.map((o) => ['duplicate', o, first[o]!.id]),
+  );
 });
 
 test('each log_txns row keeps a copy of its segment id directory; a row without one (written before 000030) still answers the original id', async (t) => {
