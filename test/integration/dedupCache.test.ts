@@ -342,7 +342,24 @@ test.serial(
           }
         },
       ),
-      { numRuns: 25 },
+      {
+        numRuns: 25,
+        // Run first, so the paths the closing assertions require are always
+        // exercised, whatever the random runs draw: a push whose two segments
+        // both carry hints, and duplicates of originals whose segments
+        // retention removed.
+        examples: [
+          [
+            [
+              { kind: 'push', txns: [1, 2, 3, 4, 5, 6], fresh: 0, part: 2 },
+              { kind: 'push', txns: [1, 2, 3, 4, 5, 6], fresh: 0, part: 2 },
+              { kind: 'retain', percent: 100 },
+              { kind: 'push', txns: [1, 2, 7], fresh: 0, part: 2 },
+              { kind: 'push', txns: [3, 4], fresh: 0, part: 0 },
+            ],
+          ],
+        ],
+      },
     );
     const hinted = hinting.metrics.counter('queen_probe_hinted_total', '').get() - hintedBefore;
     t.log(
