@@ -9,6 +9,7 @@ import {
   UNKNOWN_OFFSET_DELTA,
 } from './constants.js';
 import { compareAt, lowerBound, mergeSortedTail, scanContains, sortedContains, viewOf } from './hashRecords.js';
+import type { SlotFilter } from './bloomFront.js';
 
 /** An immutable, sorted block of exactly BLOCK_HASHES hashes (one 64 KiB Buffer). */
 export interface SealedBlock {
@@ -26,6 +27,8 @@ export interface SealedBlock {
   readonly maxOffset: number;
   /** Latest commit time (ms) of any row that contributed a hash: its whole span is older than this. */
   readonly maxCreatedMs: number;
+  /** Its number: the ring's seals so far when it was sealed (the k-th hash ever appended lies in block floor(k / BLOCK_HASHES)). */
+  readonly seq: number;
 }
 
 /**
@@ -83,6 +86,8 @@ export class BlockRing {
   private hotMaxCreatedMs = -Infinity;
   /** Highest offset ever appended (-Infinity when none): appends must go above it. */
   private lastOffset = -Infinity;
+  /** Blocks sealed so far: the next seal's number, and so the hot buffer's block number. */
+  private sealed = 0;
 
   /**
    * Appends `count` hashes read from `src` at byte `srcAt`, carrying offsets
@@ -166,6 +171,7 @@ export class BlockRing {
       minOffset: this.hotMinOffset,
       maxOffset: this.hotMaxOffset,
       maxCreatedMs: this.hotMaxCreatedMs,
+      seq: this.sealed++,
     });
     this.hot = null;
     this.hotView = null;
@@ -196,14 +202,24 @@ export class BlockRing {
    * is found: the unit holding that offset meets the range. Blocks are in
    * offset order, so the first candidate is found by binary search.
    */
-  hasInRange(q0: number, q1: number, q2: number, q3: number, lo: number, hi: number): boolean {
+  hasInRange(q0: number, q1: number, q2: number, q3: number, lo: number, hi: number, slots?: SlotFilter, item = 0): boolean {
+    // The slot filter as in collectManyInRange: units whose slot the item's mask lacks cannot hold it.
+    const mask = slots === undefined ? -1 : slots.masks[item]!;
     const blocks = this.blocks;
     for (let i = this.firstBlockReaching(lo); i < blocks.length; i++) {
       const blk = blocks[i]!;
       if (blk.minOffset > hi) return false;
+      if ((mask & slotBit(slots, blk.seq)) === 0) continue;
       if (sortedContains(blk.view, BLOCK_HASHES, q0, q1, q2, q3)) return true;
     }
-    return this.hotView !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo && this.hotHas(q0, q1, q2, q3);
+    return (
+      this.hotView !== null &&
+      this.hotCount > 0 &&
+      this.hotMinOffset <= hi &&
+      this.hotMaxOffset >= lo &&
+      (mask & slotBit(slots, this.sealed)) !== 0 &&
+      this.hotHas(q0, q1, q2, q3)
+    );
   }
 
   /**
@@ -226,22 +242,48 @@ export class BlockRing {
    * measured). Queries in ascending order walk each block once, forwards,
    * each starting where the previous one stopped.
    */
-  collectManyInRange(q: DataView, order: Int32Array, n: number, lo: number, hi: number, out: (number[] | undefined)[]): boolean {
+  collectManyInRange(
+    q: DataView,
+    order: Int32Array,
+    n: number,
+    lo: number,
+    hi: number,
+    out: (number[] | undefined)[],
+    slots?: SlotFilter,
+  ): boolean {
     const blocks = this.blocks;
+    // With a slot filter (the bloom generation's answer per item), a unit is
+    // searched only for the queries whose mask names its slot: a hash in
+    // block b was added to slot (b - firstBlock) >> slotShift, and every
+    // sub-filter is free of false negatives (bloomFront.ts), so a query whose
+    // mask lacks that slot is not in the unit. A unit whose slot no query
+    // names is skipped whole.
+    let any = -1;
+    const masks = slots === undefined ? null : slots.masks;
+    if (masks !== null) {
+      any = 0;
+      for (let k = 0; k < n; k++) any |= masks[order[k]!]!;
+    }
     let known = true;
     for (let b = this.firstBlockReaching(lo); b < blocks.length; b++) {
       const blk = blocks[b]!;
       if (blk.minOffset > hi) return known;
-      if (!collectSortedMany(blk.view, BLOCK_HASHES, blk.offsets, blk.minOffset, q, order, n, out)) known = false;
+      const bit = slotBit(slots, blk.seq);
+      if ((any & bit) === 0) continue;
+      if (!collectSortedMany(blk.view, BLOCK_HASHES, blk.offsets, blk.minOffset, q, order, n, out, masks, bit)) known = false;
     }
     const hv = this.hotView;
     if (hv !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo) {
+      const bit = slotBit(slots, this.sealed);
+      if ((any & bit) === 0) return known;
       const offs = this.hotOffsets!;
       const base = this.hotMinOffset;
-      if (!collectSortedMany(hv, this.hotSorted, offs, base, q, order, n, out)) known = false;
+      if (!collectSortedMany(hv, this.hotSorted, offs, base, q, order, n, out, masks, bit)) known = false;
       // The tail, in arrival order. Many queries: one pass over the tail,
       // each record looked up among the sorted queries (a replay names a
-      // whole segment, and a scan per query cost tail x n compares).
+      // whole segment, and a scan per query cost tail x n compares). It
+      // ignores the slot filter: what it finds beyond it is still a true
+      // occurrence (harmless, see above).
       if (n >= TAIL_PASS_MIN_QUERIES) {
         if (!collectTailPass(hv, this.hotSorted, this.hotCount, offs, base, q, order, n, out)) known = false;
         return known;
@@ -250,6 +292,7 @@ export class BlockRing {
       const end = this.hotCount * HASH_BYTES;
       for (let k = 0; k < n; k++) {
         const i = order[k]!;
+        if (masks !== null && (masks[i]! & bit) === 0) continue;
         const qo = i * HASH_BYTES;
         const q0 = q.getUint32(qo);
         const q1 = q.getUint32(qo + 4);
@@ -314,6 +357,15 @@ export class BlockRing {
   get hotHashes(): number {
     return this.hotCount;
   }
+  /**
+   * The hot buffer's block number (the seals so far): the next appended hash
+   * lands as record hotHashes of this block, and a block's number never
+   * changes. An expiry that drops a part-filled hot buffer keeps the number
+   * for the next one (nothing of the dropped one is left to confuse it with).
+   */
+  get hotBlock(): number {
+    return this.sealed;
+  }
   get hashCount(): number {
     return this.blocks.length * BLOCK_HASHES + this.hotCount;
   }
@@ -344,6 +396,18 @@ export class BlockRing {
       maxCreatedMs: this.hotMaxCreatedMs,
     };
   }
+}
+
+/**
+ * The slot bit of block number `seq` under the filter; -1 (every slot) without
+ * one, or for a block outside the generation's slots (not expected: the
+ * caller passes the generation's offset range, which only its own blocks
+ * meet; searching all queries there is merely slower, never wrong).
+ */
+function slotBit(slots: SlotFilter | undefined, seq: number): number {
+  if (slots === undefined) return -1;
+  const s = (seq - slots.firstBlock) >> slots.slotShift;
+  return s >= 0 && s < 31 ? 1 << s : -1;
 }
 
 /** From this many queries on, the hot tail is walked once (collectTailPass) instead of once per query. */
@@ -415,11 +479,14 @@ function collectSortedMany(
   order: Int32Array,
   n: number,
   out: (number[] | undefined)[],
+  masks: Int32Array | null,
+  bit: number,
 ): boolean {
   let known = true;
   let from = 0;
   for (let k = 0; k < n && from < count; k++) {
     const i = order[k]!;
+    if (masks !== null && (masks[i]! & bit) === 0) continue;
     const qo = i * HASH_BYTES;
     const q0 = q.getUint32(qo);
     const q1 = q.getUint32(qo + 4);

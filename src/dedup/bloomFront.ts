@@ -1,4 +1,4 @@
-import { BLOOM_MIN_GENERATIONS_PER_WINDOW, BLOOM_TIERS, GENERATION_OVERHEAD_BYTES } from './constants.js';
+import { BLOCK_HASHES, BLOOM_MIN_GENERATIONS_PER_WINDOW, BLOOM_TIERS, GENERATION_OVERHEAD_BYTES } from './constants.js';
 import { BlockedBloom } from './bloom.js';
 
 interface Generation {
@@ -11,6 +11,18 @@ interface Generation {
   /** Lowest and highest log offset of the hashes added (the exact store is searched only there on "maybe"). */
   readonly minOffset: number;
   maxOffset: number;
+  /** Exact-store block number (hashes added before it / BLOCK_HASHES) of its first hash. */
+  readonly firstBlock: number;
+  /** A hash in block b sits in slot (b - firstBlock) >> slotShift of the bloom. */
+  readonly slotShift: number;
+}
+
+/** Which blocks of a "maybe" generation can hold the hash (BlockRing.collectManyInRange). */
+export interface SlotFilter {
+  /** Per item (by item index): the slot mask its generation answered. */
+  readonly masks: Int32Array;
+  readonly firstBlock: number;
+  readonly slotShift: number;
 }
 
 /**
@@ -27,6 +39,13 @@ interface Generation {
  * - expire(cutoff): front generations are dropped while their maxCreatedMs is
  *   before the cutoff (oldest first, stopping at the first one kept).
  *
+ * Block naming: the exact store (BlockRing) receives the same hashes in the
+ * same order and numbers its blocks (sealed ones and the hot buffer) as it
+ * seals them; the entry passes each hash's block number along (add()). Each
+ * generation records the block number of its first hash and adds every hash
+ * to the bloom slot of its block (bloom.ts), so a "maybe" also says which
+ * blocks can hold the hash.
+ *
  * Invariant (no false negatives for in-window hashes): a generation is
  * dropped only when every hash in it was committed before the cutoff, and
  * blooms never forget an added hash, so every hash committed at or after the
@@ -37,6 +56,10 @@ export class BloomFront {
   private readonly gens: Generation[] = [];
   /** Highest tier a new generation may take (limitTiers: a hydration). */
   private maxTier = BLOOM_TIERS.length - 1;
+  /** Hashes ever added (the default block numbering of add()). */
+  private added = 0;
+  /** Slot mask of the generation nextMaybe last answered. */
+  lastMask = 0;
 
   /**
    * @param windowMs the partition's window, for the rate-aware tier choice.
@@ -47,22 +70,49 @@ export class BloomFront {
     private readonly minGensPerWindow: number = BLOOM_MIN_GENERATIONS_PER_WINDOW,
   ) {}
 
-  /** Adds a hash committed at createdMs at log offset `offset` (offsets only grow, like the ring's). */
-  add(w0: number, w1: number, w2: number, createdMs: number, offset: number): void {
+  /**
+   * Adds a hash committed at createdMs at log offset `offset` (offsets only
+   * grow, like the ring's), which the exact store holds as record `pos` of
+   * its block number `block` (PartitionEntry passes the ring's numbering; a
+   * front on its own numbers its hashes in fours of 4 096 itself).
+   */
+  add(
+    w0: number,
+    w1: number,
+    w2: number,
+    createdMs: number,
+    offset: number,
+    block = Math.floor(this.added / BLOCK_HASHES),
+    pos = this.added % BLOCK_HASHES,
+  ): void {
     let g = this.gens.length === 0 ? undefined : this.gens[this.gens.length - 1]!;
-    if (g === undefined || g.bloom.full) {
+    // A full generation, or (never expected: a generation's hashes fill its
+    // blocks in order) a hash beyond its last slot, starts a new one: a slot
+    // must always name the hash's block.
+    if (g === undefined || g.bloom.full || (block - g.firstBlock) >> g.slotShift >= BlockedBloom.SLOTS) {
       const tier = g === undefined ? 0 : this.nextTier(g);
+      const capacity = BLOOM_TIERS[tier]!;
+      // Blocks its hashes can land in, from record `pos` of `block` on (one
+      // more than capacity / 4 096 when it starts inside a block, as after
+      // an expiry dropped a part-filled hot buffer), named by the bloom's 8
+      // slots of 2^slotShift blocks each.
+      const span = Math.floor((pos + capacity - 1) / BLOCK_HASHES) + 1;
+      let slotShift = 0;
+      while (BlockedBloom.SLOTS << slotShift < span) slotShift++;
       g = {
-        bloom: new BlockedBloom(BLOOM_TIERS[tier]!),
+        bloom: new BlockedBloom(capacity),
         tier,
         firstCreatedMs: createdMs,
         maxCreatedMs: createdMs,
         minOffset: offset,
         maxOffset: offset,
+        firstBlock: block,
+        slotShift,
       };
       this.gens.push(g);
     }
-    g.bloom.add(w0, w1, w2);
+    g.bloom.add(w0, w1, w2, (block - g.firstBlock) >> g.slotShift);
+    this.added++;
     if (createdMs > g.maxCreatedMs) g.maxCreatedMs = createdMs;
     g.maxOffset = offset;
   }
@@ -137,15 +187,27 @@ export class BloomFront {
 
   /**
    * Index of the newest generation at or below `from` that answers "maybe"
-   * for the hash, or -1. Lets the caller confirm each "maybe" in the exact
-   * store only across that generation's offset range.
+   * for the hash, or -1; `lastMask` is then that generation's slot mask.
+   * Lets the caller confirm each "maybe" in the exact store only across that
+   * generation's offset range, and there only in the blocks it names.
    */
   nextMaybe(w0: number, w1: number, w2: number, from: number): number {
     const gens = this.gens;
     for (let i = from; i >= 0; i--) {
-      if (gens[i]!.bloom.mayContain(w0, w1, w2)) return i;
+      const mask = gens[i]!.bloom.slotMask(w0, w1, w2);
+      if (mask !== 0) {
+        this.lastMask = mask;
+        return i;
+      }
     }
     return -1;
+  }
+  /** The block numbering of generation i's slots (see SlotFilter). */
+  firstBlockOf(i: number): number {
+    return this.gens[i]!.firstBlock;
+  }
+  slotShiftOf(i: number): number {
+    return this.gens[i]!.slotShift;
   }
   minOffsetOf(i: number): number {
     return this.gens[i]!.minOffset;

@@ -1,8 +1,10 @@
-import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS } from './constants.js';
+import { BLOCK_HASHES, ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS } from './constants.js';
 import { BlockRing } from './blockRing.js';
 import { BloomFront } from './bloomFront.js';
-import { compareAcross, readWords, viewOf } from './hashRecords.js';
+import { readWords, sortItemsByHash, viewOf } from './hashRecords.js';
 
+/** anyLocalHit's one-item slot mask (single-threaded; filled right before each use). */
+const ONE_MASK = new Int32Array(1);
 /** One row of queen.log_txns as the hydration fetch returns it. */
 export interface TxnRow {
   baseOffset: number;
@@ -205,11 +207,17 @@ export class PartitionEntry {
   private addHashes(hashes: Buffer, count: number, firstOffset: number, createdMs: number, upcoming = 0): void {
     if (hashes.length < count * HASH_BYTES)
       throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
+    // Where the ring puts each hash: from record `pos0` of its hot buffer
+    // (block `block0`) on, sealing every BLOCK_HASHES. The bloom's slots
+    // name these blocks (bloomFront.ts).
+    const block0 = this.ring.hotBlock;
+    const pos0 = this.ring.hotHashes;
     this.ring.append(hashes, 0, count, firstOffset, createdMs, upcoming);
     const view = viewOf(hashes);
     for (let i = 0; i < count; i++) {
       const w = readWords(view, i * HASH_BYTES);
-      this.front.add(w[0]!, w[1]!, w[2]!, createdMs, firstOffset + i);
+      const at = pos0 + i;
+      this.front.add(w[0]!, w[1]!, w[2]!, createdMs, firstOffset + i, block0 + Math.floor(at / BLOCK_HASHES), at % BLOCK_HASHES);
     }
   }
 
@@ -269,7 +277,9 @@ export class PartitionEntry {
       }
       stats.bloomMaybe++;
       while (g >= 0) {
-        if (ring.hasInRange(w0, w1, w2, w3, front.minOffsetOf(g), front.maxOffsetOf(g))) {
+        ONE_MASK[0] = front.lastMask;
+        const slots = { masks: ONE_MASK, firstBlock: front.firstBlockOf(g), slotShift: front.slotShiftOf(g) };
+        if (ring.hasInRange(w0, w1, w2, w3, front.minOffsetOf(g), front.maxOffsetOf(g), slots, 0)) {
           stats.localHits++;
           return true;
         }
@@ -303,7 +313,9 @@ export class PartitionEntry {
     const view = viewOf(hashes);
     // 1. Bloom: every generation answering "maybe" for each item (its items
     //    listed per generation); an item with none is a definitive miss.
+    //    With each item, the slot mask its generation answered.
     const perGen: (number[] | undefined)[] = [];
+    const perGenMasks: number[][] = [];
     const maybeItems: number[] = [];
     for (let i = 0; i < count; i++) {
       const w = readWords(view, i * HASH_BYTES);
@@ -319,21 +331,26 @@ export class PartitionEntry {
       maybeItems.push(i);
       while (g >= 0) {
         (perGen[g] ??= []).push(i);
+        (perGenMasks[g] ??= []).push(front.lastMask);
         g = front.nextMaybe(w0, w1, w2, g - 1);
       }
     }
     if (maybeItems.length === 0) return true;
     // 2. Exact store: per generation, its items in ascending hash order in
-    //    one walk over the units its offset range meets. The same units as
-    //    one search per (item, generation), so the same occurrences.
+    //    one walk over the units its offset range meets, each item searched
+    //    only in the blocks its slot mask names. The same occurrences as one
+    //    search per (item, generation) over every unit (blockRing.ts).
     const found: (number[] | undefined)[] = new Array<number[] | undefined>(count);
+    const masks = new Int32Array(count);
     let known = true;
     for (let g = 0; g < perGen.length; g++) {
       const items = perGen[g];
       if (items === undefined) continue;
-      const order = Int32Array.from(items);
-      if (order.length > 1) order.sort((x, y) => compareAcross(view, x * HASH_BYTES, view, y * HASH_BYTES));
-      if (!ring.collectManyInRange(view, order, order.length, front.minOffsetOf(g), front.maxOffsetOf(g), found)) known = false;
+      const gm = perGenMasks[g]!;
+      for (let k = 0; k < items.length; k++) masks[items[k]!] = gm[k]!;
+      const order = sortItemsByHash(view, items);
+      const slots = { masks, firstBlock: front.firstBlockOf(g), slotShift: front.slotShiftOf(g) };
+      if (!ring.collectManyInRange(view, order, order.length, front.minOffsetOf(g), front.maxOffsetOf(g), found, slots)) known = false;
     }
     // 3. Hits in item order, offsets ascending and distinct (overlapping
     //    generations may find one occurrence twice).

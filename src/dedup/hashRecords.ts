@@ -132,6 +132,52 @@ export function scanContains(view: DataView, from: number, count: number, q0: nu
   return false;
 }
 
+/** Items per sort key: sortItemsByHash packs an item's position under this (2^21, so first word x 2^21 + position < 2^53). */
+const ITEM_KEY_SPAN = 2097152;
+
+/**
+ * The item indexes `items` (hash of item i at byte i * 16 of `view`) in
+ * ascending bytewise hash order, ties (equal hashes) in their given order.
+ *
+ * Why not Int32Array#sort with a comparator: V8 calls the comparator per
+ * compare (~0.3 us per item for a replayed segment of 200). Here each item
+ * becomes one double, first word x 2^21 + its position, and a native numeric
+ * sort orders them; items whose first words are equal (rare with uniform
+ * hashes, crafted ids included) are then put in full order by insertion.
+ */
+export function sortItemsByHash(view: DataView, items: readonly number[]): Int32Array {
+  const n = items.length;
+  const order = new Int32Array(n);
+  if (n === 1) {
+    order[0] = items[0]!;
+    return order;
+  }
+  if (n >= ITEM_KEY_SPAN) {
+    order.set(items);
+    return order.sort((x, y) => compareAcross(view, x * HASH_BYTES, view, y * HASH_BYTES) || x - y);
+  }
+  const keys = new Float64Array(n);
+  for (let k = 0; k < n; k++) keys[k] = view.getUint32(items[k]! * HASH_BYTES) * ITEM_KEY_SPAN + k;
+  keys.sort();
+  for (let k = 0; k < n; k++) order[k] = items[keys[k]! % ITEM_KEY_SPAN]!;
+  // Runs of equal first words: insertion sort by the whole hash (stable).
+  for (let k = 1; k < n; k++) {
+    if (Math.floor(keys[k]! / ITEM_KEY_SPAN) !== Math.floor(keys[k - 1]! / ITEM_KEY_SPAN)) continue;
+    const x = order[k]!;
+    let j = k - 1;
+    while (
+      j >= 0 &&
+      Math.floor(keys[j]! / ITEM_KEY_SPAN) === Math.floor(keys[k]! / ITEM_KEY_SPAN) &&
+      compareAcross(view, order[j]! * HASH_BYTES, view, x * HASH_BYTES) > 0
+    ) {
+      order[j + 1] = order[j]!;
+      j--;
+    }
+    order[j + 1] = x;
+  }
+  return order;
+}
+
 /** Sign of (record at byte `ao` of a) - (record at byte `bo` of b), bytewise. */
 export function compareAcross(a: DataView, ao: number, b: DataView, bo: number): number {
   for (let w = 0; w < HASH_BYTES; w += 4) {

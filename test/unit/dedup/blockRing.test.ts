@@ -2,7 +2,15 @@ import test from 'ava';
 import fc from 'fast-check';
 import { BlockRing } from '../../../src/dedup/blockRing.js';
 import { BLOCK_BYTES, BLOCK_HASHES, HOT_TAIL_HASHES } from '../../../src/dedup/constants.js';
-import { compareAcross, isSorted, lowerBound, readWords, sortRecordsInPlace, viewOf } from '../../../src/dedup/hashRecords.js';
+import {
+  compareAcross,
+  isSorted,
+  lowerBound,
+  readWords,
+  sortItemsByHash,
+  sortRecordsInPlace,
+  viewOf,
+} from '../../../src/dedup/hashRecords.js';
 import { hashAt, hashRun } from './helpers.js';
 
 function has(ring: BlockRing, hash: Buffer, at = 0): boolean {
@@ -312,6 +320,80 @@ test('lowerBound finds the first record at or above the query from any start, on
           if (lowerBound(v, 0, recs.length, qw[0]!, qw[1]!, qw[2]!, qw[3]!) !== first) return false;
         }
         return true;
+      },
+    ),
+    { numRuns: 300 },
+  );
+  t.pass();
+});
+
+test('block ring: a slot filter searches only the blocks its masks name (block number = hashes before it / 4096), the hot buffer included', (t) => {
+  const ring = new BlockRing();
+  const n = 5 * BLOCK_HASHES + 100; // blocks 0..4 sealed, the hot buffer is block 5
+  const hashes = hashRun(21, 0, n);
+  const target = hashAt(22, 0);
+  for (const at of [BLOCK_HASHES + 7, 3 * BLOCK_HASHES + 9, 5 * BLOCK_HASHES + 50]) target.copy(hashes, at * 16);
+  ring.append(hashes, 0, n, 1000, 1);
+  const q = viewOf(target);
+  const collect = (mask: number, firstBlock: number, slotShift: number): number[] => {
+    const out: (number[] | undefined)[] = [];
+    t.true(ring.collectManyInRange(q, Int32Array.of(0), 1, 0, 1_000_000, out, { masks: Int32Array.of(mask), firstBlock, slotShift }));
+    return (out[0] ?? []).sort((a, b) => a - b);
+  };
+  const all = [1000 + BLOCK_HASHES + 7, 1000 + 3 * BLOCK_HASHES + 9, 1000 + 5 * BLOCK_HASHES + 50];
+  t.deepEqual(collect(0b101010, 0, 0), all, 'slots 1, 3, 5: every occurrence');
+  t.deepEqual(collect(0b000010, 0, 0), [all[0]], 'slot 1 only: block 1');
+  t.deepEqual(collect(0b100000, 0, 0), [all[2]], 'slot 5 only: the hot buffer');
+  t.deepEqual(collect(0b010101, 0, 0), [], 'slots of the other blocks: nothing');
+  t.deepEqual(collect(0b000001, 1, 0), [all[0]], 'numbering from block 1: slot 0 is block 1');
+  t.deepEqual(collect(0b000110, 0, 1), all.slice(1), 'two blocks per slot: slots 1 and 2 are blocks 2..5');
+  t.deepEqual(collect(0b000001, 2, 0), [all[0]], 'a block before the first slot is searched for every query, later ones by slot');
+  // Without a filter: everything, as before.
+  const out: (number[] | undefined)[] = [];
+  ring.collectManyInRange(q, Int32Array.of(0), 1, 0, 1_000_000, out);
+  t.deepEqual(
+    (out[0] ?? []).sort((a, b) => a - b),
+    all,
+  );
+  t.true(
+    ring.hasInRange(
+      ...(Array.from(readWords(q, 0)) as [number, number, number, number]),
+      0,
+      1_000_000,
+      { masks: Int32Array.of(0b1000), firstBlock: 0, slotShift: 0 },
+      0,
+    ),
+  );
+  t.false(
+    ring.hasInRange(
+      ...(Array.from(readWords(q, 0)) as [number, number, number, number]),
+      0,
+      1_000_000,
+      { masks: Int32Array.of(0b10101), firstBlock: 0, slotShift: 0 },
+      0,
+    ),
+  );
+});
+
+test('sortItemsByHash orders item indexes by their whole hash, equal hashes in the given order (property: uniform, shared first words, repeats)', (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 0, max: 2 ** 31 })), { minLength: 1, maxLength: 300 }),
+      fc.integer({ min: 0, max: 2 ** 31 }),
+      (spec, seed) => {
+        const n = spec.length;
+        const buf = Buffer.alloc(n * 16);
+        for (let i = 0; i < n; i++) {
+          const [kind, x] = spec[i]!;
+          hashAt(seed, x).copy(buf, i * 16);
+          if (kind === 1) buf.writeUInt32BE(0xdeadbeef, i * 16); // shared first word, different rest
+          if (kind === 2 && i > 0) buf.copy(buf, i * 16, (x % i) * 16, (x % i) * 16 + 16); // a repeat
+        }
+        const v = viewOf(buf);
+        const items = Array.from({ length: n }, (_, i) => i).filter((i) => (seed + i) % 5 !== 0);
+        if (items.length === 0) return true;
+        const want = [...items].sort((x, y) => compareAcross(v, x * 16, v, y * 16) || x - y);
+        return Array.from(sortItemsByHash(v, items)).join() === want.join();
       },
     ),
     { numRuns: 300 },
