@@ -5,6 +5,8 @@ import { readWords, sortItemsByHash, viewOf } from './hashRecords.js';
 
 /** anyLocalHit's one-item slot mask (single-threaded; filled right before each use). */
 const ONE_MASK = new Int32Array(1);
+/** collectHits' per-item slot masks by item index (single-threaded; only the current generation's items are read). */
+let slotMasks = new Int32Array(256);
 /** One row of queen.log_txns as the hydration fetch returns it. */
 export interface TxnRow {
   baseOffset: number;
@@ -341,16 +343,17 @@ export class PartitionEntry {
     //    only in the blocks its slot mask names. The same occurrences as one
     //    search per (item, generation) over every unit (blockRing.ts).
     const found: (number[] | undefined)[] = new Array<number[] | undefined>(count);
-    const masks = new Int32Array(count);
+    if (slotMasks.length < count) slotMasks = new Int32Array(Math.max(count, slotMasks.length * 2));
+    const masks = slotMasks;
     let known = true;
     for (let g = 0; g < perGen.length; g++) {
       const items = perGen[g];
       if (items === undefined) continue;
       const gm = perGenMasks[g]!;
       for (let k = 0; k < items.length; k++) masks[items[k]!] = gm[k]!;
-      const order = sortItemsByHash(view, items);
+      const order = sortItemsByHash(view, items); // scratch: used before the next sort
       const slots = { masks, firstBlock: front.firstBlockOf(g), slotShift: front.slotShiftOf(g) };
-      if (!ring.collectManyInRange(view, order, order.length, front.minOffsetOf(g), front.maxOffsetOf(g), found, slots)) known = false;
+      if (!ring.collectManyInRange(view, order, items.length, front.minOffsetOf(g), front.maxOffsetOf(g), found, slots)) known = false;
     }
     // 3. Hits in item order, offsets ascending and distinct (overlapping
     //    generations may find one occurrence twice).

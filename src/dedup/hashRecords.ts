@@ -135,28 +135,41 @@ export function scanContains(view: DataView, from: number, count: number, q0: nu
 /** Items per sort key: sortItemsByHash packs an item's position under this (2^21, so first word x 2^21 + position < 2^53). */
 const ITEM_KEY_SPAN = 2097152;
 
+/** sortItemsByHash's scratch (single-threaded, synchronous): grown by doubling, never shrunk. */
+let itemKeys = new Float64Array(256);
+let itemOrder = new Int32Array(256);
+
 /**
  * The item indexes `items` (hash of item i at byte i * 16 of `view`) in
- * ascending bytewise hash order, ties (equal hashes) in their given order.
+ * ascending bytewise hash order, ties (equal hashes) in their given order,
+ * as the first items.length entries of the returned array. The array is
+ * scratch, reused by the next call: use it before calling again.
  *
  * Why not Int32Array#sort with a comparator: V8 calls the comparator per
  * compare (~0.3 us per item for a replayed segment of 200). Here each item
  * becomes one double, first word x 2^21 + its position, and a native numeric
  * sort orders them; items whose first words are equal (rare with uniform
  * hashes, crafted ids included) are then put in full order by insertion.
+ * Why scratch: a typed array per call, on the path of every segment with a
+ * bloom "maybe", showed up as young-generation garbage.
  */
 export function sortItemsByHash(view: DataView, items: readonly number[]): Int32Array {
   const n = items.length;
-  const order = new Int32Array(n);
+  if (n >= ITEM_KEY_SPAN) {
+    return Int32Array.from(items).sort((x, y) => compareAcross(view, x * HASH_BYTES, view, y * HASH_BYTES) || x - y);
+  }
+  if (n > itemOrder.length) {
+    let size = itemOrder.length;
+    while (size < n) size *= 2;
+    itemKeys = new Float64Array(size);
+    itemOrder = new Int32Array(size);
+  }
+  const order = itemOrder;
   if (n === 1) {
     order[0] = items[0]!;
     return order;
   }
-  if (n >= ITEM_KEY_SPAN) {
-    order.set(items);
-    return order.sort((x, y) => compareAcross(view, x * HASH_BYTES, view, y * HASH_BYTES) || x - y);
-  }
-  const keys = new Float64Array(n);
+  const keys = itemKeys.subarray(0, n);
   for (let k = 0; k < n; k++) keys[k] = view.getUint32(items[k]! * HASH_BYTES) * ITEM_KEY_SPAN + k;
   keys.sort();
   for (let k = 0; k < n; k++) order[k] = items[keys[k]! % ITEM_KEY_SPAN]!;

@@ -393,7 +393,7 @@ test('sortItemsByHash orders item indexes by their whole hash, equal hashes in t
         const items = Array.from({ length: n }, (_, i) => i).filter((i) => (seed + i) % 5 !== 0);
         if (items.length === 0) return true;
         const want = [...items].sort((x, y) => compareAcross(v, x * 16, v, y * 16) || x - y);
-        return Array.from(sortItemsByHash(v, items)).join() === want.join();
+        return Array.from(sortItemsByHash(v, items).subarray(0, items.length)).join() === want.join();
       },
     ),
     { numRuns: 300 },

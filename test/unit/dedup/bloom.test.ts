@@ -202,3 +202,38 @@ test('bloom front: no false negatives for hashes committed at or after the cutof
   );
   t.pass();
 });
+
+test('bloom front: a single-block generation asks one slot picked by the hash (~0.1 % false positives), a generation of 8 blocks names them (~0.5 %)', (t) => {
+  const absent = 200_000;
+  const probes = viewOf(hashRun(998, 0, absent));
+  for (const [total, lo, hi] of [
+    [4096, 0.0004, 0.002],
+    [4096 + 32_768, 0.003, 0.009],
+  ] as const) {
+    const front = new BloomFront(3_600_000, 0);
+    const v = viewOf(hashRun(41, 0, total));
+    for (let i = 0; i < total; i++) {
+      const w = readWords(v, i * 16);
+      front.add(w[0]!, w[1]!, w[2]!, 1000, i);
+    }
+    t.deepEqual(front.capacities(), total === 4096 ? [4096] : [4096, 32_768]);
+    // Only the newest generation's answers: the one under test.
+    let fp = 0;
+    for (let i = 0; i < absent; i++) {
+      const w = readWords(probes, i * 16);
+      const top = front.generations - 1;
+      if (front.nextMaybe(w[0]!, w[1]!, w[2]!, top) === top) fp++;
+    }
+    const rate = fp / absent;
+    t.log(`${total === 4096 ? 'one block' : 'eight blocks'}: false-positive rate ${(rate * 100).toFixed(3)}%`);
+    t.true(rate >= lo && rate <= hi, `rate ${rate} outside ${lo}..${hi}`);
+    // Present hashes always answer, with a mask naming their own block.
+    for (let i = 0; i < total; i += 5) {
+      const w = readWords(v, i * 16);
+      const g = front.nextMaybe(w[0]!, w[1]!, w[2]!, front.generations - 1);
+      if (g < 0) t.fail(`hash ${i} missed`);
+      const own = i < 4096 ? 0 : (Math.floor(i / 4096) - front.firstBlockOf(g)) >> front.slotShiftOf(g);
+      if ((front.lastMask & (1 << own)) === 0 && g === (i < 4096 ? 0 : 1)) t.fail(`hash ${i}: mask ${front.lastMask} lacks slot ${own}`);
+    }
+  }
+});
