@@ -263,7 +263,8 @@ export interface LeaseSpan {
   group: string;
   from: number;
   to: number;
-  offsets: Map<string, number[]>;
+  /** By transactionId: its offset, or its offsets (ascending) when it occurs more than once in the span. */
+  offsets: Map<string, number | number[]>;
   /**
    * The lease's cursor as this broker last saw it: set by the pop that took
    * the lease, moved by this broker's optimistic acks. Only ever a guess: an
@@ -476,7 +477,9 @@ async function planAcks(
   const cursorOf = (i: number): CursorState | undefined => itemCursors[i];
 
   // Resolve inside each cursor's leased span.
-  const candidates = new Map<number, number[]>();
+  // Per item (by index): the span offsets holding its message, ascending; a
+  // number when there is one (nearly always: no array per acked message).
+  const candidates: (number | number[] | undefined)[] = new Array(items.length);
   const resolveIn = async (sql: string, pick: (it: AckItem) => Buffer | undefined, what: string): Promise<void> => {
     const idx: number[] = [];
     const bytes: Buffer[] = [];
@@ -492,9 +495,9 @@ async function planAcks(
     const r = await q(sql, [cs.map((c) => c.pid), cs.map((c) => c.committed + 1), cs.map((c) => c.leaseEnd), Buffer.concat(bytes)], what);
     for (const row of r.rows) {
       const i = idx[(row.ord as number) - 1]!;
-      let list = candidates.get(i);
-      if (!list) candidates.set(i, (list = []));
-      list.push(row.off as number);
+      const prev = candidates[i];
+      const off = row.off as number;
+      candidates[i] = prev === undefined ? off : typeof prev === 'number' ? [prev, off] : (prev.push(off), prev);
     }
   };
   // A cursor whose live lease (read under the row lock just taken) is one
@@ -521,8 +524,13 @@ async function planAcks(
         if (!local.has(c)) local.set(c, localSpan(c));
         const l = local.get(c);
         if (l) {
-          const offs = l.offsets.get(it.transactionId)?.filter((o) => o > c.committed);
-          if (offs && offs.length > 0) candidates.set(i, offs);
+          const held = l.offsets.get(it.transactionId);
+          if (typeof held === 'number') {
+            if (held > c.committed) candidates[i] = held;
+          } else if (held !== undefined) {
+            const offs = held.filter((o) => o > c.committed);
+            if (offs.length > 0) candidates[i] = offs;
+          }
           return;
         }
         idx.push(i);
@@ -540,7 +548,7 @@ async function planAcks(
     for (const i of idx) {
       const c = cursorOf(i)!;
       const offs = spans.get(spanKey(c.pid, c.committed + 1))?.get(hashString(items[i]!.transactionId!));
-      if (offs) candidates.set(i, offs.slice());
+      if (offs) candidates[i] = offs.slice();
     }
   };
   const txnHash = (it: AckItem): Buffer | undefined => (it.transactionId !== undefined ? hashTransactionId(it.transactionId) : undefined);
@@ -559,11 +567,14 @@ async function planAcks(
       return;
     }
     // The lowest candidate still open (candidates ascend).
-    const all = candidates.get(i);
+    const all = candidates[i];
+    const open = (o: number): boolean => o > c.committed && !c.settled.has(o) && !c.taken.has(o);
     let off = -1;
-    if (all) {
+    if (typeof all === 'number') {
+      if (open(all)) off = all;
+    } else if (all) {
       for (const o of all) {
-        if (o > c.committed && !c.settled.has(o) && !c.taken.has(o)) {
+        if (open(o)) {
           off = o;
           break;
         }
@@ -571,7 +582,8 @@ async function planAcks(
     }
     if (off < 0) {
       // In the span but settled already (or named twice in this batch).
-      if (all && all.length > 0) outcomes[i] = { result: 'already_acked', partitionId: c.pid, offset: all[0]! };
+      const first = typeof all === 'number' ? all : all?.[0];
+      if (first !== undefined) outcomes[i] = { result: 'already_acked', partitionId: c.pid, offset: first };
       else unresolved.push(i);
       return;
     }
