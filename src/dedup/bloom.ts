@@ -41,8 +41,8 @@ const plainD = (w1: number, w2: number): number => (((w1 >>> 27) | ((w2 >>> 27) 
  * seven bits anywhere in the 512 (tested), each such pass costing the search
  * of ~2 blocks instead of 8. Measured on 16 hydrated partitions of 80 k
  * hashes (docs/deduplication.md, "Blooms that name the block"): misses
- * +33 ns per item, a hit 1.3-1.5 -> 0.9 us in a replayed segment and
- * 3.5-4.5 -> 2.8 us per hit at 10 % re-sent. Slicing all 64 bytes (slot s =
+ * ~+30 ns per item, a hit 1.3-1.5 -> 0.9-1.0 us in a replayed segment and
+ * 2.7-3.7 -> 1.5-1.6 us per hit at 10 % re-sent. Slicing all 64 bytes (slot s =
  * bit s of every byte) named blocks exactly but let ~3 % of absent hashes
  * through; one class per layout made the front's call site polymorphic,
  * +45 ns per miss: both measured slower.
