@@ -11,7 +11,7 @@ interface Generation {
   /** Lowest and highest log offset of the hashes added (the exact store is searched only there on "maybe"). */
   readonly minOffset: number;
   maxOffset: number;
-  /** Exact-store block number (hashes added before it / BLOCK_HASHES) of its first hash. */
+  /** The exact store's block number (BlockRing.hotBlock numbering) of its first hash. */
   readonly firstBlock: number;
   /** A hash in block b sits in slot (b - firstBlock) >> slotShift of the bloom. */
   readonly slotShift: number;
@@ -84,7 +84,7 @@ export class BloomFront {
    * Adds a hash committed at createdMs at log offset `offset` (offsets only
    * grow, like the ring's), which the exact store holds as record `pos` of
    * its block number `block` (PartitionEntry passes the ring's numbering; a
-   * front on its own numbers its hashes in fours of 4 096 itself).
+   * front on its own numbers its hashes in runs of 4 096 itself).
    */
   add(
     w0: number,
