@@ -40,7 +40,7 @@ export interface LatencyResult {
 
 /**
  * Produces at `rate` records/s for `seconds` from a worker thread
- * (lib/pacedProducer.ts), waits until the group has committed everything,
+ * (lib/pacedProducer.ts: Kafka's Java producer), waits until the group has committed everything,
  * and returns the probe's percentiles. The consumer must already be running
  * (joined) when this is called.
  */

@@ -316,7 +316,7 @@ export const kafkaE2e: Suite = {
         ],
         notes: [
           ...checks,
-          `latency = committedAtMs of the chunk (KafkaIngress onCommitted; the baselines implement the same observer) - the record's Kafka timestamp, set at the producer's send call (Date.now(), same machine); records of the first ${p.latencyWarmupSeconds} s excluded; each latency run has its own topic and group; the producer runs in a worker thread`,
+          `latency = committedAtMs of the chunk (KafkaIngress onCommitted; the baselines implement the same observer) - the record's Kafka timestamp, set at the producer's send call (Date.now(), same machine); records of the first ${p.latencyWarmupSeconds} s excluded; each latency run has its own topic and group; the producer is Kafka's Java producer (ConsoleProducer, linger.ms 5, acks all) in its own process, fed from a worker thread; its CPU is not in the throughput phase's shares`,
         ],
       };
     } finally {
