@@ -178,7 +178,7 @@ export async function bulkLoad(pool: pg.Pool, plan: LoadPlan): Promise<number> {
           seg.int8(b + n - 1);
           seg.timestamptz(plan.createdMs);
           seg.bytes(packSegment(frames));
-          // log_txns rows of at most TXNS_ROW_FRAMES frames, as log_push_v8 writes them.
+          // log_txns rows of at most TXNS_ROW_FRAMES frames, as log_push_v8 and v9 write them.
           for (let k = 0; k < n; k += TXNS_ROW_FRAMES) {
             const m = Math.min(TXNS_ROW_FRAMES, n - k);
             txn.row(6);
