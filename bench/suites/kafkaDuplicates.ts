@@ -709,6 +709,12 @@ function report(
     });
   }
   const na = (x: number | undefined): string => (x === undefined ? 'n/a' : String(x));
+  // A histogram with no observation has NaN percentiles: say that no probe ran.
+  const probeSizes = (h: { p50: number; p99: number; name: string }[]): string => {
+    const p50 = median(h.map((x) => x.p50));
+    const p99 = median(h.map((x) => x.p99));
+    return Number.isFinite(p50) && Number.isFinite(p99) ? `${fmt(p50)}, ${fmt(p99)} (${h[0]!.name})` : `none: no probe ran (${h[0]!.name})`;
+  };
   for (const size of sizes) {
     for (const w of WORKLOADS) {
       const xs = runs.filter((r) => r.system === 'service' && r.size === size && r.workload === w);
@@ -717,7 +723,7 @@ function report(
       const h = xs.map((r) => r.probes?.hist).filter((x) => x !== undefined);
       info.push({
         name: `service probes, ${WLABEL[w]} at ${fmt(size)}: run / skipped / hinted; hashes per probe p50, p99`,
-        value: `${na(sum((r) => r.probes?.run))} / ${na(sum((r) => r.probes?.skipped))} / ${na(sum((r) => r.probes?.hinted))}; ${h.length === xs.length && h.length > 0 ? `${fmt(median(h.map((x) => x.p50)))}, ${fmt(median(h.map((x) => x.p99)))} (${h[0]!.name})` : 'n/a'}`,
+        value: `${na(sum((r) => r.probes?.run))} / ${na(sum((r) => r.probes?.skipped))} / ${na(sum((r) => r.probes?.hinted))}; ${h.length === xs.length && h.length > 0 ? probeSizes(h) : 'n/a'}`,
       });
     }
   }
