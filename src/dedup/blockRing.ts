@@ -5,10 +5,9 @@ import {
   BLOCK_OVERHEAD_BYTES,
   HASH_BYTES,
   HOT_INITIAL_HASHES,
-  HOT_TAIL_HASHES,
   UNKNOWN_OFFSET_DELTA,
 } from './constants.js';
-import { compareAt, lowerBound, mergeSortedTail, scanContains, sortedContains, viewOf } from './hashRecords.js';
+import { compareAt, lowerBound, sortedContains, sortRecordsInPlace, viewOf } from './hashRecords.js';
 import type { SlotFilter } from './bloomFront.js';
 
 /** An immutable, sorted block of exactly BLOCK_HASHES hashes (one 64 KiB Buffer). */
@@ -39,20 +38,22 @@ export interface SealedBlock {
  * States and transitions:
  * - empty: no blocks, no hot buffer (hot = null).
  * - append: hashes are copied, in arrival (= offset) order, onto the end of
- *   the hot buffer, its unsorted tail. The hot buffer is allocated small
- *   (HOT_INITIAL_HASHES) and grows by doubling (power-of-two capacities
- *   only), never past BLOCK_HASHES.
- * - merge: when the tail reaches HOT_TAIL_HASHES (or the buffer is full) it
- *   is sorted and merged into the sorted prefix, offsets carried along. So a
- *   lookup in the hot buffer is a binary search plus a scan of a short tail.
- *   While the appending caller announces more hashes to follow at once (a
- *   hydration, during which nothing looks up) the merge waits: the tail may
- *   then exceed HOT_TAIL_HASHES. Lookups stay exact with any tail (they scan
- *   it); the bound is a cost bound, restored by the run's last append.
- * - seal: the instant the hot buffer holds BLOCK_HASHES hashes (after the
- *   merge: all sorted) that same Buffer becomes the newest sealed block (no
- *   copy); the next append starts a fresh hot buffer. Because BLOCK_HASHES is
- *   a power of two, a buffer that reached it by doubling is exactly full.
+ *   the hot buffer. The hot buffer is allocated small (HOT_INITIAL_HASHES)
+ *   and grows by doubling (power-of-two capacities only), never past
+ *   BLOCK_HASHES.
+ * - index: the hot buffer is searched through a small open-addressing index
+ *   of its record positions (hotIndex, twice its capacity, linear probing on
+ *   the record's last word), brought up to date with every record appended
+ *   so far before each lookup (ensureIndexed); appends themselves only copy.
+ *   So a lookup in the hot buffer is one or two probes of a 16 KiB table
+ *   plus a 16-byte compare per candidate, and nothing is moved until the
+ *   seal. (It replaced a sorted prefix plus an arrival-order tail merged into
+ *   it every 256 appends: ~140 ns per appended hash of record moves.)
+ * - seal: the instant the hot buffer holds BLOCK_HASHES hashes it is sorted
+ *   in place, offsets carried along, and that same Buffer becomes the newest
+ *   sealed block (no copy); its index is dropped and the next append starts a
+ *   fresh hot buffer. Because BLOCK_HASHES is a power of two, a buffer that
+ *   reached it by doubling is exactly full.
  * - expire(cutoff): front blocks are dropped while their maxCreatedMs is
  *   before the cutoff; the hot buffer (the newest data) is dropped only after
  *   every sealed block has gone and its own maxCreatedMs is before the cutoff.
@@ -68,7 +69,8 @@ export interface SealedBlock {
  *   known until the later one drops.
  * - Largest allocation: one block (BLOCK_BYTES). The hot buffer's capacities
  *   are powers of two <= BLOCK_HASHES and sealed blocks are exactly
- *   BLOCK_BYTES; nothing else holds hashes. Each unit also holds one offset
+ *   BLOCK_BYTES; nothing else holds hashes (the hot index holds 2-byte
+ *   positions, 16 KiB at most). Each unit also holds one offset
  *   delta per hash (a Uint32Array a quarter of its size), permuted with the
  *   hashes at the seal, so a hit can name where it was committed.
  */
@@ -79,8 +81,13 @@ export class BlockRing {
   /** Parallel to `hot`: each record's offset as a delta from hotMinOffset. */
   private hotOffsets: Uint32Array | null = null;
   private hotCount = 0;
-  /** Records 0 .. hotSorted-1 are in order; hotSorted .. hotCount-1 (under HOT_TAIL_HASHES) in arrival order. */
-  private hotSorted = 0;
+  /**
+   * Open-addressing index of the hot buffer: slot -> record position + 1
+   * (0 = free), 2 x the hot capacity slots, linear probing from the record's
+   * last word. Records 0 .. hotIndexed-1 are in it.
+   */
+  private hotIndex: Uint16Array | null = null;
+  private hotIndexed = 0;
   private hotMinOffset = 0;
   private hotMaxOffset = 0;
   private hotMaxCreatedMs = -Infinity;
@@ -94,11 +101,8 @@ export class BlockRing {
    * firstOffset .. firstOffset + count - 1, committed at or before createdMs.
    * `upcoming` = hashes the caller already knows will follow at once (a
    * hydration): the hot buffer is then sized for them in one step instead of
-   * doubling through every intermediate size, and the tail is not merged:
-   * it grows until the seal sorts the whole block (one radix sort instead of
-   * a merge per 256 hashes, ~40 ns per hash less, half of a hydration's
-   * ring time measured), or until an append with nothing upcoming merges it.
-   * Capacities stay powers of two <= BLOCK_HASHES either way.
+   * doubling through every intermediate size. Capacities stay powers of two
+   * <= BLOCK_HASHES either way.
    */
   append(src: Buffer, srcAt: number, count: number, firstOffset: number, createdMs: number, upcoming = 0): void {
     if (count <= 0) return;
@@ -125,7 +129,6 @@ export class BlockRing {
       if (createdMs > this.hotMaxCreatedMs) this.hotMaxCreatedMs = createdMs;
       i += take;
       if (this.hotCount === BLOCK_HASHES) this.seal();
-      else if (upcoming === 0 && this.hotCount - this.hotSorted >= HOT_TAIL_HASHES) this.mergeTail();
     }
     this.lastOffset = firstOffset + count - 1;
   }
@@ -152,18 +155,16 @@ export class BlockRing {
     this.hot = grown;
     this.hotView = viewOf(grown);
     this.hotOffsets = grownOffsets;
+    // The index is sized by the capacity: rebuilt (lazily) for the new one.
+    this.hotIndex = null;
+    this.hotIndexed = 0;
   }
 
-  private mergeTail(): void {
-    mergeSortedTail(this.hot!, this.hotSorted, this.hotCount, this.hotOffsets!);
-    this.hotSorted = this.hotCount;
-  }
-
-  /** The hot buffer is exactly one block: merge its tail (now all sorted) and hand the same Buffer to the ring. */
+  /** The hot buffer is exactly one block: sort it in place (offsets along) and hand the same Buffer to the ring. */
   private seal(): void {
-    this.mergeTail();
     const hot = this.hot!;
     const offsets = this.hotOffsets!;
+    sortRecordsInPlace(hot, BLOCK_HASHES, offsets);
     this.blocks.push({
       hashes: hot,
       view: this.hotView!,
@@ -173,18 +174,89 @@ export class BlockRing {
       maxCreatedMs: this.hotMaxCreatedMs,
       seq: this.sealed++,
     });
+    this.dropHot();
+  }
+
+  private dropHot(): void {
     this.hot = null;
     this.hotView = null;
     this.hotOffsets = null;
+    this.hotIndex = null;
+    this.hotIndexed = 0;
     this.hotCount = 0;
-    this.hotSorted = 0;
     this.hotMaxCreatedMs = -Infinity;
   }
 
-  /** Exact membership in the hot buffer: its sorted prefix, then its tail. */
-  private hotHas(q0: number, q1: number, q2: number, q3: number): boolean {
+  /** Brings the hot index up to date with every record of the hot buffer. */
+  private ensureIndexed(): Uint16Array {
     const hv = this.hotView!;
-    return sortedContains(hv, this.hotSorted, q0, q1, q2, q3) || scanContains(hv, this.hotSorted, this.hotCount, q0, q1, q2, q3);
+    let index = this.hotIndex;
+    if (index === null) {
+      index = new Uint16Array((this.hot!.length / HASH_BYTES) * 2);
+      this.hotIndex = index;
+      this.hotIndexed = 0;
+    }
+    const mask = index.length - 1;
+    for (let j = this.hotIndexed; j < this.hotCount; j++) {
+      let s = hv.getUint32(j * HASH_BYTES + 12) & mask;
+      while (index[s] !== 0) s = (s + 1) & mask;
+      index[s] = j + 1;
+    }
+    this.hotIndexed = this.hotCount;
+    return index;
+  }
+
+  /** Exact membership in the hot buffer (through its index). */
+  private hotHas(q0: number, q1: number, q2: number, q3: number): boolean {
+    if (this.hotCount === 0) return false;
+    const index = this.ensureIndexed();
+    const hv = this.hotView!;
+    const mask = index.length - 1;
+    for (let s = q3 & mask; ; s = (s + 1) & mask) {
+      const e = index[s]!;
+      if (e === 0) return false;
+      if (compareAt(hv, (e - 1) * HASH_BYTES, q0, q1, q2, q3) === 0) return true;
+    }
+  }
+
+  /**
+   * Every offset at which the hot buffer holds each of the queries order[k]
+   * (k < n) whose mask (if any) has `bit`, pushed to out[i]; false when one
+   * is not representable. One index probe per query: equal records are all
+   * in the query's probe run (each was inserted along it).
+   */
+  private collectHot(
+    q: DataView,
+    order: Int32Array,
+    n: number,
+    out: (number[] | undefined)[],
+    masks: Int32Array | null,
+    bit: number,
+  ): boolean {
+    const index = this.ensureIndexed();
+    const hv = this.hotView!;
+    const offs = this.hotOffsets!;
+    const base = this.hotMinOffset;
+    const mask = index.length - 1;
+    let known = true;
+    for (let k = 0; k < n; k++) {
+      const i = order[k]!;
+      if (masks !== null && (masks[i]! & bit) === 0) continue;
+      const qo = i * HASH_BYTES;
+      const q0 = q.getUint32(qo);
+      const q1 = q.getUint32(qo + 4);
+      const q2 = q.getUint32(qo + 8);
+      const q3 = q.getUint32(qo + 12);
+      for (let s = q3 & mask; ; s = (s + 1) & mask) {
+        const e = index[s]!;
+        if (e === 0) break;
+        if (compareAt(hv, (e - 1) * HASH_BYTES, q0, q1, q2, q3) !== 0) continue;
+        const d = offs[e - 1]!;
+        if (d === UNKNOWN_OFFSET_DELTA) known = false;
+        else (out[i] ??= []).push(base + d);
+      }
+    }
+    return known;
   }
 
   /** Exact membership of the hash with big-endian words q0..q3. */
@@ -267,7 +339,7 @@ export class BlockRing {
     let known = true;
     for (let b = this.firstBlockReaching(lo); b < blocks.length; b++) {
       const blk = blocks[b]!;
-      if (blk.minOffset > hi) return known;
+      if (blk.minOffset > hi) break;
       const bit = slotBit(slots, blk.seq);
       if ((any & bit) === 0) continue;
       if (!collectSortedMany(blk.view, BLOCK_HASHES, blk.offsets, blk.minOffset, q, order, n, out, masks, bit)) known = false;
@@ -276,35 +348,7 @@ export class BlockRing {
     if (hv !== null && this.hotCount > 0 && this.hotMinOffset <= hi && this.hotMaxOffset >= lo) {
       const bit = slotBit(slots, this.sealed);
       if ((any & bit) === 0) return known;
-      const offs = this.hotOffsets!;
-      const base = this.hotMinOffset;
-      if (!collectSortedMany(hv, this.hotSorted, offs, base, q, order, n, out, masks, bit)) known = false;
-      // The tail, in arrival order. Many queries: one pass over the tail,
-      // each record looked up among the sorted queries (a replay names a
-      // whole segment, and a scan per query cost tail x n compares). It
-      // ignores the slot filter: what it finds beyond it is still a true
-      // occurrence (harmless, see above).
-      if (n >= TAIL_PASS_MIN_QUERIES) {
-        if (!collectTailPass(hv, this.hotSorted, this.hotCount, offs, base, q, order, n, out)) known = false;
-        return known;
-      }
-      // Few queries: a linear scan per query, first word first (as scanContains).
-      const end = this.hotCount * HASH_BYTES;
-      for (let k = 0; k < n; k++) {
-        const i = order[k]!;
-        if (masks !== null && (masks[i]! & bit) === 0) continue;
-        const qo = i * HASH_BYTES;
-        const q0 = q.getUint32(qo);
-        const q1 = q.getUint32(qo + 4);
-        const q2 = q.getUint32(qo + 8);
-        const q3 = q.getUint32(qo + 12);
-        for (let o = this.hotSorted * HASH_BYTES; o < end; o += HASH_BYTES) {
-          if (hv.getUint32(o) !== q0 || hv.getUint32(o + 4) !== q1 || hv.getUint32(o + 8) !== q2 || hv.getUint32(o + 12) !== q3) continue;
-          const d = offs[o / HASH_BYTES]!;
-          if (d === UNKNOWN_OFFSET_DELTA) known = false;
-          else (out[i] ??= []).push(base + d);
-        }
-      }
+      if (!this.collectHot(q, order, n, out, masks, bit)) known = false;
     }
     return known;
   }
@@ -341,12 +385,7 @@ export class BlockRing {
     }
     if (this.blocks.length === 0 && this.hot !== null && this.hotCount > 0 && this.hotMaxCreatedMs < cutoffMs) {
       dropped = this.hotMaxOffset;
-      this.hot = null;
-      this.hotView = null;
-      this.hotOffsets = null;
-      this.hotCount = 0;
-      this.hotSorted = 0;
-      this.hotMaxCreatedMs = -Infinity;
+      this.dropHot();
     }
     return dropped;
   }
@@ -373,7 +412,7 @@ export class BlockRing {
   get bytes(): number {
     return (
       this.blocks.length * (BLOCK_BYTES + BLOCK_OFFSET_BYTES + BLOCK_OVERHEAD_BYTES) +
-      (this.hot === null ? 0 : this.hot.length + this.hotOffsets!.byteLength)
+      (this.hot === null ? 0 : this.hot.length + this.hotOffsets!.byteLength + (this.hot.length / HASH_BYTES) * 4)
     );
   }
 
@@ -385,11 +424,10 @@ export class BlockRing {
     for (const b of this.blocks) yield b.hashes;
     if (this.hot !== null) yield this.hot;
   }
-  hotInfo(): { count: number; sorted: number; capacity: number; minOffset: number; maxOffset: number; maxCreatedMs: number } | undefined {
+  hotInfo(): { count: number; capacity: number; minOffset: number; maxOffset: number; maxCreatedMs: number } | undefined {
     if (this.hot === null || this.hotCount === 0) return undefined;
     return {
       count: this.hotCount,
-      sorted: this.hotSorted,
       capacity: this.hot.length / HASH_BYTES,
       minOffset: this.hotMinOffset,
       maxOffset: this.hotMaxOffset,
@@ -408,58 +446,6 @@ function slotBit(slots: SlotFilter | undefined, seq: number): number {
   if (slots === undefined) return -1;
   const s = (seq - slots.firstBlock) >> slots.slotShift;
   return s >= 0 && s < 31 ? 1 << s : -1;
-}
-
-/** From this many queries on, the hot tail is walked once (collectTailPass) instead of once per query. */
-const TAIL_PASS_MIN_QUERIES = 16;
-
-/**
- * collectManyInRange's tail step for many queries: each tail record
- * (records from .. count-1 of `view`, arrival order) is looked up among the
- * queries by a binary search over their first words (they are in ascending
- * hash order), every query with that first word is compared in full, and
- * the record's offset is pushed to each equal query's list. The same
- * occurrences as a scan per query, pushed in the same order for each query
- * (tail order).
- */
-function collectTailPass(
-  view: DataView,
-  from: number,
-  count: number,
-  offsets: Uint32Array,
-  minOffset: number,
-  q: DataView,
-  order: Int32Array,
-  n: number,
-  out: (number[] | undefined)[],
-): boolean {
-  let known = true;
-  // The queries' first words, ascending (the queries are in hash order).
-  const first = new Uint32Array(n);
-  for (let k = 0; k < n; k++) first[k] = q.getUint32(order[k]! * HASH_BYTES);
-  for (let j = from; j < count; j++) {
-    const o = j * HASH_BYTES;
-    const r0 = view.getUint32(o);
-    // First query whose first word is >= the record's.
-    let lo = 0;
-    let hi = n;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (first[mid]! < r0) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo === n || first[lo] !== r0) continue;
-    const r1 = view.getUint32(o + 4);
-    const r2 = view.getUint32(o + 8);
-    const r3 = view.getUint32(o + 12);
-    for (let k = lo; k < n && first[k] === r0; k++) {
-      if (compareAt(q, order[k]! * HASH_BYTES, r0, r1, r2, r3) !== 0) continue;
-      const d = offsets[j]!;
-      if (d === UNKNOWN_OFFSET_DELTA) known = false;
-      else (out[order[k]!] ??= []).push(minOffset + d);
-    }
-  }
-  return known;
 }
 
 /**

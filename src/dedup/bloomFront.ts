@@ -133,6 +133,53 @@ export class BloomFront {
   }
 
   /**
+   * add() for `count` hashes at once: hash i (words 4i .. 4i + 2 of `words`)
+   * was committed at or before createdMs at offset firstOffset + i and sits
+   * in the exact store as record pos0 + i counted from the start of block
+   * block0 (blocks of BLOCK_HASHES records, numbered on). The same bits,
+   * generations and watermarks as calling add() for each hash in order; the
+   * per-generation bookkeeping runs once per run of hashes that share a
+   * generation, so the inner loop is only the bloom writes, whose cache
+   * misses then overlap (as in scanMaybe).
+   */
+  addMany(words: Uint32Array, count: number, createdMs: number, firstOffset: number, block0: number, pos0: number): void {
+    let i = 0;
+    while (i < count) {
+      const at = pos0 + i;
+      const block = block0 + Math.floor(at / BLOCK_HASHES);
+      // One add() opens the run: it starts a generation when needed, exactly as a single add would.
+      this.add(words[4 * i]!, words[4 * i + 1]!, words[4 * i + 2]!, createdMs, firstOffset + i, block, at % BLOCK_HASHES);
+      i++;
+      const g = this.gens[this.gens.length - 1]!;
+      const bloom = g.bloom;
+      // How far the same generation takes the rest: its free capacity, and
+      // (it names blocks by slot) its last block: a single-block generation
+      // ends with its block, a sloted one after SLOTS << slotShift blocks.
+      const lastBlock = g.oneBlock ? g.firstBlock : g.firstBlock + (BlockedBloom.SLOTS << g.slotShift) - 1;
+      const blockRoom = (lastBlock - block0 + 1) * BLOCK_HASHES - (pos0 + i);
+      const n = Math.min(count - i, bloom.capacity - bloom.count, blockRoom);
+      if (n <= 0) continue;
+      const firstBlock = g.firstBlock;
+      const shift = g.slotShift;
+      if (g.oneBlock) {
+        for (let k = i; k < i + n; k++) {
+          const w0 = words[4 * k]!;
+          bloom.add(w0, words[4 * k + 1]!, words[4 * k + 2]!, oneBlockSlot(w0));
+        }
+      } else {
+        for (let k = i; k < i + n; k++) {
+          const b = block0 + Math.floor((pos0 + k) / BLOCK_HASHES);
+          bloom.add(words[4 * k]!, words[4 * k + 1]!, words[4 * k + 2]!, (b - firstBlock) >> shift);
+        }
+      }
+      this.added += n;
+      if (createdMs > g.maxCreatedMs) g.maxCreatedMs = createdMs;
+      i += n;
+      g.maxOffset = firstOffset + i - 1;
+    }
+  }
+
+  /**
    * The tier of the generation that follows a full one.
    *
    * Plain ladder (minGensPerWindow = 0): one tier up, capped at the ceiling.
@@ -215,6 +262,56 @@ export class BloomFront {
     }
     return -1;
   }
+  /**
+   * Every live generation's answer for `count` hashes at once: for each
+   * generation g that answers "maybe" for item i (words 4i .. 4i + 2 of
+   * `words` are its w0..w2), i is appended to perGen[g] and its slot mask to
+   * perGenMasks[g] (both in ascending item order, created on first use), and
+   * maybe[i] is set to 1. Returns how many items got at least one "maybe".
+   *
+   * The same answers as nextMaybe() per item and generation, in a different
+   * loop order: generations outside, items inside. The bloom blocks of
+   * different items are independent reads, so with items inside the
+   * processor keeps many of those cache misses in flight at once; walking
+   * one item's generations first made each miss wait for the one before.
+   * Measured on 64 partitions of 80 k hashes (3 generations): 450-490 ns per
+   * hash one item at a time, 90-100 ns batched (docs/deduplication.md, "What
+   * the cache costs per message").
+   */
+  scanMaybe(
+    words: Uint32Array,
+    count: number,
+    perGen: (number[] | undefined)[],
+    perGenMasks: (number[] | undefined)[],
+    maybe: Uint8Array,
+  ): number {
+    let any = 0;
+    const gens = this.gens;
+    for (let g = gens.length - 1; g >= 0; g--) {
+      const gen = gens[g]!;
+      const bloom = gen.bloom;
+      const oneBlock = gen.oneBlock;
+      let items: number[] | undefined;
+      let masks: number[] | undefined;
+      for (let i = 0; i < count; i++) {
+        const w0 = words[4 * i]!;
+        let mask = bloom.slotMask(w0, words[4 * i + 1]!, words[4 * i + 2]!);
+        if (mask === 0) continue;
+        if (oneBlock) {
+          mask = (mask >>> oneBlockSlot(w0)) & 1;
+          if (mask === 0) continue;
+        }
+        (items ??= perGen[g] ??= []).push(i);
+        (masks ??= perGenMasks[g] ??= []).push(mask);
+        if (maybe[i] === 0) {
+          maybe[i] = 1;
+          any++;
+        }
+      }
+    }
+    return any;
+  }
+
   /** The block numbering of generation i's slots (see SlotFilter). */
   firstBlockOf(i: number): number {
     return this.gens[i]!.firstBlock;

@@ -23,17 +23,6 @@ export const BLOCK_OFFSET_BYTES = BLOCK_HASHES * 4;
 export const UNKNOWN_OFFSET_DELTA = 0xffffffff;
 /** First capacity of a fresh hot buffer (hashes); it doubles up to BLOCK_HASHES. */
 export const HOT_INITIAL_HASHES = 16;
-/**
- * The hot buffer keeps a sorted prefix and an arrival-order tail of at most
- * this many hashes; an append that brings the tail to it sorts the tail and
- * merges it into the prefix. A lookup is then a binary search plus a scan of
- * under this many records, where a scan of the whole hot buffer (up to 4 096)
- * cost ~5 us per local hit, 60 % of the broker's extra CPU on 10 % re-sent
- * ids (profiled, docs/deduplication.md). Merging costs about one record move
- * per prefix record every HOT_TAIL_HASHES appended hashes.
- */
-export const HOT_TAIL_HASHES = 256;
-
 /** Clock-skew slack (ms) added on the safe side to every pre-window decision. */
 export const SKEW_SLACK_MS = 5_000;
 

@@ -1,4 +1,4 @@
-import { BLOCK_HASHES, ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS } from './constants.js';
+import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS } from './constants.js';
 import { BlockRing } from './blockRing.js';
 import { BloomFront } from './bloomFront.js';
 import { readWords, sortItemsByHash, viewOf } from './hashRecords.js';
@@ -7,6 +7,11 @@ import { readWords, sortItemsByHash, viewOf } from './hashRecords.js';
 const ONE_MASK = new Int32Array(1);
 /** collectHits' per-item slot masks by item index (single-threaded; only the current generation's items are read). */
 let slotMasks = new Int32Array(256);
+/** collectHits' scratch: w0..w2 of each item (4 words per item), and which items got a "maybe". */
+let scanWords = new Uint32Array(1024);
+let scanMaybeFlags = new Uint8Array(256);
+/** addHashes' scratch: w0..w2 of each appended hash (4 words per hash). */
+let addWords = new Uint32Array(1024);
 /** One row of queen.log_txns as the hydration fetch returns it. */
 export interface TxnRow {
   baseOffset: number;
@@ -216,11 +221,15 @@ export class PartitionEntry {
     const pos0 = this.ring.hotHashes;
     this.ring.append(hashes, 0, count, firstOffset, createdMs, upcoming);
     const view = viewOf(hashes);
+    if (addWords.length < count * 4) addWords = new Uint32Array(Math.max(count * 4, addWords.length * 2));
+    const ws = addWords;
     for (let i = 0; i < count; i++) {
-      const w = readWords(view, i * HASH_BYTES);
-      const at = pos0 + i;
-      this.front.add(w[0]!, w[1]!, w[2]!, createdMs, firstOffset + i, block0 + Math.floor(at / BLOCK_HASHES), at % BLOCK_HASHES);
+      const o = i * HASH_BYTES;
+      ws[4 * i] = view.getUint32(o);
+      ws[4 * i + 1] = view.getUint32(o + 4);
+      ws[4 * i + 2] = view.getUint32(o + 8);
     }
+    this.front.addMany(ws, count, createdMs, firstOffset, block0, pos0);
   }
 
   /**
@@ -311,32 +320,29 @@ export class PartitionEntry {
   collectHits(hashes: Buffer, count: number, stats: LookupStats, hits: LocalHit[]): boolean {
     const ring = this.ring;
     const front = this.front;
-    const top = front.generations - 1;
     const view = viewOf(hashes);
     // 1. Bloom: every generation answering "maybe" for each item (its items
-    //    listed per generation); an item with none is a definitive miss.
-    //    With each item, the slot mask its generation answered.
-    const perGen: (number[] | undefined)[] = [];
-    const perGenMasks: number[][] = [];
-    const maybeItems: number[] = [];
+    //    listed per generation, with the slot mask it answered); an item with
+    //    none is a definitive miss. One pass over all items per generation
+    //    (scanMaybe: the reads of different items overlap).
+    if (scanWords.length < count * 4) scanWords = new Uint32Array(Math.max(count * 4, scanWords.length * 2));
+    if (scanMaybeFlags.length < count) scanMaybeFlags = new Uint8Array(Math.max(count, scanMaybeFlags.length * 2));
+    const ws = scanWords;
     for (let i = 0; i < count; i++) {
-      const w = readWords(view, i * HASH_BYTES);
-      const w0 = w[0]!;
-      const w1 = w[1]!;
-      const w2 = w[2]!;
-      let g = front.nextMaybe(w0, w1, w2, top);
-      if (g < 0) {
-        stats.localMisses++;
-        continue;
-      }
-      stats.bloomMaybe++;
-      maybeItems.push(i);
-      while (g >= 0) {
-        (perGen[g] ??= []).push(i);
-        (perGenMasks[g] ??= []).push(front.lastMask);
-        g = front.nextMaybe(w0, w1, w2, g - 1);
-      }
+      const o = i * HASH_BYTES;
+      ws[4 * i] = view.getUint32(o);
+      ws[4 * i + 1] = view.getUint32(o + 4);
+      ws[4 * i + 2] = view.getUint32(o + 8);
     }
+    const flags = scanMaybeFlags;
+    flags.fill(0, 0, count);
+    const perGen: (number[] | undefined)[] = [];
+    const perGenMasks: (number[] | undefined)[] = [];
+    const nMaybe = front.scanMaybe(ws, count, perGen, perGenMasks, flags);
+    stats.bloomMaybe += nMaybe;
+    stats.localMisses += count - nMaybe;
+    const maybeItems: number[] = [];
+    if (nMaybe > 0) for (let i = 0; i < count; i++) if (flags[i] === 1) maybeItems.push(i);
     if (maybeItems.length === 0) return true;
     // 2. Exact store: per generation, its items in ascending hash order in
     //    one walk over the units its offset range meets, each item searched

@@ -3,8 +3,7 @@ import { BLOCK_HASHES, HASH_BYTES } from './constants.js';
 /**
  * Primitives over buffers of packed 16-byte hashes ("records"): reading a
  * hash as four big-endian 32-bit words, exact membership (binary search in a
- * sorted run, linear scan in an arrival-order run) and the in-place sort that
- * seals a block.
+ * sorted run) and the in-place sort that seals a block.
  *
  * Order is the bytewise (memcmp) order of the 16 bytes, which equals the
  * lexicographic order of the four big-endian words. Every comparison here is
@@ -122,16 +121,6 @@ export function compareAt(view: DataView, o: number, q0: number, q1: number, q2:
   return 0;
 }
 
-/** Exact membership in records from .. count-1 of an arrival-order run. */
-export function scanContains(view: DataView, from: number, count: number, q0: number, q1: number, q2: number, q3: number): boolean {
-  const end = count * HASH_BYTES;
-  for (let o = from * HASH_BYTES; o < end; o += HASH_BYTES) {
-    if (view.getUint32(o) === q0 && view.getUint32(o + 4) === q1 && view.getUint32(o + 8) === q2 && view.getUint32(o + 12) === q3)
-      return true;
-  }
-  return false;
-}
-
 /** Items per sort key: sortItemsByHash packs an item's position under this (2^21, so first word x 2^21 + position < 2^53). */
 const ITEM_KEY_SPAN = 2097152;
 
@@ -199,58 +188,6 @@ export function compareAcross(a: DataView, ao: number, b: DataView, bo: number):
     if (x !== y) return x < y ? -1 : 1;
   }
   return 0;
-}
-
-// Scratch for mergeSortedTail: the tail is copied out once, then merged
-// backwards into place (one block at most; synchronous, so one set suffices).
-const mergeBuf = Buffer.allocUnsafeSlow(BLOCK_HASHES * HASH_BYTES);
-const mergeView = viewOf(mergeBuf);
-const mergeWords = new Uint32Array(mergeBuf.buffer, mergeBuf.byteOffset, mergeBuf.byteLength / 4);
-const mergeOffsets = new Uint32Array(BLOCK_HASHES);
-
-/**
- * Records 0 .. sorted-1 of `buf` are in order; records sorted .. count-1 are
- * not. Sorts the latter and merges them in, so that 0 .. count-1 are in
- * order, carrying `offsets` along. `buf` must be 4-byte aligned (every
- * buffer the ring allocates is: allocUnsafeSlow, byte offset 0), because
- * records move as four 32-bit words. Cost: a sort of the tail plus one move
- * per prefix record above the tail's smallest.
- */
-export function mergeSortedTail(buf: Buffer, sorted: number, count: number, offsets: Uint32Array): void {
-  const k = count - sorted;
-  if (k <= 0) return;
-  if (buf.byteOffset % 4 !== 0) throw new RangeError('mergeSortedTail: buffer not 4-byte aligned');
-  sortRecordsInPlace(buf.subarray(sorted * HASH_BYTES, count * HASH_BYTES), k, offsets.subarray(sorted, count));
-  const view = viewOf(buf);
-  if (sorted === 0 || compareAcross(view, (sorted - 1) * HASH_BYTES, view, sorted * HASH_BYTES) <= 0) return;
-  buf.copy(mergeBuf, 0, sorted * HASH_BYTES, count * HASH_BYTES);
-  mergeOffsets.set(offsets.subarray(sorted, count));
-  const words = new Uint32Array(buf.buffer, buf.byteOffset, (count * HASH_BYTES) / 4);
-  let i = sorted - 1;
-  let j = k - 1;
-  let w = count - 1;
-  // Backwards: slot w is always at or above i, so nothing unread is overwritten.
-  while (j >= 0) {
-    let src: Uint32Array;
-    let at: number;
-    if (i >= 0 && compareAcross(view, i * HASH_BYTES, mergeView, j * HASH_BYTES) > 0) {
-      src = words;
-      at = i * 4;
-      offsets[w] = offsets[i]!;
-      i--;
-    } else {
-      src = mergeWords;
-      at = j * 4;
-      offsets[w] = mergeOffsets[j]!;
-      j--;
-    }
-    const to = w * 4;
-    words[to] = src[at]!;
-    words[to + 1] = src[at + 1]!;
-    words[to + 2] = src[at + 2]!;
-    words[to + 3] = src[at + 3]!;
-    w--;
-  }
 }
 
 /** Full 16-byte comparison of records i and j of one buffer. */

@@ -246,3 +246,86 @@ test('bloom front: a single-block generation asks one slot picked by the hash (~
     }
   }
 });
+
+test('bloom front: addMany sets the same bits, generations and watermarks as add() per hash, and scanMaybe answers what nextMaybe answers (property)', (t) => {
+  const words = (hashes: Buffer, n: number): Uint32Array => {
+    const w = new Uint32Array(n * 4);
+    const v = viewOf(hashes);
+    for (let i = 0; i < n; i++) for (let k = 0; k < 4; k++) w[4 * i + k] = v.getUint32(i * 16 + 4 * k);
+    return w;
+  };
+  fc.assert(
+    fc.property(
+      // Batches: size, ms since the previous batch, whether the ring dropped a part-filled hot buffer before it (its record count restarts at 0 in the same block).
+      fc.array(fc.tuple(fc.integer({ min: 1, max: 9000 }), fc.integer({ min: 0, max: 400 }), fc.boolean()), {
+        minLength: 1,
+        maxLength: 14,
+      }),
+      fc.constantFrom(0, BLOOM_MIN_GENERATIONS_PER_WINDOW),
+      fc.integer({ min: 1, max: 1000 }),
+      (batches, k, stream) => {
+        const one = new BloomFront(60_000, k);
+        const many = new BloomFront(60_000, k);
+        let ms = 1_000;
+        let offset = 0;
+        let block = 0;
+        let pos = 0;
+        for (const [n, dt, dropHot] of batches) {
+          ms += dt;
+          if (dropHot) pos = 0;
+          const hashes = hashRun(stream, offset, n);
+          const w = words(hashes, n);
+          for (let i = 0; i < n; i++) {
+            const at = pos + i;
+            one.add(w[4 * i]!, w[4 * i + 1]!, w[4 * i + 2]!, ms, offset + i, block + Math.floor(at / 4096), at % 4096);
+          }
+          many.addMany(w, n, ms, offset, block, pos);
+          offset += n;
+          pos += n;
+          block += Math.floor(pos / 4096);
+          pos %= 4096;
+        }
+        if (one.generations !== many.generations) return false;
+        for (let g = 0; g < one.generations; g++) {
+          if (one.minOffsetOf(g) !== many.minOffsetOf(g) || one.maxOffsetOf(g) !== many.maxOffsetOf(g)) return false;
+          if (one.firstBlockOf(g) !== many.firstBlockOf(g) || one.slotShiftOf(g) !== many.slotShiftOf(g)) return false;
+        }
+        if (one.capacities().join() !== many.capacities().join()) return false;
+        const a = [...one.arrays()];
+        const b = [...many.arrays()];
+        if (a.length !== b.length || a.some((x, i) => !Buffer.from(x.buffer).equals(Buffer.from(b[i]!.buffer)))) return false;
+        // scanMaybe against nextMaybe, for stored hashes and absent ones.
+        const queries = Buffer.concat([hashRun(stream, 0, Math.min(offset, 700)), hashRun(stream + 5000, 0, 700)]);
+        const nq = queries.length / 16;
+        const perGen: (number[] | undefined)[] = [];
+        const perGenMasks: (number[] | undefined)[] = [];
+        const flags = new Uint8Array(nq);
+        const anyMaybe = many.scanMaybe(words(queries, nq), nq, perGen, perGenMasks, flags);
+        const v = viewOf(queries);
+        let expectAny = 0;
+        const expectGen: number[][] = [];
+        const expectMasks: number[][] = [];
+        for (let i = 0; i < nq; i++) {
+          const q = readWords(v, i * 16);
+          const [q0, q1, q2] = [q[0]!, q[1]!, q[2]!];
+          let g = one.nextMaybe(q0, q1, q2, one.generations - 1);
+          if (g >= 0) expectAny++;
+          if (g >= 0 !== (flags[i] === 1)) return false;
+          while (g >= 0) {
+            (expectGen[g] ??= []).push(i);
+            (expectMasks[g] ??= []).push(one.lastMask);
+            g = one.nextMaybe(q0, q1, q2, g - 1);
+          }
+        }
+        if (anyMaybe !== expectAny) return false;
+        for (let g = 0; g < one.generations; g++) {
+          if ((perGen[g] ?? []).join() !== (expectGen[g] ?? []).join()) return false;
+          if ((perGenMasks[g] ?? []).join() !== (expectMasks[g] ?? []).join()) return false;
+        }
+        return true;
+      },
+    ),
+    { numRuns: 80 },
+  );
+  t.pass();
+});
