@@ -1,21 +1,25 @@
 import { randomBytes } from 'node:crypto';
 import { DedupCache, type TxnRow } from '../../src/dedup/index.js';
-import { BLOCK_HASHES, HASH_BYTES } from '../../src/dedup/constants.js';
-import { PartitionEntry, type LookupStats } from '../../src/dedup/entry.js';
+import { HASH_BYTES, UNIT_HASHES } from '../../src/dedup/constants.js';
+import { PartitionEntry, type LocalHit, type LookupStats } from '../../src/dedup/entry.js';
+import { SeedRingEntry, type LookupStats as SeedStats } from '../baselines/seedRing/entry.js';
 import { gcFunction } from '../lib/gc.js';
 
 /**
- * The broker dedup cache, side by side in one process:
- * - absent-probe cost per hash with the bloom front vs the exact store alone
- *   (binary search in every sealed block + hot-buffer scan), at a 300-block
- *   window (300 x 4096 hashes resident);
- * - resident bytes per hash: the cache's accounting right after hydration
- *   and across one more full window of steady appends (expiry running), for
- *   the rate-aware bloom tiering (default K = 5), K = 4 and the plain x8
- *   ladder; plus the process's arrayBuffers delta for the hydrated entry;
- * - the bloom front's false-positive rate on absent hashes (all live
- *   generations together).
- * Repetitions report medians; raw samples are returned.
+ * The broker dedup cache's exact store, side by side in one process: the
+ * occurrence table (src/dedup) against the seed's layout it replaced
+ * (bench/baselines/seedRing: sorted blocks behind a bloom front, as the
+ * service ran it up to 65d755c), one partition holding a 300-unit window
+ * (300 x 4096 hashes, a 300 s window at 4096 hashes/s):
+ * - absent-probe cost per hash: the table; the seed with its bloom front;
+ *   the seed's exact store alone (a binary search in every sealed block);
+ * - cost per scattered hit (segments of 200 with 20 stored hashes);
+ * - append cost per hash, and hydration (install) cost per hash;
+ * - resident bytes per hash: right after hydration, and across one more
+ *   window of steady appends with expiry running (the cache's accounting);
+ *   plus the process's arrayBuffers delta for the hydrated table.
+ * Repetitions alternate the layouts and report medians; raw samples are
+ * returned.
  */
 
 interface BenchResult {
@@ -26,7 +30,7 @@ interface BenchResult {
 }
 
 const WINDOW_S = 300;
-const RATE_PER_S = 4096; // one block per second: a 300 s window holds 300 blocks
+const RATE_PER_S = 4096; // one unit per second: a 300 s window holds 300 units
 const ROW_HASHES = 1024;
 
 function median(xs: number[]): number {
@@ -36,8 +40,8 @@ function median(xs: number[]): number {
 }
 
 /** Rows for a full window ending at endMs, at RATE_PER_S, ROW_HASHES per row, from one source buffer. */
-function windowRows(source: Buffer, blocks: number, endMs: number): TxnRow[] {
-  const total = blocks * BLOCK_HASHES;
+function windowRows(source: Buffer, units: number, endMs: number): TxnRow[] {
+  const total = units * UNIT_HASHES;
   const rows: TxnRow[] = [];
   const msPerRow = (ROW_HASHES / RATE_PER_S) * 1000;
   const startMs = endMs - (total / RATE_PER_S) * 1000;
@@ -52,27 +56,28 @@ function windowRows(source: Buffer, blocks: number, endMs: number): TxnRow[] {
   return rows;
 }
 
-function freshStats(): LookupStats {
-  return { localHits: 0, localMisses: 0, bloomMaybe: 0, bloomFalsePositives: 0 };
+const tableStats = (): LookupStats => ({ localHits: 0, localMisses: 0 });
+const seedStats = (): SeedStats => ({ localHits: 0, localMisses: 0, bloomMaybe: 0, bloomFalsePositives: 0 });
+
+/** ns per hash of `fn` over `count` items. */
+function timed(count: number, fn: () => void): number {
+  const t0 = process.hrtime.bigint();
+  fn();
+  return Number(process.hrtime.bigint() - t0) / count;
 }
 
-/** Absent probes through the bloom front (the path verifiedFor takes); ns per hash. */
-function probeWithBloom(entry: PartitionEntry, probes: Buffer, count: number, stats: LookupStats): number {
-  const t0 = process.hrtime.bigint();
-  const hit = entry.anyLocalHit(probes, count, stats);
-  const ns = Number(process.hrtime.bigint() - t0) / count;
-  if (hit) throw new Error('bench: a random probe hit');
-  return ns;
-}
-
-/** Absent probes through the exact store alone (bloom bypassed); ns per hash. */
-function probeExactOnly(entry: PartitionEntry, probes: Buffer, count: number): number {
-  let hits = 0;
-  const t0 = process.hrtime.bigint();
-  for (let i = 0; i < count; i++) if (entry.knowsExact(probes, i * HASH_BYTES)) hits++;
-  const ns = Number(process.hrtime.bigint() - t0) / count;
-  if (hits) throw new Error('bench: a random probe hit');
-  return ns;
+/** Segments of 200 items, 20 of them stored hashes (from `source`), the rest absent (from `fresh`). */
+function hitSegments(source: Buffer, stored: number, fresh: Buffer, segments: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (let s = 0; s < segments; s++) {
+    const seg = Buffer.from(fresh.subarray(s * 200 * HASH_BYTES, (s + 1) * 200 * HASH_BYTES));
+    for (let k = 0; k < 20; k++) {
+      const o = (Math.imul(s * 20 + k + 1, 0x9e3779b1) >>> 0) % stored;
+      source.copy(seg, (k * 10 + 3) * HASH_BYTES, o * HASH_BYTES, (o + 1) * HASH_BYTES);
+    }
+    out.push(seg);
+  }
+  return out;
 }
 
 /**
@@ -80,24 +85,17 @@ function probeExactOnly(entry: PartitionEntry, probes: Buffer, count: number): n
  * appends at the same rate through the flush path (verifiedFor runs expiry,
  * recordAppend appends); samples accounted bytes per resident hash.
  */
-function steadyState(
-  source: Buffer,
-  stream: Buffer,
-  blocks: number,
-  bloomMinGenerationsPerWindow: number | undefined,
-  samplesWanted: number,
-): { afterInstall: number; steady: number[]; generations: number[] } {
+function steadyState(source: Buffer, stream: Buffer, units: number, samplesWanted: number): { afterInstall: number; steady: number[] } {
   let now = 1_000_000_000;
-  const cache = new DedupCache({ capBytes: 2 ** 40, now: () => now, bloomMinGenerationsPerWindow });
-  const total = blocks * BLOCK_HASHES;
-  cache.install(1, WINDOW_S, total - 1, 0, windowRows(source, blocks, now), now);
+  const cache = new DedupCache({ capBytes: 2 ** 40, now: () => now });
+  const total = units * UNIT_HASHES;
+  cache.install(1, WINDOW_S, total - 1, 0, windowRows(source, units, now), now);
   const afterInstall = cache.residentBytes() / cache.residentHashes();
   const seg = 64;
   const msPerSeg = (seg / RATE_PER_S) * 1000;
   const segments = total / seg;
   const every = Math.max(1, Math.floor(segments / samplesWanted));
   const steady: number[] = [];
-  const generations: number[] = [];
   let last = total - 1;
   for (let s = 0; s < segments; s++) {
     now += msPerSeg;
@@ -107,105 +105,169 @@ function steadyState(
     if (w !== last) throw new Error(`bench: steady state lost the vouch (${w} != ${last})`);
     cache.recordAppend(1, last + 1, next, seg, now);
     last += seg;
-    if (s % every === every - 1) {
-      steady.push(cache.residentBytes() / cache.residentHashes());
-      generations.push(cache.entryInfo(1)!.generations);
-    }
+    if (s % every === every - 1) steady.push(cache.residentBytes() / cache.residentHashes());
   }
-  return { afterInstall, steady, generations };
+  return { afterInstall, steady };
 }
 
 export async function runDedupCacheBench(opts: { quick: boolean }): Promise<BenchResult> {
-  const blocks = 300;
+  const units = 300;
   const reps = opts.quick ? 3 : 7;
-  const bloomProbes = opts.quick ? 100_000 : 400_000;
+  const absentProbes = opts.quick ? 100_000 : 400_000;
   const exactProbes = opts.quick ? 1_000 : 4_000;
-  const total = blocks * BLOCK_HASHES;
+  const hitSegs = opts.quick ? 200 : 1_000;
+  const appendHashes = opts.quick ? 100_000 : 400_000;
+  const total = units * UNIT_HASHES;
   const gc = gcFunction();
 
   const source = randomBytes(total * HASH_BYTES);
-  const probes = randomBytes(bloomProbes * HASH_BYTES);
+  const probes = randomBytes(absentProbes * HASH_BYTES);
+  const segs = hitSegments(source, total, randomBytes(hitSegs * 200 * HASH_BYTES), hitSegs);
   const endMs = 1_000_000_000;
+  const rows = windowRows(source, units, endMs);
 
-  // Hydrate one entry (the cache's own install path) and read its footprint.
+  // Hydrate one entry of each layout (their own install paths) and read the table's footprint.
   gc?.();
   const abBefore = process.memoryUsage().arrayBuffers;
-  const entry = PartitionEntry.hydrate(WINDOW_S, total - 1, 0, windowRows(source, blocks, endMs), endMs);
+  const table = PartitionEntry.hydrate(WINDOW_S, total - 1, 0, rows, endMs);
   gc?.();
   const abAfter = process.memoryUsage().arrayBuffers;
+  const seed = SeedRingEntry.hydrate(WINDOW_S, total - 1, 0, rows, endMs);
 
-  // The same window under K = 4 tiering (fewer, larger generations): the
-  // alternative the default trades probe work against (constants.ts).
-  const entryK4 = PartitionEntry.hydrate(WINDOW_S, total - 1, 0, windowRows(source, blocks, endMs), endMs, 4);
+  const s = {
+    absentTable: [] as number[],
+    absentSeed: [] as number[],
+    absentSeedExact: [] as number[],
+    hitTable: [] as number[],
+    hitSeed: [] as number[],
+    hydrateTable: [] as number[],
+    hydrateSeed: [] as number[],
+    appendTable: [] as number[],
+    appendSeed: [] as number[],
+  };
+  const absentTable = (n: number, at = 0): number =>
+    timed(n, () => {
+      if (table.anyLocalHit(probes.subarray(at * HASH_BYTES), n, tableStats())) throw new Error('bench: a random probe hit');
+    });
+  const absentSeed = (n: number, at = 0): number =>
+    timed(n, () => {
+      if (seed.anyLocalHit(probes.subarray(at * HASH_BYTES), n, seedStats())) throw new Error('bench: a random probe hit');
+    });
+  const absentSeedExact = (n: number, at: number): number =>
+    timed(n, () => {
+      for (let i = 0; i < n; i++) if (seed.knowsExact(probes, (at + i) * HASH_BYTES)) throw new Error('bench: a random probe hit');
+    });
+  /** ns per hit: segments of 200 items with 20 stored hashes each. */
+  const hitsTable = (): number =>
+    timed(segs.length * 20, () => {
+      let n = 0;
+      for (const seg of segs) {
+        const hits: LocalHit[] = [];
+        table.collectHits(seg, 200, tableStats(), hits);
+        n += hits.length;
+      }
+      if (n < segs.length * 20) throw new Error(`bench: the table named ${n} hits`);
+    });
+  const hitsSeed = (): number =>
+    timed(segs.length * 20, () => {
+      let n = 0;
+      for (const seg of segs) {
+        const hits: { index: number; offsets: number[] }[] = [];
+        seed.collectHits(seg, 200, seedStats(), hits);
+        n += hits.length;
+      }
+      if (n < segs.length * 20) throw new Error(`bench: the seed ring named ${n} hits`);
+    });
+  const appendStream = randomBytes(appendHashes * HASH_BYTES);
+  /** ns per appended hash: a fresh entry of the layout hydrated with the window, then segments of 100 appended. */
+  const appendOne = (layout: 'table' | 'seed'): { hydrate: number; append: number } => {
+    let e: PartitionEntry | SeedRingEntry | undefined;
+    const hydrate = timed(total, () => {
+      e =
+        layout === 'table'
+          ? PartitionEntry.hydrate(WINDOW_S, total - 1, 0, rows, endMs)
+          : SeedRingEntry.hydrate(WINDOW_S, total - 1, 0, rows, endMs);
+    });
+    let base = total;
+    const append = timed(appendHashes, () => {
+      for (let i = 0; i < appendHashes; i += 100) {
+        e!.append(base, appendStream.subarray(i * HASH_BYTES, (i + 100) * HASH_BYTES), 100, endMs);
+        base += 100;
+      }
+    });
+    return { hydrate, append };
+  };
 
-  const withBloom: number[] = [];
-  const withBloomK4: number[] = [];
-  const exactOnly: number[] = [];
-  const fpRate: number[] = [];
-  // Warm-up (JIT) on a slice, then interleaved repetitions.
-  probeWithBloom(entry, probes, Math.min(20_000, bloomProbes), freshStats());
-  probeWithBloom(entryK4, probes, Math.min(20_000, bloomProbes), freshStats());
-  probeExactOnly(entry, probes, Math.min(200, exactProbes));
+  // Warm-up (JIT), then interleaved repetitions, alternating which layout goes first.
+  absentTable(20_000);
+  absentSeed(20_000);
+  absentSeedExact(200, 0);
+  hitsTable();
+  hitsSeed();
   for (let r = 0; r < reps; r++) {
-    const st = freshStats();
-    withBloom.push(probeWithBloom(entry, probes, bloomProbes, st));
-    fpRate.push(st.bloomFalsePositives / bloomProbes);
-    withBloomK4.push(probeWithBloom(entryK4, probes, bloomProbes, freshStats()));
-    // A different slice each repetition, so no run is a replay of cached lines.
-    const at = (r * exactProbes) % (bloomProbes - exactProbes);
-    exactOnly.push(probeExactOnly(entry, probes.subarray(at * HASH_BYTES), exactProbes));
+    const order = r % 2 === 0 ? (['table', 'seed'] as const) : (['seed', 'table'] as const);
+    for (const layout of order) {
+      if (layout === 'table') {
+        s.absentTable.push(absentTable(absentProbes));
+        s.hitTable.push(hitsTable());
+      } else {
+        s.absentSeed.push(absentSeed(absentProbes));
+        s.hitSeed.push(hitsSeed());
+        // A different slice each repetition, so no run is a replay of cached lines.
+        const at = (r * exactProbes) % (absentProbes - exactProbes);
+        s.absentSeedExact.push(absentSeedExact(exactProbes, at));
+      }
+    }
+  }
+  for (let r = 0; r < Math.min(reps, 3); r++) {
+    for (const layout of r % 2 === 0 ? (['table', 'seed'] as const) : (['seed', 'table'] as const)) {
+      gc?.();
+      const x = appendOne(layout);
+      (layout === 'table' ? s.hydrateTable : s.hydrateSeed).push(x.hydrate);
+      (layout === 'table' ? s.appendTable : s.appendSeed).push(x.append);
+    }
   }
 
   const samplesWanted = opts.quick ? 40 : 150;
-  const stream = randomBytes(total * HASH_BYTES);
-  const rateAware = steadyState(source, stream, blocks, undefined, samplesWanted);
-  const ladder = steadyState(source, stream, blocks, 0, samplesWanted);
-  const k4 = steadyState(source, stream, blocks, 4, samplesWanted);
+  const steady = steadyState(source, randomBytes(total * HASH_BYTES), units, samplesWanted);
 
-  const mWith = median(withBloom);
-  const mExact = median(exactOnly);
+  const m = (k: keyof typeof s): number => median(s[k]);
   return {
     name: 'dedupCache',
     params: {
       quick: opts.quick,
-      windowBlocks: blocks,
+      windowUnits: units,
       residentHashes: total,
       windowSeconds: WINDOW_S,
       ratePerSecond: RATE_PER_S,
       repetitions: reps,
-      bloomProbesPerRep: bloomProbes,
+      absentProbesPerRep: absentProbes,
       exactProbesPerRep: exactProbes,
-      bloomGenerations: entry.front.generations,
-      bloomCapacities: entry.front.capacities().join(','),
+      hitSegmentsPerRep: hitSegs,
+      appendHashesPerRep: appendHashes,
+      tablePages: table.table.pages,
+      seedBloomGenerations: seed.front.generations,
+      seedBloomCapacities: seed.front.capacities().join(','),
       arrayBuffersMeasuredWithGc: gc !== undefined,
     },
     results: {
-      absentProbeNsPerHashBloom: mWith,
-      absentProbeNsPerHashExactOnly: mExact,
-      absentProbeSpeedup: mExact / mWith,
-      bloomFalsePositiveRate: median(fpRate),
-      bytesPerHashAfterHydration: entry.bytes / entry.hashCount,
+      absentProbeNsPerHashTable: m('absentTable'),
+      absentProbeNsPerHashSeedBloom: m('absentSeed'),
+      absentProbeNsPerHashSeedExactOnly: m('absentSeedExact'),
+      absentProbeSpeedupOverSeedExact: m('absentSeedExact') / m('absentTable'),
+      absentProbeSpeedupOverSeedBloom: m('absentSeed') / m('absentTable'),
+      hitNsTable: m('hitTable'),
+      hitNsSeed: m('hitSeed'),
+      hydrateNsPerHashTable: m('hydrateTable'),
+      hydrateNsPerHashSeed: m('hydrateSeed'),
+      appendNsPerHashTable: m('appendTable'),
+      appendNsPerHashSeed: m('appendSeed'),
+      bytesPerHashAfterHydration: table.bytes / table.hashCount,
+      bytesPerHashSeedAfterHydration: seed.bytes / seed.hashCount,
       arrayBuffersBytesPerHash: (abAfter - abBefore) / total,
-      bytesPerHashSteadyMedian: median(rateAware.steady),
-      bytesPerHashSteadyMax: Math.max(...rateAware.steady),
-      bytesPerHashLadderAfterHydration: ladder.afterInstall,
-      bytesPerHashLadderSteadyMedian: median(ladder.steady),
-      bytesPerHashLadderSteadyMax: Math.max(...ladder.steady),
-      bloomGenerationsSteadyMedian: median(rateAware.generations),
-      bloomGenerationsLadderSteadyMedian: median(ladder.generations),
-      absentProbeNsPerHashBloomK4: median(withBloomK4),
-      bytesPerHashK4SteadyMedian: median(k4.steady),
-      bytesPerHashK4SteadyMax: Math.max(...k4.steady),
-      bloomGenerationsK4SteadyMedian: median(k4.generations),
+      bytesPerHashSteadyMedian: median(steady.steady),
+      bytesPerHashSteadyMax: Math.max(...steady.steady),
     },
-    samples: {
-      absentProbeNsPerHashBloom: withBloom,
-      absentProbeNsPerHashExactOnly: exactOnly,
-      bloomFalsePositiveRate: fpRate,
-      bytesPerHashSteady: rateAware.steady,
-      bytesPerHashLadderSteady: ladder.steady,
-      absentProbeNsPerHashBloomK4: withBloomK4,
-      bytesPerHashK4Steady: k4.steady,
-    },
+    samples: { ...s, bytesPerHashSteady: steady.steady },
   };
 }

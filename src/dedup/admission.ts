@@ -1,43 +1,32 @@
 import {
   ADMIT_FRACTION,
   AUX_MAP_SOFT_CAP,
-  BLOCK_BYTES,
-  BLOCK_HASHES,
-  BLOCK_OVERHEAD_BYTES,
-  BLOOM_BITS_PER_HASH,
-  BLOOM_TIERS,
   ENTRY_OVERHEAD_BYTES,
-  GENERATION_OVERHEAD_BYTES,
-  HASH_BYTES,
-  HOT_INITIAL_HASHES,
   RESERVATION_TTL_MS,
   SUPPRESS_COOLDOWN_MS,
+  UNIT_HASHES,
+  UNIT_OVERHEAD_BYTES,
   WARN_INTERVAL_MS,
 } from './constants.js';
+import { MAX_PAGE_SLOTS, PAGE_OVERHEAD_BYTES, SLOT_BYTES, TARGET_LOAD } from './occurrenceTable.js';
 import { SoftCappedMap } from './softCappedMap.js';
 
 /**
- * Estimated accounted bytes of an entry holding `hashes` hashes: the exact
- * store (full blocks plus a doubling hot buffer) and a bloom front that
- * climbed the plain x8 ladder far enough to hold them (an over-estimate of
- * the rate-aware front, which never holds more capacity per hash).
+ * Estimated accounted bytes of an entry holding `hashes` hashes: an
+ * occurrence table sized for them as a hydration sizes it (pages at
+ * TARGET_LOAD, SLOT_BYTES a slot), plus page and directory overheads and
+ * its units. An upper bound of what install() then accounts.
  */
 export function estimateFootprintBytes(hashes: number): number {
   if (hashes <= 0) return 0;
-  const full = Math.floor(hashes / BLOCK_HASHES);
-  const rest = hashes - full * BLOCK_HASHES;
-  let hot = 0;
-  if (rest > 0) {
-    hot = HOT_INITIAL_HASHES;
-    while (hot < rest) hot *= 2;
-  }
-  let bloom = 0;
-  let covered = 0;
-  for (let t = 0; covered < hashes; t = Math.min(t + 1, BLOOM_TIERS.length - 1)) {
-    covered += BLOOM_TIERS[t]!;
-    bloom += (BLOOM_TIERS[t]! * BLOOM_BITS_PER_HASH) / 8 + GENERATION_OVERHEAD_BYTES;
-  }
-  return ENTRY_OVERHEAD_BYTES + full * (BLOCK_BYTES + BLOCK_OVERHEAD_BYTES) + hot * HASH_BYTES + bloom;
+  const slots = Math.ceil(hashes / TARGET_LOAD);
+  const pages = Math.max(1, Math.ceil(slots / MAX_PAGE_SLOTS));
+  return (
+    ENTRY_OVERHEAD_BYTES +
+    Math.max(slots + pages, 16 * pages) * SLOT_BYTES +
+    pages * (PAGE_OVERHEAD_BYTES + 16) +
+    Math.ceil(hashes / UNIT_HASHES) * UNIT_OVERHEAD_BYTES
+  );
 }
 
 /**

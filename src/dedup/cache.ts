@@ -25,12 +25,6 @@ export interface DedupCacheOptions {
   now?: () => number;
   /** Called on suppression, at most once per minute (per cache instance). */
   onWarn?: (message: string) => void;
-  /**
-   * Bloom tiering (bloomFront.ts): generations a window should hold before
-   * the next generation steps a tier up. Default 4 (rate-aware); 0 = the
-   * plain x8 ladder. For benchmarks and tests; production keeps the default.
-   */
-  bloomMinGenerationsPerWindow?: number;
 }
 
 export type PrepareAnswer = 'ready' | 'hydrate' | 'suppressed';
@@ -42,13 +36,10 @@ export interface DedupCacheStats {
   suppressions: number;
   /** Entries evicted to admit a rebuild or to stay under the cap. */
   evictions: number;
-  /** Hashes that were a bloom "maybe" confirmed by the exact store. */
+  /** Hashes checked that have a live occurrence of their key in the entry. */
   localHits: number;
-  /** Hashes checked that were not local hits (definitive bloom misses + bloom false positives). */
+  /** Hashes checked that have none. */
   localMisses: number;
-  bloomMaybe: number;
-  /** Bloom "maybe" that the exact store did not confirm. */
-  bloomFalsePositives: number;
   /** Vouches that carried hints (local hits named with their offsets). */
   hinted: number;
   /** verifiedFor answers != -1 / == -1. */
@@ -65,9 +56,11 @@ export interface EntryInfo {
   hydratedFrom: number;
   windowSeconds: number;
   state: string;
-  blocks: number;
-  hotCount: number;
-  generations: number;
+  /** Expiry units remembered (runs of UNIT_HASHES appended hashes), and the hashes of the one still filling. */
+  units: number;
+  openUnitHashes: number;
+  /** Pages of the entry's occurrence table. */
+  pages: number;
   bytes: number;
 }
 
@@ -106,8 +99,6 @@ export class DedupCache {
     evictions: 0,
     localHits: 0,
     localMisses: 0,
-    bloomMaybe: 0,
-    bloomFalsePositives: 0,
     hinted: 0,
     vouched: 0,
     notVouched: 0,
@@ -120,14 +111,12 @@ export class DedupCache {
   private readonly resident = new ResidentSet();
   private readonly policy: AdmissionPolicy;
   private readonly inFlight = new Set<number>();
-  private readonly bloomMinGens: number | undefined;
 
   constructor(opts: DedupCacheOptions) {
     if (!(opts.capBytes >= 0)) throw new RangeError('DedupCache: capBytes must be >= 0');
     this.capBytes = opts.capBytes;
     this.now = opts.now ?? Date.now;
     this.policy = new AdmissionPolicy(opts.capBytes, this.now, opts.onWarn);
-    this.bloomMinGens = opts.bloomMinGenerationsPerWindow;
   }
 
   /** Single-flight guard: the batching layer flushes a partition at most once at a time. */
@@ -227,7 +216,7 @@ export class DedupCache {
       this.drop(pid);
       return;
     }
-    const entry = PartitionEntry.hydrate(windowSeconds, lastOffset, txnsStart, rows, fetchedAtMs, this.bloomMinGens);
+    const entry = PartitionEntry.hydrate(windowSeconds, lastOffset, txnsStart, rows, fetchedAtMs);
     this.resident.set(pid, entry, now);
     this.policy.clearCooldown(pid);
     this.policy.forgetFootprint(pid);
@@ -273,7 +262,7 @@ export class DedupCache {
       return { verified: -1, hits: NO_HITS };
     }
     let hits = NO_HITS;
-    if (e.front.generations > 0) {
+    if (e.table.size > 0) {
       const found: LocalHit[] = [];
       if (!e.collectHits(hashes, count, this.stats, found)) {
         this.stats.notVouched++;
@@ -321,7 +310,7 @@ export class DedupCache {
       this.enforceCap(pid, Infinity);
     } else if (r === 'gap') {
       this.stats.gaps++;
-    } else if (r === 'overlap') {
+    } else if (r === 'overlap' || r === 'range') {
       this.stats.rebuildsMarked++;
     }
   }
@@ -369,9 +358,9 @@ export class DedupCache {
       hydratedFrom: e.hydratedFrom,
       windowSeconds: e.windowSeconds,
       state: e.state,
-      blocks: e.ring.blockCount,
-      hotCount: e.ring.hotHashes,
-      generations: e.front.generations,
+      units: e.unitCount,
+      openUnitHashes: e.openUnitHashes,
+      pages: e.table.pages,
       bytes: e.accountedBytes,
     };
   }

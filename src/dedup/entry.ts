@@ -1,17 +1,6 @@
-import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS } from './constants.js';
-import { BlockRing } from './blockRing.js';
-import { BloomFront } from './bloomFront.js';
-import { readWords, sortItemsByHash, viewOf } from './hashRecords.js';
+import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS, UNIT_HASHES, UNIT_OVERHEAD_BYTES } from './constants.js';
+import { OccurrenceTable } from './occurrenceTable.js';
 
-/** anyLocalHit's one-item slot mask (single-threaded; filled right before each use). */
-const ONE_MASK = new Int32Array(1);
-/** collectHits' per-item slot masks by item index (single-threaded; only the current generation's items are read). */
-let slotMasks = new Int32Array(256);
-/** collectHits' scratch: w0..w2 of each item (4 words per item), and which items got a "maybe". */
-let scanWords = new Uint32Array(1024);
-let scanMaybeFlags = new Uint8Array(256);
-/** addHashes' scratch: w0..w2 of each appended hash (4 words per hash). */
-let addWords = new Uint32Array(1024);
 /** One row of queen.log_txns as the hydration fetch returns it. */
 export interface TxnRow {
   baseOffset: number;
@@ -23,11 +12,12 @@ export interface TxnRow {
 }
 
 export type EntryState = 'vouching' | 'gap' | 'rebuild';
-export type RebuildReason = 'window' | 'overlap' | 'unknown';
+/** Why an entry waits for a rebuild; 'range': an offset too far above the table's base to store (after ~4.29 billion messages). */
+export type RebuildReason = 'window' | 'overlap' | 'unknown' | 'range';
 
 /**
- * A local hit named precisely: frame `index` of the segment has its hash at
- * each of `offsets` (ascending, distinct) among what the entry holds.
+ * A local hit named precisely: frame `index` of the segment has its hash's
+ * key at each of `offsets` (ascending, distinct) among what the entry holds.
  */
 export interface LocalHit {
   index: number;
@@ -38,16 +28,25 @@ export interface LocalHit {
 export interface LookupStats {
   localHits: number;
   localMisses: number;
-  bloomMaybe: number;
-  bloomFalsePositives: number;
+}
+
+/**
+ * A run of consecutive appended hashes (the expiry unit, UNIT_HASHES of them
+ * once closed): its last offset and the latest commit time among them.
+ */
+interface Unit {
+  lastOffset: number;
+  maxCreatedMs: number;
+  count: number;
 }
 
 /**
  * What the broker knows about one partition's in-window hashes.
  *
  * Fields: windowSeconds (fixed for the entry's life; a change means a new
- * entry), verifiedUpto (V), hydratedFrom (H), the exact BlockRing and the
- * BloomFront in front of it, and two flags.
+ * entry), verifiedUpto (V), hydratedFrom (H), the occurrence table (every
+ * hash it was given, keyed by its first 8 bytes, with its offset), the expiry
+ * units (which offset ranges are provably pre-window), and two flags.
  *
  * The vouch rule: the entry may vouch V ("no hash of the segment occurs at or
  * below V") only if it knows every in-window hash at offsets in (H, V] and
@@ -56,12 +55,16 @@ export interface LookupStats {
  * in-window duplicate at or below V, and SQL may narrow its probe to
  * (V, last_offset].
  *
- * How the code keeps it: the knowledge is the resident set itself (ring and
- * bloom front, always fed together). hydrate() and append() only add to it,
- * and expire() only removes whole units that are provably pre-window, so it
- * stays a superset of the in-window hashes in (H, V]. H records where that
- * knowledge provably starts (it is reported and tested); a lookup never
- * needs it, because it searches everything resident.
+ * How the code keeps it: every hash of (H, V] went into the table at its
+ * offset (hydrate() and append() only add; a hydrated row straddling the
+ * purge watermark goes in whole, as SQL compares whole rows), the table
+ * forgets an entry only once expiry has put its offset at or below H (the
+ * table's floor follows H from then on), and a lookup answers
+ * "absent" only when no live entry has the hash's first word, which every
+ * occurrence of the hash has. So an absent answer is true over (H, V]. A
+ * present answer may (with probability ~entries / 2^64) be another hash
+ * sharing the first 8 bytes: it only costs a -1 or a name SQL refutes,
+ * never a verdict (occurrenceTable.ts).
  *
  * States and transitions:
  * - vouching: born by hydrate() (entries are only born complete); stays
@@ -70,17 +73,17 @@ export interface LookupStats {
  * - gap: append() saw base > V + 1: another broker wrote (V, base - 1], which
  *   this entry never saw. Terminal: it answers -1 until replaced by a new
  *   hydration.
- * - rebuild: marked by the cache (window change, push outcome unknown) or by
+ * - rebuild: marked by the cache (window change, push outcome unknown), by
  *   append() seeing base <= V (an overlap: impossible under a monotone
- *   allocator, so the entry's picture is wrong). Terminal, like gap, but the
- *   replacing hydration is gated by the memory policy.
- * - expire(now) runs in every state: it drops whole pre-window blocks and
- *   generations and raises H, which never makes a vouch unsound (below).
+ *   allocator, so the entry's picture is wrong) or an offset its table cannot
+ *   store (range). Terminal, like gap, but the replacing hydration is gated
+ *   by the memory policy.
+ * - expire(now) runs in every state: it forgets whole pre-window units and
+ *   raises H, which never makes a vouch unsound (below).
  */
 export class PartitionEntry {
   readonly windowMs: number;
-  readonly ring = new BlockRing();
-  readonly front: BloomFront;
+  readonly table: OccurrenceTable;
   verifiedUpto: number;
   hydratedFrom: number;
   gap = false;
@@ -90,18 +93,28 @@ export class PartitionEntry {
   lastUsedMs = 0;
   /** Bytes last reported to the resident total (maintained by ResidentSet). */
   accountedBytes = 0;
+  /** Expiry units in offset order (= time order of appends); the last one may still be filling. */
+  private readonly units: Unit[] = [];
+  /** Units before this index are forgotten (a queue without shifting the array each time). */
+  private unitHead = 0;
+  /** Hashes in the remembered units. */
+  private unitHashes = 0;
 
   private constructor(
     readonly windowSeconds: number,
     verifiedUpto: number,
     hydratedFrom: number,
     readonly hydratedAtMs: number,
-    minGensPerWindow: number | undefined,
+    tableBase: number,
+    expected: number,
   ) {
     this.windowMs = windowSeconds * 1000;
     this.verifiedUpto = verifiedUpto;
     this.hydratedFrom = hydratedFrom;
-    this.front = new BloomFront(this.windowMs, minGensPerWindow);
+    // Nothing is dead at first: a kept row straddling txnsStart is known
+    // whole, because SQL compares whole rows (a row ending above
+    // txnsStart - 1 is probed in full). The floor rises only with expiry.
+    this.table = new OccurrenceTable(tableBase, expected);
   }
 
   /**
@@ -124,10 +137,10 @@ export class PartitionEntry {
    *   and all of its hashes are added below, so (H, V] is fully known.
    * Extra old rows (the slack, a lazily purged row straddling txnsStart) only
    * widen what is known: a superset can cause a false local hit (one extra
-   * probe), never a false "no duplicate".
+   * probe or name), never a false "no duplicate".
    *
-   * Hashes go through the same append path as live pushes, so hydration also
-   * builds blocks of exactly 4096 and never allocates more than one block.
+   * The table is sized for the kept hashes up front, and they go through the
+   * same unit bookkeeping as live appends (units of exactly UNIT_HASHES).
    */
   static hydrate(
     windowSeconds: number,
@@ -135,10 +148,10 @@ export class PartitionEntry {
     txnsStart: number,
     rows: readonly TxnRow[],
     fetchedAtMs: number,
-    minGensPerWindow?: number,
   ): PartitionEntry {
     let prevEnd = -Infinity;
     let firstKept: number | undefined;
+    let kept = 0;
     for (const r of rows) {
       const n = r.endOffset - r.baseOffset + 1;
       if (!Number.isSafeInteger(r.baseOffset) || !Number.isSafeInteger(r.endOffset) || n < 1) {
@@ -153,20 +166,23 @@ export class PartitionEntry {
       if (r.hashes.length !== n * HASH_BYTES)
         throw new RangeError(`dedup install: row [${r.baseOffset}, ${r.endOffset}] has ${r.hashes.length} hash bytes`);
       prevEnd = r.endOffset;
-      if (firstKept === undefined && r.endOffset >= txnsStart) firstKept = r.baseOffset;
+      if (r.endOffset >= txnsStart) {
+        firstKept ??= r.baseOffset;
+        kept += n;
+      }
     }
     const hydratedFrom = firstKept === undefined ? lastOffset : Math.max(firstKept - 1, txnsStart - 1);
-    const e = new PartitionEntry(windowSeconds, lastOffset, hydratedFrom, fetchedAtMs, minGensPerWindow);
-    let remaining = 0;
-    for (const r of rows) if (r.endOffset >= txnsStart) remaining += r.endOffset - r.baseOffset + 1;
-    e.front.limitTiers(remaining);
+    // Offsets are stored from the lowest one kept (or the next to be appended when none is).
+    const e = new PartitionEntry(windowSeconds, lastOffset, hydratedFrom, fetchedAtMs, firstKept ?? lastOffset + 1, kept);
     for (const r of rows) {
       if (r.endOffset < txnsStart) continue;
-      const n = r.endOffset - r.baseOffset + 1;
-      remaining -= n;
-      e.addHashes(r.hashes, n, r.baseOffset, r.createdMs, remaining);
+      if (!e.table.canHold(r.endOffset)) {
+        // Not expected (a window spanning 2^32 offsets); the entry then never vouches.
+        e.markRebuild('range');
+        return e;
+      }
+      e.addHashes(r.hashes, r.endOffset - r.baseOffset + 1, r.baseOffset, r.createdMs);
     }
-    e.front.unlimitTiers();
     return e;
   }
 
@@ -193,11 +209,17 @@ export class PartitionEntry {
    *   vouch for anything at or above V + 1 and it never learns what was there,
    *   so it becomes gap (answers -1 until rebuilt).
    * - base <= V: impossible under a monotone allocator; mark for rebuild.
+   * - offsets the table cannot store: mark for rebuild (a new hydration
+   *   starts a new base).
    * A gap or rebuild entry ignores appends: it is waiting to be replaced.
    */
-  append(base: number, hashes: Buffer, count: number, createdMs: number): 'appended' | 'gap' | 'overlap' | 'ignored' {
+  append(base: number, hashes: Buffer, count: number, createdMs: number): 'appended' | 'gap' | 'overlap' | 'range' | 'ignored' {
     if (this.gap || this.rebuild) return 'ignored';
     if (base === this.verifiedUpto + 1) {
+      if (!this.table.canHold(base + count - 1)) {
+        this.markRebuild('range');
+        return 'range';
+      }
       this.addHashes(hashes, count, base, createdMs);
       this.verifiedUpto = base + count - 1;
       return 'appended';
@@ -210,93 +232,86 @@ export class PartitionEntry {
     return 'overlap';
   }
 
-  /** Exact store and bloom front always receive the same hashes, together. */
-  private addHashes(hashes: Buffer, count: number, firstOffset: number, createdMs: number, upcoming = 0): void {
+  /** Every hash into the table at its offset, and into the unit bookkeeping, in offset order. */
+  private addHashes(hashes: Buffer, count: number, firstOffset: number, createdMs: number): void {
     if (hashes.length < count * HASH_BYTES)
       throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
-    // Where the ring puts each hash: from record `pos0` of its hot buffer
-    // (block `block0`) on, sealing every BLOCK_HASHES. The bloom's slots
-    // name these blocks (bloomFront.ts).
-    const block0 = this.ring.hotBlock;
-    const pos0 = this.ring.hotHashes;
-    this.ring.append(hashes, 0, count, firstOffset, createdMs, upcoming);
-    const view = viewOf(hashes);
-    if (addWords.length < count * 4) addWords = new Uint32Array(Math.max(count * 4, addWords.length * 2));
-    const ws = addWords;
-    for (let i = 0; i < count; i++) {
-      const o = i * HASH_BYTES;
-      ws[4 * i] = view.getUint32(o);
-      ws[4 * i + 1] = view.getUint32(o + 4);
-      ws[4 * i + 2] = view.getUint32(o + 8);
+    const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
+    const table = this.table;
+    for (let i = 0; i < count; i++) table.insert(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4), firstOffset + i);
+    let i = 0;
+    while (i < count) {
+      let u = this.units.length > this.unitHead ? this.units[this.units.length - 1] : undefined;
+      if (u === undefined || u.count === UNIT_HASHES) {
+        u = { lastOffset: firstOffset + i - 1, maxCreatedMs: createdMs, count: 0 };
+        this.units.push(u);
+      }
+      const take = Math.min(count - i, UNIT_HASHES - u.count);
+      u.count += take;
+      u.lastOffset = firstOffset + i + take - 1;
+      if (createdMs > u.maxCreatedMs) u.maxCreatedMs = createdMs;
+      this.unitHashes += take;
+      i += take;
     }
-    this.front.addMany(ws, count, createdMs, firstOffset, block0, pos0);
   }
 
   /**
-   * Drops what is provably pre-window at broker time nowMs. The cutoff is
+   * Forgets what is provably pre-window at broker time nowMs. The cutoff is
    * nowMs - window - 5 s: a unit whose newest commit is before it was
    * committed more than a window before any later push's database clock, as
    * long as the broker's clock is at most 5 s ahead of the database's (a
    * constant offset the other way cancels: appended units carry broker times,
    * so their commit times and "now" shift together).
    *
-   * H rises to the highest offset of the dropped prefix of the ring. Sound:
-   * the dropped units hold all remaining offsets in (H, new H] (ring offsets
-   * only grow, and offsets there that were never added were pre-window or
-   * below the purge watermark at hydration), and all of them are pre-window,
-   * so "everything at or below H is pre-window" still holds. Dropped bloom
-   * generations are likewise wholly pre-window, so no in-window hash loses
-   * its "maybe".
+   * Units are forgotten from the front while their latest commit is before
+   * the cutoff (so the still-filling last unit only once every earlier one
+   * went), and H rises to the last offset forgotten; the table's floor
+   * follows H. Sound: the forgotten units hold all remaining offsets in
+   * (H, new H] (units cover consecutive appended offsets, and offsets there
+   * that were never added were pre-window or below the purge watermark at
+   * hydration), and all of them are pre-window, so "everything at or below H
+   * is pre-window" still holds, and every in-window hash sits above the floor.
+   *
+   * The table then deletes the dead entries a few pages at a time while
+   * they are a large share of it (memory follows the window down).
    */
   expire(nowMs: number): void {
     const cutoff = nowMs - this.windowMs - SKEW_SLACK_MS;
-    const dropped = this.ring.expire(cutoff);
-    if (dropped !== undefined && dropped > this.hydratedFrom) this.hydratedFrom = dropped;
-    this.front.expire(cutoff);
+    let dropped: number | undefined;
+    while (this.unitHead < this.units.length && this.units[this.unitHead]!.maxCreatedMs < cutoff) {
+      const u = this.units[this.unitHead++]!;
+      this.unitHashes -= u.count;
+      dropped = u.lastOffset;
+    }
+    if (this.unitHead > 64 && this.unitHead * 2 > this.units.length) {
+      this.units.splice(0, this.unitHead);
+      this.unitHead = 0;
+    }
+    if (dropped !== undefined && dropped > this.hydratedFrom) {
+      this.hydratedFrom = dropped;
+      this.table.raiseFloor(dropped);
+    }
+    // Dead entries over half the table: sweep a few pages per call.
+    if (this.table.size > 2 * this.unitHashes + UNIT_HASHES) this.table.compact(4);
   }
 
   /**
-   * True when any of the segment's hashes is a local hit: a bloom "maybe"
-   * confirmed by the exact store. Stops at the first hit (one is enough to
-   * route the segment to SQL with -1). A definitive bloom miss never touches
-   * the exact store.
+   * True when any of the segment's hashes is a local hit (a live occurrence
+   * of its key). Stops at the first hit (one is enough to route the segment
+   * to SQL with -1).
    *
-   * This is where the vouch rule's "knows every hash" is cashed in, so the
-   * search must find every in-window hash in (H, V]: such a hash, at offset o,
-   * was added to the ring and to the bloom generation whose offset range
-   * holds o; that generation is live (it holds an in-window hash) and has no
-   * false negatives, so it answers "maybe"; and the ring unit holding o is
-   * retained and meets that generation's range. Confirming each "maybe" only
-   * across its generation's offset range therefore loses nothing, and it
-   * keeps a false positive from costing a search of every block.
+   * This is where the vouch rule's "knows every hash" is cashed in: every
+   * in-window hash in (H, V] is a live table entry under its key, so a
+   * segment with no hit has none of them.
    */
   anyLocalHit(hashes: Buffer, count: number, stats: LookupStats): boolean {
-    const ring = this.ring;
-    const front = this.front;
-    const top = front.generations - 1;
-    const view = viewOf(hashes);
+    const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
+    const table = this.table;
     for (let i = 0; i < count; i++) {
-      const w = readWords(view, i * HASH_BYTES);
-      const w0 = w[0]!;
-      const w1 = w[1]!;
-      const w2 = w[2]!;
-      const w3 = w[3]!;
-      let g = front.nextMaybe(w0, w1, w2, top);
-      if (g < 0) {
-        stats.localMisses++;
-        continue;
+      if (table.has(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4))) {
+        stats.localHits++;
+        return true;
       }
-      stats.bloomMaybe++;
-      while (g >= 0) {
-        ONE_MASK[0] = front.lastMask;
-        const slots = { masks: ONE_MASK, firstBlock: front.firstBlockOf(g), slotShift: front.slotShiftOf(g) };
-        if (ring.hasInRange(w0, w1, w2, w3, front.minOffsetOf(g), front.maxOffsetOf(g), slots, 0)) {
-          stats.localHits++;
-          return true;
-        }
-        g = front.nextMaybe(w0, w1, w2, g - 1);
-      }
-      stats.bloomFalsePositives++;
       stats.localMisses++;
     }
     return false;
@@ -304,99 +319,57 @@ export class PartitionEntry {
 
   /**
    * Every local hit of the segment, each with every offset the entry holds
-   * for it, appended to `hits` in frame order. Returns false when some hit's
-   * offset is not representable (the caller must then not hint at all).
+   * for its key, appended to `hits` in frame order (offsets ascending and
+   * distinct). Returns true (kept for the caller's contract: every offset
+   * the table holds is representable).
    *
-   * Completeness over (H, V] is anyLocalHit's argument applied to every
-   * "maybe" generation instead of stopping at the first confirmation: an
-   * in-window occurrence at offset o sits in the live generation whose range
-   * holds o (which answers "maybe") and in the retained ring unit holding o
-   * (which meets that range), so collecting over every "maybe" generation's
-   * range names every in-window occurrence in (H, V]. Offsets found through
-   * two overlapping generations are merged. Anything extra it names is still
-   * a true occurrence (the ring never holds a hash at an offset it was not
-   * committed at), which SQL checks positionally anyway.
+   * Completeness over (H, V]: each in-window occurrence of the hash there is
+   * a live entry under its key, so the names include it; a name of another
+   * hash with the same 8-byte key is refuted by SQL's positional 16-byte
+   * check.
    */
   collectHits(hashes: Buffer, count: number, stats: LookupStats, hits: LocalHit[]): boolean {
-    const ring = this.ring;
-    const front = this.front;
-    const view = viewOf(hashes);
-    // 1. Bloom: every generation answering "maybe" for each item (its items
-    //    listed per generation, with the slot mask it answered); an item with
-    //    none is a definitive miss. One pass over all items per generation
-    //    (scanMaybe: the reads of different items overlap).
-    if (scanWords.length < count * 4) scanWords = new Uint32Array(Math.max(count * 4, scanWords.length * 2));
-    if (scanMaybeFlags.length < count) scanMaybeFlags = new Uint8Array(Math.max(count, scanMaybeFlags.length * 2));
-    const ws = scanWords;
+    const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
+    const table = this.table;
+    let found: number[] = [];
     for (let i = 0; i < count; i++) {
-      const o = i * HASH_BYTES;
-      ws[4 * i] = view.getUint32(o);
-      ws[4 * i + 1] = view.getUint32(o + 4);
-      ws[4 * i + 2] = view.getUint32(o + 8);
-    }
-    const flags = scanMaybeFlags;
-    flags.fill(0, 0, count);
-    const perGen: (number[] | undefined)[] = [];
-    const perGenMasks: (number[] | undefined)[] = [];
-    const nMaybe = front.scanMaybe(ws, count, perGen, perGenMasks, flags);
-    stats.bloomMaybe += nMaybe;
-    stats.localMisses += count - nMaybe;
-    const maybeItems: number[] = [];
-    if (nMaybe > 0) for (let i = 0; i < count; i++) if (flags[i] === 1) maybeItems.push(i);
-    if (maybeItems.length === 0) return true;
-    // 2. Exact store: per generation, its items in ascending hash order in
-    //    one walk over the units its offset range meets, each item searched
-    //    only in the blocks its slot mask names. The same occurrences as one
-    //    search per (item, generation) over every unit (blockRing.ts).
-    const found: (number[] | undefined)[] = new Array<number[] | undefined>(count);
-    if (slotMasks.length < count) slotMasks = new Int32Array(Math.max(count, slotMasks.length * 2));
-    const masks = slotMasks;
-    let known = true;
-    for (let g = 0; g < perGen.length; g++) {
-      const items = perGen[g];
-      if (items === undefined) continue;
-      const gm = perGenMasks[g]!;
-      for (let k = 0; k < items.length; k++) masks[items[k]!] = gm[k]!;
-      const order = sortItemsByHash(view, items); // scratch: used before the next sort
-      const slots = { masks, firstBlock: front.firstBlockOf(g), slotShift: front.slotShiftOf(g) };
-      if (!ring.collectManyInRange(view, order, items.length, front.minOffsetOf(g), front.maxOffsetOf(g), found, slots)) known = false;
-    }
-    // 3. Hits in item order, offsets ascending and distinct (overlapping
-    //    generations may find one occurrence twice).
-    for (const i of maybeItems) {
-      const offsets = found[i];
-      if (offsets === undefined) {
-        stats.bloomFalsePositives++;
+      const n = table.collect(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4), found);
+      if (n === 0) {
         stats.localMisses++;
         continue;
       }
       stats.localHits++;
-      if (offsets.length > 1) {
-        offsets.sort((x, y) => x - y);
+      if (n > 1) {
+        found.sort((x, y) => x - y);
         let k = 0;
-        for (let j = 0; j < offsets.length; j++) if (j === 0 || offsets[j] !== offsets[k - 1]) offsets[k++] = offsets[j]!;
-        offsets.length = k;
+        for (let j = 0; j < found.length; j++) if (j === 0 || found[j] !== found[k - 1]) found[k++] = found[j]!;
+        found.length = k;
       }
-      hits.push({ index: i, offsets });
+      hits.push({ index: i, offsets: found });
+      found = [];
     }
-    return known;
+    return true;
   }
 
-  /** Exact membership without the bloom front (bench baseline, tests). */
-  knowsExact(hash: Buffer, at = 0): boolean {
-    const w = readWords(viewOf(hash), at);
-    return this.ring.has(w[0]!, w[1]!, w[2]!, w[3]!);
+  /** Whether the entry holds a live occurrence of the hash's key (tests, bench). */
+  knows(hash: Buffer, at = 0): boolean {
+    return this.table.has(hash.readUInt32BE(at), hash.readUInt32BE(at + 4));
   }
-  /** Bloom front alone (tests: no false negatives). */
-  bloomMaybe(hash: Buffer, at = 0): boolean {
-    const w = readWords(viewOf(hash), at);
-    return this.front.mayContain(w[0]!, w[1]!, w[2]!);
+
+  /** Units remembered: closed ones, and the hashes of the one still filling (0 when the last is closed). */
+  get unitCount(): number {
+    return this.units.length - this.unitHead;
+  }
+  get openUnitHashes(): number {
+    const u = this.units.length > this.unitHead ? this.units[this.units.length - 1]! : undefined;
+    return u === undefined || u.count === UNIT_HASHES ? 0 : u.count;
   }
 
   get bytes(): number {
-    return ENTRY_OVERHEAD_BYTES + this.ring.bytes + this.front.bytes;
+    return ENTRY_OVERHEAD_BYTES + this.table.bytes + (this.units.length - this.unitHead) * UNIT_OVERHEAD_BYTES;
   }
+  /** Hashes in the remembered units (what the entry covers; the table may still hold dead ones). */
   get hashCount(): number {
-    return this.ring.hashCount;
+    return this.unitHashes;
   }
 }

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { DedupCache, type TxnRow } from '../../../src/dedup/index.js';
-import { BLOCK_HASHES } from '../../../src/dedup/constants.js';
+import { UNIT_HASHES as BLOCK_HASHES } from '../../../src/dedup/constants.js';
 import { FakeClock, hashAt, hashRun, makeRows } from './helpers.js';
 
 const MB = 2 ** 20;
@@ -97,15 +97,15 @@ test('steady state: a single-writer stream of new hashes is vouched at last_offs
   t.log(`${skipped}/${pushes} pushes sent p_verified == last_offset`);
   const info = cache.entryInfo(7)!;
   t.is(info.verifiedUpto, last);
-  t.true(info.hydratedFrom > 3 * BLOCK_HASHES - 1, 'expiry raised hydratedFrom past the hydrated blocks');
-  t.true(info.blocks <= 2, `in-window data only (+ the stale front): ${info.blocks} blocks`);
+  t.true(info.hydratedFrom > 3 * BLOCK_HASHES - 1, 'expiry raised hydratedFrom past the hydrated units');
+  t.true(info.units <= 3, `in-window data only (+ the stale front and the filling unit): ${info.units} units`);
   t.is(cache.stats.hydrations, 1);
 });
 
-test("expiry drops only wholly pre-window blocks and raises hydratedFrom to the dropped block's highest offset", (t) => {
+test("expiry forgets only wholly pre-window units and raises hydratedFrom to the forgotten unit's highest offset", (t) => {
   const { cache, clock } = freshCache();
   const t0 = clock.ms;
-  // Block 0 (offsets 0..4095) committed at t0 - 100 s, block 1 at t0 - 50 s, hot at t0.
+  // Unit 0 (offsets 0..4095) committed at t0 - 100 s, unit 1 at t0 - 50 s, a filling unit of 10 at t0.
   const rows = [
     ...makeRows(1, BLOCK_HASHES, BLOCK_HASHES, () => t0 - 100_000),
     ...makeRows(2, BLOCK_HASHES, BLOCK_HASHES, () => t0 - 50_000).map((r) => ({
@@ -116,18 +116,20 @@ test("expiry drops only wholly pre-window blocks and raises hydratedFrom to the 
   ];
   const hot = { baseOffset: 2 * BLOCK_HASHES, endOffset: 2 * BLOCK_HASHES + 9, createdMs: t0, hashes: hashRun(3, 0, 10) };
   cache.install(1, 60, 2 * BLOCK_HASHES + 9, 0, [...rows, hot], t0);
-  t.like(cache.entryInfo(1), { blocks: 2, hotCount: 10, hydratedFrom: -1 });
+  t.like(cache.entryInfo(1), { units: 3, openUnitHashes: 10, hydratedFrom: -1 });
   const old = rows[0]!.hashes.subarray(0, 16);
-  // Window 60 s + 5 s slack: block 0 (100 s old) is pre-window, block 1 (50 s) is not.
-  t.is(cache.verifiedFor(1, rows[1]!.hashes.subarray(0, 16), 1), -1, 'block 1 hash is in-window: local hit');
-  t.like(cache.entryInfo(1), { blocks: 1, hydratedFrom: BLOCK_HASHES - 1 });
+  // Window 60 s + 5 s slack: unit 0 (100 s old) is pre-window, unit 1 (50 s) is not.
+  t.is(cache.verifiedFor(1, rows[1]!.hashes.subarray(0, 16), 1), -1, 'unit 1 hash is in-window: local hit');
+  t.like(cache.entryInfo(1), { units: 2, hydratedFrom: BLOCK_HASHES - 1 });
   t.is(cache.verifiedFor(1, old, 1), 2 * BLOCK_HASHES + 9, 'a pre-window hash no longer blocks the vouch');
-  clock.advance(14_999); // block 1 is 64.999 s old: still kept (5 s slack on the safe side)
+  clock.advance(14_999); // unit 1 is 64.999 s old: still kept (5 s slack on the safe side)
   cache.verifiedFor(1, hashAt(9, 0), 1);
-  t.like(cache.entryInfo(1), { blocks: 1 });
+  t.like(cache.entryInfo(1), { units: 2 });
   clock.advance(2);
   cache.verifiedFor(1, hashAt(9, 0), 1);
-  t.like(cache.entryInfo(1), { blocks: 0, hotCount: 10, hydratedFrom: 2 * BLOCK_HASHES - 1 });
+  t.like(cache.entryInfo(1), { units: 1, openUnitHashes: 10, hydratedFrom: 2 * BLOCK_HASHES - 1 });
+  t.is(cache.verifiedFor(1, rows[1]!.hashes.subarray(0, 16), 1), 2 * BLOCK_HASHES + 9, 'a forgotten unit no longer answers');
+  t.is(cache.verifiedFor(1, hot.hashes.subarray(0, 16), 1), -1, 'the filling unit still does');
 });
 
 test('interleave: base > verifiedUpto + 1 records a gap and answers -1 until reinstalled (a cheap, ungated admission)', (t) => {
@@ -247,13 +249,13 @@ test('single-flight: a partition cannot be flushed twice at once', (t) => {
   t.notThrows(() => cache.beginFlush(1));
 });
 
-test('a hit in any generation / block routes to -1; misses vouch; stats count bloom false positives', (t) => {
+test('a hit anywhere in the window routes to -1; 200 000 absent hashes all vouch', (t) => {
   const { cache, clock } = freshCache();
   const n = 20 * BLOCK_HASHES + 123;
   const rows = makeRows(1, n, 1000, (r) => clock.ms - 3_000_000 + r * 1000);
   cache.install(1, 3600, n - 1, 0, rows, clock.ms);
   const info = cache.entryInfo(1)!;
-  t.true(info.generations >= 2 && info.blocks === 20);
+  t.true(info.units === 21 && info.pages >= 2, `${info.units} units, ${info.pages} pages`);
   for (const at of [0, 4095, 4096, 50_000, 81_919, n - 1]) {
     t.is(cache.verifiedFor(1, hashRun(1, at, 1), 1), -1, `offset ${at}`);
   }
@@ -262,13 +264,9 @@ test('a hit in any generation / block routes to -1; misses vouch; stats count bl
   const s = cache.stats;
   t.is(s.localHits, 6);
   t.is(s.localMisses, 200_000);
-  t.is(s.bloomFalsePositives, s.bloomMaybe - s.localHits);
-  t.log(
-    `absent probes: ${s.bloomFalsePositives} bloom false positives over ${info.generations} generations (${((s.bloomFalsePositives / 200_000) * 100).toFixed(3)}%)`,
-  );
 });
 
-test('resident bytes per hash at a full 300-block window stay <= 22.5 (16 B hash + 4 B offset + bloom)', (t) => {
+test('resident bytes per hash at a full 300-unit window stay <= 22.5 (the occurrence table: 8 B a slot at 0.5-0.75 load)', (t) => {
   const { cache, clock } = freshCache(new FakeClock(), 1024 * MB);
   const n = 300 * BLOCK_HASHES;
   // A 300 s window at a steady 4096 hashes/s.
@@ -276,28 +274,27 @@ test('resident bytes per hash at a full 300-block window stay <= 22.5 (16 B hash
   cache.install(1, 300, n - 1, 0, rows, clock.ms);
   const perHash = cache.residentBytes() / cache.residentHashes();
   t.log(
-    `${cache.residentHashes()} hashes, ${(cache.residentBytes() / MB).toFixed(2)} MiB, ${perHash.toFixed(3)} B/hash, ${cache.entryInfo(1)!.generations} bloom generations`,
+    `${cache.residentHashes()} hashes, ${(cache.residentBytes() / MB).toFixed(2)} MiB, ${perHash.toFixed(3)} B/hash, ${cache.entryInfo(1)!.pages} table pages`,
   );
   t.true(perHash <= 22.5);
 });
 
-test('a bloom false positive in a newer generation does not hide a real hit in an older one', (t) => {
+test('two hashes sharing their first word: each finds both occurrences (names SQL then refutes), and a hash with another first word finds neither', (t) => {
   const { cache, clock } = freshCache();
-  // A and B share the 12 bytes the bloom reads (block index and bit
-  // positions) but differ in the last 4: B makes every generation holding it
-  // answer "maybe" for A, while only the exact store can tell them apart.
+  // A and B share the table's key (the first 4 bytes) but differ in the rest.
   const a = hashAt(1, 0);
   const b = Buffer.from(a);
   b.writeUInt32BE((a.readUInt32BE(12) ^ 1) >>> 0, 12);
-  const n = 4096 + 100; // generation 0 holds offsets 0..4095, generation 1 the rest
+  const n = 4096 + 100;
   const hashes = hashRun(2, 0, n);
   a.copy(hashes, 0);
   b.copy(hashes, 4096 * 16);
   cache.install(1, 60, n - 1, 0, [{ baseOffset: 0, endOffset: n - 1, createdMs: clock.ms, hashes }], clock.ms);
-  t.like(cache.entryInfo(1), { generations: 2, blocks: 1, hotCount: 100 });
-  t.is(cache.verifiedFor(1, a, 1), -1, "A is found in the older generation's range");
+  t.is(cache.verifiedFor(1, a, 1), -1);
+  const hinted = cache.vouchWithHints(1, a, 1);
+  t.is(hinted.verified, n - 1, 'a hit is hinted, not -1');
+  t.deepEqual(hinted.hits, [{ index: 0, offsets: [0, 4096] }], 'every occurrence of the key is named');
   const c = Buffer.from(a);
-  c.writeUInt32BE((a.readUInt32BE(12) ^ 2) >>> 0, 12);
-  t.is(cache.verifiedFor(1, c, 1), n - 1, 'C is a "maybe" in both generations but in neither range');
-  t.is(cache.stats.bloomFalsePositives, 1);
+  c.writeUInt32BE((a.readUInt32BE(0) ^ 1) >>> 0, 0);
+  t.is(cache.verifiedFor(1, c, 1), n - 1, 'another first word: no hit');
 });

@@ -1,88 +1,38 @@
 import test from 'ava';
-import { PartitionEntry, type LocalHit } from '../../../src/dedup/entry.js';
-import { BLOCK_BYTES, BLOCK_HASHES } from '../../../src/dedup/constants.js';
-import { isSorted } from '../../../src/dedup/hashRecords.js';
+import { UNIT_HASHES } from '../../../src/dedup/constants.js';
+import { PartitionEntry, type LocalHit, type LookupStats } from '../../../src/dedup/entry.js';
 import { hashRun } from './helpers.js';
 
-test('hydration builds sealed blocks of exactly 4096 and never allocates more than one 64 KiB block, even from one huge row', (t) => {
-  const n = 70 * BLOCK_HASHES + 5;
+const stats = (): LookupStats => ({ localHits: 0, localMisses: 0 });
+
+test('hydration sizes the table up front, never allocates over 64 KiB, knows every hash, and groups offsets in units of 4096', (t) => {
+  const n = 70 * UNIT_HASHES + 5;
   const hashes = hashRun(1, 0, n);
   const e = PartitionEntry.hydrate(3600, n - 1, 0, [{ baseOffset: 0, endOffset: n - 1, createdMs: 0, hashes }], 0);
-  t.is(e.ring.blockCount, 70);
-  t.is(e.ring.hotHashes, 5);
-  let buffers = 0;
-  for (const b of e.ring.buffers()) {
-    buffers++;
-    t.true(b.length <= BLOCK_BYTES && b.buffer.byteLength <= BLOCK_BYTES, `buffer of ${b.length} bytes`);
-  }
-  t.is(buffers, 71);
-  for (const blk of e.ring.sealedBlocks()) t.true(blk.hashes.length === BLOCK_BYTES && isSorted(blk.hashes, BLOCK_HASHES));
-  for (const a of e.front.arrays()) t.true(a.byteLength <= BLOCK_BYTES, `bloom page of ${a.byteLength} bytes`);
-  const hot = e.ring.hotInfo()!;
-  t.true(hot.capacity >= 5 && (hot.capacity & (hot.capacity - 1)) === 0, 'hot capacity is a power of two');
-  t.true(e.knowsExact(hashes, 0) && e.knowsExact(hashes, (n - 1) * 16) && e.knowsExact(hashes, 12_345 * 16));
-});
-
-test('a hydration of one burst splits its window into generations of at most 8 blocks; live appends are tiered by rate again', (t) => {
-  // 190 k hashes with one commit time (a bulk load): the rate-aware rule alone would climb to a 262 144-hash generation.
-  const n = 190_000;
-  const e = PartitionEntry.hydrate(3600, n - 1, 0, [{ baseOffset: 0, endOffset: n - 1, createdMs: 1000, hashes: hashRun(2, 0, n) }], 1000);
-  const spans = Array.from({ length: e.front.generations }, (_, g) => e.front.maxOffsetOf(g) - e.front.minOffsetOf(g) + 1);
-  t.true(
-    spans.every((s) => s <= 8 * BLOCK_HASHES),
-    `generation spans ${spans.join(', ')}`,
-  );
-  t.true(e.front.generations <= 40, `${e.front.generations} generations`);
-  // Afterwards, a burst of live appends (equal commit times) may climb again.
-  let base = n;
-  for (let i = 0; i < 30; i++) {
-    e.append(base, hashRun(3, base, 4096), 4096, 2000);
-    base += 4096;
-  }
-  const last = e.front.generations - 1;
-  t.true(e.front.maxOffsetOf(last) - e.front.minOffsetOf(last) + 1 > 8 * BLOCK_HASHES, 'a live generation past 8 blocks');
-  // A window too large for 8-block generations within 8K of them takes a larger tier.
-  const big = 1_400_000;
-  const f = PartitionEntry.hydrate(
-    3600,
-    big - 1,
-    0,
-    [{ baseOffset: 0, endOffset: big - 1, createdMs: 1000, hashes: hashRun(4, 0, big) }],
-    1000,
-  );
-  t.true(f.front.generations <= 40, `${f.front.generations} generations for ${big} hashes`);
-});
-
-test('the exact store and the bloom front always receive the same hashes', (t) => {
-  const n = 3 * BLOCK_HASHES;
-  const hashes = hashRun(2, 0, n);
-  const rows = [0, 1, 2].map((i) => ({
-    baseOffset: i * BLOCK_HASHES,
-    endOffset: (i + 1) * BLOCK_HASHES - 1,
-    createdMs: i * 1000,
-    hashes: hashes.subarray(i * BLOCK_HASHES * 16, (i + 1) * BLOCK_HASHES * 16),
-  }));
-  const e = PartitionEntry.hydrate(60, n - 1, 0, rows, 3000);
-  for (let i = 0; i < n; i++) if (!e.bloomMaybe(hashes, i * 16) || !e.knowsExact(hashes, i * 16)) t.fail(`hash ${i}`);
+  t.is(e.unitCount, 71);
+  t.is(e.openUnitHashes, 5);
   t.is(e.hashCount, n);
-  t.pass();
+  for (const a of e.table.arrays()) t.true(a.byteLength <= 65536, `page of ${a.byteLength} bytes`);
+  t.is(e.table.invariantViolation(), undefined);
+  for (let i = 0; i < n; i += 97) t.true(e.knows(hashes, i * 16), `hash ${i}`);
+  t.true(e.knows(hashes, (n - 1) * 16));
+  t.false(e.knows(hashRun(2, 0, 1)));
 });
 
-test('local hits name every occurrence through the bloom slots: generations of 8 and of 64 blocks, one hash in several blocks (against a model)', (t) => {
-  // A hydrated window (generations of at most 8 blocks, one slot per block),
-  // then a burst of live appends with equal commit times (tiers climb: a
-  // generation of 64 blocks, 8 per slot). Some hashes recur in other blocks
-  // and generations, so a hit's offsets span several slots.
+test('local hits name every occurrence, and only occurrences of hashes with the same first word (against a model; hydrated window, live appends, recurring hashes)', (t) => {
   const hydrated = 70_000;
   const pool = hashRun(11, 0, 5_000);
+  /** offset -> stored hash (hex); hash -> its offsets */
+  const at: string[] = [];
   const model = new Map<string, number[]>();
   const stream = (first: number, count: number): Buffer => {
     const out = hashRun(12, first, count);
     for (let k = 0; k < count; k++) {
       const o = first + k;
-      // Every 37th offset re-uses a pooled hash (pool index from the offset): it recurs across blocks.
+      // Every 37th offset re-uses a pooled hash: it recurs across units.
       if (o % 37 === 0) pool.copy(out, k * 16, ((o / 37) % 5_000) * 16, ((o / 37) % 5_000) * 16 + 16);
       const key = out.subarray(k * 16, k * 16 + 16).toString('hex');
+      at[o] = key;
       model.set(key, [...(model.get(key) ?? []), o]);
     }
     return out;
@@ -99,11 +49,9 @@ test('local hits name every occurrence through the bloom slots: generations of 8
     t.is(e.append(base, stream(base, 4096), 4096, 2000), 'appended');
     base += 4096;
   }
-  const gens = e.front.capacities();
-  t.true(gens.includes(32_768) && gens.includes(262_144), `generations ${gens.join(', ')}`);
-
-  const stats = { localHits: 0, localMisses: 0, bloomMaybe: 0, bloomFalsePositives: 0 };
+  const s = stats();
   let checked = 0;
+  let sharedKey = 0;
   for (let q = 0; q < 40; q++) {
     // 200 items: stored hashes (single and recurring), absent ones, and one item twice.
     const items = Buffer.alloc(200 * 16);
@@ -115,39 +63,80 @@ test('local hits name every occurrence through the bloom slots: generations of 8
     }
     items.copy(items, 199 * 16, 3 * 16, 4 * 16);
     const hits: LocalHit[] = [];
-    t.true(e.collectHits(items, 200, stats, hits));
+    t.true(e.collectHits(items, 200, s, hits));
     const got = new Map(hits.map((h) => [h.index, h.offsets]));
     for (let k = 0; k < 200; k++) {
-      const want = model.get(items.subarray(k * 16, k * 16 + 16).toString('hex')) ?? [];
+      const item = items.subarray(k * 16, k * 16 + 16);
+      const want = model.get(item.toString('hex')) ?? [];
       const have = got.get(k) ?? [];
-      if (want.join() !== [...have].join()) t.fail(`query ${q} item ${k}: want [${want.join()}], got [${[...have].join()}]`);
+      for (let j = 1; j < have.length; j++)
+        if (!(have[j - 1]! < have[j]!)) t.fail(`query ${q} item ${k}: offsets not ascending and distinct`);
+      for (const o of want) if (!have.includes(o)) t.fail(`query ${q} item ${k}: occurrence at ${o} not named`);
+      for (const o of have) {
+        if (want.includes(o)) continue;
+        // Not this hash: only another hash with the same first word may be named.
+        if (at[o]!.slice(0, 8) !== item.toString('hex').slice(0, 8)) t.fail(`query ${q} item ${k}: ${o} holds an unrelated hash`);
+        sharedKey++;
+      }
       checked += want.length;
     }
   }
   t.true(checked > 5_000, `${checked} occurrences checked`);
-  t.true(stats.localHits > 0 && stats.localMisses > 0);
+  t.true(s.localHits > 0 && s.localMisses > 0);
+  t.log(`${checked} occurrences named; ${sharedKey} extra names of hashes sharing a first word`);
 });
 
-test('after an expiry drops a part-filled hot buffer, the bloom slots still name the blocks the ring fills next', (t) => {
-  // Window 1 s: 500 hashes at t = 0 stay in the hot buffer, an expiry at
-  // t = 10 s drops them with it, and the next 8 000 fill a fresh hot buffer
-  // from its first record. Numbering the bloom's hashes by count alone (500
-  // ahead) would put some in the wrong slot: lookups would miss them.
+test('after an expiry forgets a part-filled unit, later appends are found and units restart at the next offset', (t) => {
+  // Window 1 s: 500 hashes at t = 0, an expiry at t = 10 s forgets them; the next 8 000 arrive at t = 10 s.
   const e = PartitionEntry.hydrate(1, -1, 0, [], 0);
   t.is(e.append(0, hashRun(31, 0, 500), 500, 0), 'appended');
   e.expire(10_000);
-  t.is(e.ring.hashCount, 0);
+  t.is(e.hashCount, 0);
+  t.is(e.hydratedFrom, 499);
+  t.false(e.knows(hashRun(31, 0, 1)), 'forgotten hashes are not named');
   const n = 8_000;
   const hashes = hashRun(32, 0, n);
   t.is(e.append(500, hashes, n, 10_000), 'appended');
-  const stats = { localHits: 0, localMisses: 0, bloomMaybe: 0, bloomFalsePositives: 0 };
-  for (let at = 0; at < n; at += 250) {
+  t.is(e.unitCount, 2);
+  t.is(e.openUnitHashes, n - UNIT_HASHES);
+  const s = stats();
+  for (let a = 0; a < n; a += 250) {
     const hits: LocalHit[] = [];
-    t.true(e.collectHits(hashes.subarray(at * 16, (at + 250) * 16), 250, stats, hits));
+    t.true(e.collectHits(hashes.subarray(a * 16, (a + 250) * 16), 250, s, hits));
     t.deepEqual(
       hits.map((h) => [h.index, [...h.offsets]]),
-      Array.from({ length: 250 }, (_, k) => [k, [500 + at + k]]),
+      Array.from({ length: 250 }, (_, k) => [k, [500 + a + k]]),
     );
-    t.true(e.anyLocalHit(hashes.subarray((at + 249) * 16, (at + 250) * 16), 1, stats));
+    t.true(e.anyLocalHit(hashes.subarray((a + 249) * 16, (a + 250) * 16), 1, s));
   }
+});
+
+test('a sliding window: memory follows the live set (dead entries are swept), and what expired is never named', (t) => {
+  const e = PartitionEntry.hydrate(10, -1, 0, [], 0);
+  let base = 0;
+  let worst = 0;
+  for (let i = 0; i < 600; i++) {
+    const ms = i * 100; // 10 s window, 1 000 hashes per 100 ms: ~100 k live
+    e.expire(ms);
+    t.is(e.append(base, hashRun(40, base, 1000), 1000, ms), 'appended');
+    base += 1000;
+    if (i > 300) worst = Math.max(worst, e.bytes / e.hashCount);
+  }
+  t.log(`bytes per remembered hash over the steady window: worst ${worst.toFixed(2)}`);
+  t.true(worst <= 22.5, `worst ${worst}`);
+  t.is(e.table.invariantViolation(), undefined);
+  // Offsets below hydratedFrom are pre-window: never named.
+  t.false(e.knows(hashRun(40, 0, 1)));
+  t.true(e.knows(hashRun(40, base - 1, 1)));
+});
+
+test('an append too far above the table base to store marks the entry for rebuild (range); it then ignores appends', (t) => {
+  const e = PartitionEntry.hydrate(60, 9, 0, [{ baseOffset: 0, endOffset: 9, createdMs: 0, hashes: hashRun(1, 0, 10) }], 0);
+  const far = 0x100000000;
+  e.verifiedUpto = far - 1; // as if that many had been appended since
+  t.is(e.append(far, hashRun(1, 10, 1), 1, 0), 'range');
+  t.is(e.state, 'rebuild');
+  t.is(e.rebuildReason, 'range');
+  t.false(e.canVouch);
+  t.is(e.append(far + 1, hashRun(1, 11, 1), 1, 0), 'ignored');
 });

@@ -204,7 +204,7 @@ test('auxiliary maps (cooldowns, footprint hints) stay under the 100,000-entry s
   let maxCooldowns = 0;
   let maxHints = 0;
   for (let pid = 0; pid < 150_000; pid++) {
-    cache.admitRebuild(pid, 10); // refused: a cooldown each
+    cache.admitRebuild(pid, 1000); // ~17 KB estimated, over the 1 KiB cap: refused, a cooldown each
     cache.install(1_000_000 + pid, 60, -1, 0, [], clock.ms);
     cache.prepare(1_000_000 + pid, 0); // dropped: a footprint hint each
     const s = cache.auxSizes();

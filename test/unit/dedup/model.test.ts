@@ -372,7 +372,7 @@ function runScenario(skew: number, capBytes: number, window0: number, ops: Op[],
       }
     }
   }
-  for (const k of ['hydrations', 'suppressions', 'evictions', 'localHits', 'bloomFalsePositives', 'gaps', 'rebuildsMarked'] as const) {
+  for (const k of ['hydrations', 'suppressions', 'evictions', 'localHits', 'gaps', 'rebuildsMarked'] as const) {
     totals[k] = (totals[k] ?? 0) + cache.stats[k];
   }
 }

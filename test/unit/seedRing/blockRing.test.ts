@@ -1,7 +1,7 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { BlockRing } from '../../../src/dedup/blockRing.js';
-import { BLOCK_BYTES, BLOCK_HASHES } from '../../../src/dedup/constants.js';
+import { BlockRing } from '../../../bench/baselines/seedRing/blockRing.js';
+import { BLOCK_BYTES, BLOCK_HASHES } from '../../../bench/baselines/seedRing/constants.js';
 import {
   compareAcross,
   isSorted,
@@ -10,8 +10,8 @@ import {
   sortItemsByHash,
   sortRecordsInPlace,
   viewOf,
-} from '../../../src/dedup/hashRecords.js';
-import { hashAt, hashRun } from './helpers.js';
+} from '../../../bench/baselines/seedRing/hashRecords.js';
+import { hashAt, hashRun } from '../dedup/helpers.js';
 
 function has(ring: BlockRing, hash: Buffer, at = 0): boolean {
   const w = readWords(viewOf(hash), at);

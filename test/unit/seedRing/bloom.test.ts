@@ -1,10 +1,10 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { BlockedBloom } from '../../../src/dedup/bloom.js';
-import { BloomFront } from '../../../src/dedup/bloomFront.js';
-import { BLOCK_BYTES, BLOOM_MIN_GENERATIONS_PER_WINDOW, BLOOM_TIERS } from '../../../src/dedup/constants.js';
-import { readWords, viewOf } from '../../../src/dedup/hashRecords.js';
-import { hashRun } from './helpers.js';
+import { BlockedBloom } from '../../../bench/baselines/seedRing/bloom.js';
+import { BloomFront } from '../../../bench/baselines/seedRing/bloomFront.js';
+import { BLOCK_BYTES, BLOOM_MIN_GENERATIONS_PER_WINDOW, BLOOM_TIERS } from '../../../bench/baselines/seedRing/constants.js';
+import { readWords, viewOf } from '../../../bench/baselines/seedRing/hashRecords.js';
+import { hashRun } from '../dedup/helpers.js';
 
 function fill(bloom: BlockedBloom, hashes: Buffer, count: number): void {
   const v = viewOf(hashes);
