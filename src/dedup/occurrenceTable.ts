@@ -14,13 +14,24 @@
  * (entries) / 2^32, 40 false names in 4.6 M lookups against 80 k entries,
  * each a second SQL round for its segment.)
  *
- * Layout. A directory of 2^depth page references indexed by k0's top
+ * Placement is keyed. Every placement decision (which page, which home
+ * slot, which side of a split) comes from m = a mix of (k0, k1) with two
+ * secret words drawn per table, never from the key bits themselves. The
+ * hashes are unkeyed xxh3 of client-chosen ids, so anyone can search for
+ * ids whose hashes share chosen bits (one in 2^16 shares a 16-bit home);
+ * placed by raw bits, such ids would pile into one probe run (every lookup
+ * in the page O(run)) or one page no split separates. Behind the secret
+ * mix only equal 64-bit keys share a run, and those are what a lookup must
+ * name anyway. (Randomised, not cryptographic: nothing outside the process
+ * observes m but timing.)
+ *
+ * Layout. A directory of 2^depth page references indexed by m's top
  * `depth` bits (extendible hashing). A page holds `cap` slots in two arrays:
  * `keys` (k0, k1 per slot; (0, 0) marks a free slot, so a real key (0, 0) is
  * stored and looked up as (0, 1): one more possible chance match, never a
  * miss) and `deltas` (one word per slot: offset - base, with `base` fixed
- * for the table's life). Linear probing from a home slot picked by the low
- * 16 bits of k0 ^ k1, wrapping inside the page. A miss reads only `keys` (8 bytes a
+ * for the table's life). Linear probing from a home slot picked by m's low
+ * 16 bits, wrapping inside the page. A miss reads only `keys` (8 bytes a
  * slot, a probe run usually within one cache line); a hit reads its delta
  * too. Several directory slots share a page whose local depth is below the
  * directory's.
@@ -34,7 +45,7 @@
  * Growth, one page at a time, never a whole-table rehash: a page still over
  * MAX_LOAD after its dead entries went is reallocated with room for its live
  * entries at TARGET_LOAD, up to MAX_PAGE_SLOTS (64 KiB of keys); a
- * full-size page over SPLIT_LOAD splits on k0's next bit into two pages
+ * full-size page over SPLIT_LOAD splits on m's next bit into two pages
  * (doubling the directory when the page's depth equals the directory's). So
  * the largest allocation is 64 KiB, a rebuild moves at most one page's
  * entries, and pages stay between TARGET_LOAD and MAX_LOAD: 12 bytes per
@@ -47,6 +58,8 @@
  * here both are one probe run (docs/deduplication.md, "The occurrence
  * table", has the side-by-side numbers).
  */
+
+import { randomFillSync } from 'node:crypto';
 
 /** Key words per slot. */
 const KEY_WORDS = 2;
@@ -63,7 +76,7 @@ export const MAX_LOAD = 0.8;
 export const TARGET_LOAD = 0.56;
 /** A maximum-size page splits instead of being rebuilt once its live entries exceed this load. */
 const SPLIT_LOAD = 0.75;
-/** Deepest directory: 2^13 references (64 KiB of them), pages for ~37 M uniform keys. */
+/** Deepest directory: 2^13 references (64 KiB of them), pages for ~37 M keys. */
 const MAX_DEPTH = 13;
 /** Accounted overhead of one page (object, array header). */
 export const PAGE_OVERHEAD_BYTES = 96;
@@ -105,15 +118,45 @@ function sweptCap(n: number): number {
 const keyLow = (k0: number, k1: number): number => (k1 === 0 && k0 === 0 ? 1 : k1);
 
 /**
- * Home slot of a key in a page of `cap` slots: the low 16 bits
- * of k0 ^ k1, scaled. Both words, so keys crafted to share k0 (and hence a
- * page, which no split can separate) still spread over the page; the top
- * bits of k0 pick the page, so the two choices stay independent.
+ * The placement word of a stored key (k1 already through keyLow) under the
+ * table's secret (s0, s1): both words xored with a secret, multiplied,
+ * combined and passed through murmur3's 32-bit finaliser, so every bit of m
+ * depends on every key bit and on the secret.
  */
-const home = (k0: number, k1: number, cap: number): number =>
+function mix(k0: number, k1: number, s0: number, s1: number): number {
+  let h = Math.imul(k0 ^ s0, 0xcc9e2d51);
+  h = (h << 15) | (h >>> 17);
+  h ^= Math.imul(k1 ^ s1, 0x1b873593);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/**
+ * Home slot in a page of `cap` slots: m's low 16 bits, scaled. The
+ * directory and splits use m's top 13 bits at most, so the two choices stay
+ * independent.
+ */
+const home = (m: number, cap: number): number =>
   // The shift is exact while the product fits 32 bits (every page up to
   // 65 536 slots); an oversized page (see makeRoom) divides instead.
-  cap <= 65536 ? (((k0 ^ k1) & 0xffff) * cap) >>> 16 : Math.floor((((k0 ^ k1) & 0xffff) * cap) / 65536);
+  cap <= 65536 ? ((m & 0xffff) * cap) >>> 16 : Math.floor(((m & 0xffff) * cap) / 65536);
+
+/** Two fresh secret words (crypto-random: a table's placement cannot be predicted from outside). */
+function freshSecret(): [number, number] {
+  const w = randomFillSync(new Uint32Array(2));
+  return [w[0]!, w[1]!];
+}
+
+export interface OccurrenceTableOptions {
+  /** The placement secret (tests: a reproducible layout); fresh random words by default. */
+  secret?: [number, number];
+  /** Deepest directory (tests: reach the oversize-page path with few entries); MAX_DEPTH by default. */
+  maxDepth?: number;
+}
 
 /**
  * States: empty (no live entry) -> filled by insert(); entries die when the
@@ -123,6 +166,9 @@ const home = (k0: number, k1: number, cap: number): number =>
 export class OccurrenceTable {
   /** Offsets are stored as offset - base. */
   readonly base: number;
+  private readonly s0: number;
+  private readonly s1: number;
+  private readonly maxDepth: number;
   private dir: Page[];
   private depth: number;
   /** Entries at deltas <= floorDelta are dead. */
@@ -138,10 +184,12 @@ export class OccurrenceTable {
    * @param base the lowest offset the table can hold (offsets are kept as 32-bit deltas from it)
    * @param expected entries about to be inserted (a hydration): the directory and pages are sized for them up front
    */
-  constructor(base: number, expected = 0) {
+  constructor(base: number, expected = 0, opts: OccurrenceTableOptions = {}) {
     this.base = base;
+    [this.s0, this.s1] = opts.secret ?? freshSecret();
+    this.maxDepth = Math.min(MAX_DEPTH, opts.maxDepth ?? MAX_DEPTH);
     let depth = 0;
-    while (depth < MAX_DEPTH && expected / 2 ** depth > MAX_PAGE_SLOTS * TARGET_LOAD) depth++;
+    while (depth < this.maxDepth && expected / 2 ** depth > MAX_PAGE_SLOTS * TARGET_LOAD) depth++;
     this.depth = depth;
     const n = 2 ** depth;
     this.dir = new Array<Page>(n);
@@ -182,19 +230,22 @@ export class OccurrenceTable {
 
   /** Adds an occurrence of key (k0, k1) at `offset` (canHold(offset) must hold). */
   insert(k0: number, k1: number, offset: number): void {
-    let p = this.dir[this.depth === 0 ? 0 : k0 >>> (32 - this.depth)]!;
-    if (p.count + 1 > p.cap * MAX_LOAD) p = this.makeRoom(p, k0);
-    place(p, k0, keyLow(k0, k1), offset - this.base);
+    const lo = keyLow(k0, k1);
+    const m = mix(k0, lo, this.s0, this.s1);
+    let p = this.pageOf(m);
+    if (p.count + 1 > p.cap * MAX_LOAD) p = this.makeRoom(p, m);
+    place(p, k0, lo, m, offset - this.base);
     this.stored++;
   }
 
   /** Whether any live occurrence has key (k0, k1). */
   has(k0: number, k1: number): boolean {
-    const p = this.dir[this.depth === 0 ? 0 : k0 >>> (32 - this.depth)]!;
+    const lo = keyLow(k0, k1);
+    const m = mix(k0, lo, this.s0, this.s1);
+    const p = this.pageOf(m);
     const keys = p.keys;
     const cap = p.cap;
-    const lo = keyLow(k0, k1);
-    let s = home(k0, lo, cap);
+    let s = home(m, cap);
     for (;;) {
       const a = keys[2 * s]!;
       const b = keys[2 * s + 1]!;
@@ -207,12 +258,13 @@ export class OccurrenceTable {
 
   /** Appends to `out` the offset of every live occurrence of key (k0, k1) (table order); returns how many. */
   collect(k0: number, k1: number, out: number[]): number {
-    const p = this.dir[this.depth === 0 ? 0 : k0 >>> (32 - this.depth)]!;
+    const lo = keyLow(k0, k1);
+    const m = mix(k0, lo, this.s0, this.s1);
+    const p = this.pageOf(m);
     const keys = p.keys;
     const cap = p.cap;
-    const lo = keyLow(k0, k1);
     const floor = this.floorDelta;
-    let s = home(k0, lo, cap);
+    let s = home(m, cap);
     let n = 0;
     for (;;) {
       const a = keys[2 * s]!;
@@ -270,7 +322,18 @@ export class OccurrenceTable {
       if (p.prefix * span !== i) return `page with prefix ${p.prefix} (depth ${p.depth}) first seen at directory slot ${i}`;
       for (let k = i; k < i + span; k++) if (this.dir[k] !== p) return `directory slot ${k} does not point at its page`;
       let occupied = 0;
-      for (let k = 0; k < p.cap; k++) if (p.keys[2 * k] !== 0 || p.keys[2 * k + 1] !== 0) occupied++;
+      for (let k = 0; k < p.cap; k++) {
+        const a = p.keys[2 * k]!;
+        const b = p.keys[2 * k + 1]!;
+        if (a === 0 && b === 0) continue;
+        occupied++;
+        const m = mix(a, b, this.s0, this.s1);
+        if (p.depth > 0 && m >>> (32 - p.depth) !== p.prefix) return `page at ${i}: slot ${k} holds a key of another page`;
+        // Reachable: no free slot between its home and it.
+        for (let h = home(m, p.cap); h !== k; h = h + 1 === p.cap ? 0 : h + 1) {
+          if (p.keys[2 * h] === 0 && p.keys[2 * h + 1] === 0) return `page at ${i}: slot ${k} is cut off from its home by a free slot`;
+        }
+      }
       if (occupied !== p.count) return `page at ${i}: count ${p.count}, ${occupied} slots occupied`;
       if (p.count > p.cap * MAX_LOAD) return `page at ${i}: ${p.count} entries in ${p.cap} slots`;
       stored += p.count;
@@ -282,6 +345,27 @@ export class OccurrenceTable {
     if (pages !== this.pageCount || bytes !== this.pageBytes)
       return `tally: ${this.pageCount} pages / ${this.pageBytes} B, found ${pages} / ${bytes}`;
     return undefined;
+  }
+
+  /** The longest run of occupied slots in any page (tests: what a lookup may walk). */
+  longestRun(): number {
+    let longest = 0;
+    for (let i = 0; i < this.dir.length; i += this.span(this.dir[i]!)) {
+      const p = this.dir[i]!;
+      let run = 0;
+      // Twice round, so a run wrapping past the last slot is counted whole.
+      for (let k = 0; k < 2 * p.cap; k++) {
+        const s = k % p.cap;
+        run = p.keys[2 * s] !== 0 || p.keys[2 * s + 1] !== 0 ? run + 1 : 0;
+        longest = Math.max(longest, Math.min(run, p.cap));
+      }
+    }
+    return longest;
+  }
+
+  /** The page placement word m maps to. */
+  private pageOf(m: number): Page {
+    return this.dir[this.depth === 0 ? 0 : m >>> (32 - this.depth)]!;
   }
 
   /** Directory slots page p covers (contiguous, from p.prefix * span). */
@@ -299,7 +383,7 @@ export class OccurrenceTable {
     for (let s = 0; s < cap; s++) {
       // An entry shifted into s by a deletion is checked again.
       while ((keys[2 * s] !== 0 || keys[2 * s + 1] !== 0) && deltas[s]! <= floor) {
-        deleteAt(p, s);
+        deleteAt(p, s, this.s0, this.s1);
         removed++;
       }
     }
@@ -307,7 +391,7 @@ export class OccurrenceTable {
     this.stored -= removed;
   }
 
-  /** A new page (cap slots, local depth and prefix given) with p's live entries whose k0 `bit` equals `want` (all when bit < 0). */
+  /** A new page (cap slots, local depth and prefix given) with p's live entries whose m `bit` equals `want` (all when bit < 0). */
   private copyLive(p: Page, cap: number, depth: number, prefix: number, bit = -1, want = 0): Page {
     const q = this.track(newPage(cap, depth, prefix));
     const keys = p.keys;
@@ -318,8 +402,9 @@ export class OccurrenceTable {
       if (k0 === 0 && k1 === 0) continue;
       const d = p.deltas[s]!;
       if (d <= floor) continue;
-      if (bit >= 0 && ((k0 >>> bit) & 1) !== want) continue;
-      place(q, k0, k1, d);
+      const m = mix(k0, k1, this.s0, this.s1);
+      if (bit >= 0 && ((m >>> bit) & 1) !== want) continue;
+      place(q, k0, k1, m, d);
     }
     return q;
   }
@@ -332,29 +417,33 @@ export class OccurrenceTable {
    * a maximum-size page while n stays under SPLIT_LOAD of it, else two pages
    * one key bit deeper.
    */
-  private makeRoom(p: Page, k0: number): Page {
+  private makeRoom(p: Page, m: number): Page {
     this.purge(p);
     if (p.count + 1 <= p.cap * MAX_LOAD) return p;
     const n = p.count + 1;
     if (capFor(n) < MAX_PAGE_SLOTS || n <= MAX_PAGE_SLOTS * SPLIT_LOAD) return this.rebuilt(p, capFor(n));
     // A split: each half sized for the entries that fall in it (one half may
     // get none, when keys share this bit: the next split tries the next).
-    if (p.depth >= MAX_DEPTH) {
-      // No key bit left to split on (a partition past ~37 M in-window
-      // hashes, or keys crafted to share k0's top 13 bits): the page grows
-      // past the usual maximum instead, the one allocation over 64 KiB the
-      // table ever makes, accounted like any other.
+    if (p.depth >= this.maxDepth) {
+      // No directory bit left to split on (a partition past ~37 M in-window
+      // hashes): the page grows past the usual maximum instead, the one
+      // allocation over 64 KiB the table ever makes, accounted like any
+      // other. (Keys cannot be crafted into this: placement is keyed.)
       return this.rebuilt(p, Math.ceil(n / TARGET_LOAD));
     }
     const bit = 31 - p.depth;
-    let n1 = (k0 >>> bit) & 1;
-    for (let s = 0; s < p.cap; s++) if ((p.keys[2 * s] !== 0 || p.keys[2 * s + 1] !== 0) && (p.keys[2 * s]! >>> bit) & 1) n1++;
+    let n1 = (m >>> bit) & 1;
+    for (let s = 0; s < p.cap; s++) {
+      const a = p.keys[2 * s]!;
+      const b = p.keys[2 * s + 1]!;
+      if ((a !== 0 || b !== 0) && (mix(a, b, this.s0, this.s1) >>> bit) & 1) n1++;
+    }
     const n0 = n - n1;
     if (p.depth === this.depth) this.doubleDirectory();
     const lo = this.copyLive(p, Math.max(capFor(n0), Math.ceil(n0 / TARGET_LOAD)), p.depth + 1, p.prefix * 2, bit, 0);
     const hi = this.copyLive(p, Math.max(capFor(n1), Math.ceil(n1 / TARGET_LOAD)), p.depth + 1, p.prefix * 2 + 1, bit, 1);
     this.replace(p, [lo, hi]);
-    return ((k0 >>> bit) & 1) === 0 ? lo : hi;
+    return ((m >>> bit) & 1) === 0 ? lo : hi;
   }
 
   /** p's live entries in a new page of `cap` slots (same depth and prefix), in p's place. */
@@ -400,11 +489,11 @@ export class OccurrenceTable {
   }
 }
 
-/** Stores an entry (second key word already through keyLow) in a page known to have room. */
-function place(p: Page, k0: number, k1: number, d: number): void {
+/** Stores an entry (second key word already through keyLow; m its placement word) in a page known to have room. */
+function place(p: Page, k0: number, k1: number, m: number, d: number): void {
   const keys = p.keys;
   const cap = p.cap;
-  let s = home(k0, k1, cap);
+  let s = home(m, cap);
   while (keys[2 * s] !== 0 || keys[2 * s + 1] !== 0) if (++s === cap) s = 0;
   keys[2 * s] = k0;
   keys[2 * s + 1] = k1;
@@ -418,7 +507,7 @@ function place(p: Page, k0: number, k1: number, d: number): void {
  * the run. Afterwards every entry is still reachable from its home without
  * crossing a free slot.
  */
-function deleteAt(p: Page, s: number): void {
+function deleteAt(p: Page, s: number, s0: number, s1: number): void {
   const keys = p.keys;
   const deltas = p.deltas;
   const cap = p.cap;
@@ -429,7 +518,7 @@ function deleteAt(p: Page, s: number): void {
     const k0 = keys[2 * j]!;
     const k1 = keys[2 * j + 1]!;
     if (k0 === 0 && k1 === 0) break;
-    const h = home(k0, k1, cap);
+    const h = home(mix(k0, k1, s0, s1), cap);
     // The entry at j stays iff its home lies cyclically in (hole, j].
     const stays = hole <= j ? hole < h && h <= j : hole < h || h <= j;
     if (stays) continue;

@@ -44,13 +44,18 @@ test('occurrence table: every lookup agrees with a model through growth, splits,
         ),
         { minLength: 1, maxLength: 25 },
       ),
-      // Crowded: keys share k0's low 16 bits (one home slot), its top 12 bits
-      // (one page), or all of k0 (only k1 tells them apart); and the key (0, 0),
-      // which shares its stored form with (0, 1).
+      // Crowded: keys share the raw bits an unkeyed layout would place by
+      // (k0 ^ k1's low 16 bits, k0's top 12 bits, or all of k0 with 8 bits
+      // of k1: many occurrences per key); and the key (0, 0), which shares
+      // its stored form with (0, 1).
       fc.constantFrom('uniform', 'same-home', 'same-page', 'same-k0', 'zero'),
       fc.integer({ min: 0, max: 1_000_000 }),
-      (ops, shape, base) => {
-        const table = new OccurrenceTable(base);
+      // A shallow directory reaches the oversize-page path (growth past
+      // MAX_PAGE_SLOTS, sweeps that shrink it) with few entries.
+      fc.constantFrom(13, 2, 0),
+      fc.tuple(fc.nat(), fc.nat()),
+      (ops, shape, base, maxDepth, secret) => {
+        const table = new OccurrenceTable(base, 0, { maxDepth, secret });
         const model = new Model();
         const keys: Key[] = [];
         let offset = base;
@@ -96,9 +101,8 @@ test('occurrence table: every lookup agrees with a model through growth, splits,
             const want = model.live(key);
             if (collected(table, key).join() !== want.join()) return false;
           }
-          // Keys that vary in k0's top bits split into pages of at most 64 KiB of keys.
-          if (shape === 'uniform' || shape === 'same-home')
-            for (const a of table.arrays()) if (a.byteLength > MAX_PAGE_SLOTS * 8) return false;
+          // Distinct keys split into pages of at most 64 KiB of keys, whatever raw bits they share.
+          if (maxDepth === 13) for (const a of table.arrays()) if (a.byteLength > MAX_PAGE_SLOTS * 8) return false;
           if (table.invariantViolation() !== undefined) return false;
         }
         // A full sweep leaves exactly the live entries.
@@ -167,12 +171,12 @@ test('occurrence table: the floor hides dead entries at once, and offsets 2^32 o
   t.false(table.canHold(999));
 });
 
-test('occurrence table: an oversize page (keys no split can separate) swept after its floor rose keeps room for every live entry', (t) => {
-  // Every key shares k0, so splits cannot separate them: past MAX_DEPTH the
-  // page grows over MAX_PAGE_SLOTS. A sweep that sized it back to the
+test('occurrence table: an oversize page (no directory bit left to split on) swept after its floor rose keeps room for every live entry', (t) => {
+  // With no directory bit to split on, the page grows over MAX_PAGE_SLOTS
+  // (13 000 entries: 22 397 slots). A sweep that sized it back to the
   // maximum would overfill it (a full page never ends a probe run).
-  const table = new OccurrenceTable(0);
-  const n = 12_000;
+  const table = new OccurrenceTable(0, 0, { maxDepth: 0 });
+  const n = 13_000;
   for (let i = 0; i < n; i++) table.insert(0x9e3779b1, (Math.imul(i + 1, 0x85ebca6b) >>> 0) | 1, i);
   t.true(
     [...table.arrays()].some((a) => a.byteLength > MAX_PAGE_SLOTS * 8),
@@ -182,6 +186,10 @@ test('occurrence table: an oversize page (keys no split can separate) swept afte
   table.compact(table.pages);
   t.is(table.invariantViolation(), undefined);
   t.is(table.size, n - 2_000);
+  t.true(
+    [...table.arrays()].some((a) => a.byteLength > MAX_PAGE_SLOTS * 8),
+    'still oversize: 11 000 live entries need it',
+  );
   t.deepEqual(collected(table, [0x9e3779b1, (Math.imul(5_000 + 1, 0x85ebca6b) >>> 0) | 1]), [5_000]);
   t.deepEqual(collected(table, [0x9e3779b1, (Math.imul(10 + 1, 0x85ebca6b) >>> 0) | 1]), [], 'below the floor');
   // And it shrinks when the live set does.
@@ -190,4 +198,25 @@ test('occurrence table: an oversize page (keys no split can separate) swept afte
   table.compact(table.pages);
   t.true(table.bytes < before / 4, `${table.bytes} < ${before} / 4`);
   t.is(table.invariantViolation(), undefined);
+});
+
+test('occurrence table: keys crafted to share the raw bits of a page and a home slot still spread (placement is keyed)', (t) => {
+  // One k0 (one page and no split under raw top bits) and k1 chosen so the
+  // low 16 bits of k0 ^ k1 agree (one home slot): an unkeyed layout would
+  // hold all 30 000 in one probe run of one oversize page.
+  const k0 = 0x9e3779b1;
+  const n = 30_000;
+  const key = (i: number): Key => [k0, ((i << 16) | ((k0 ^ 0x1234) & 0xffff)) >>> 0];
+  for (const secret of [
+    [1, 2],
+    [0xdeadbeef, 0x01234567],
+  ] as [number, number][]) {
+    const table = new OccurrenceTable(0, 0, { secret });
+    for (let i = 0; i < n; i++) table.insert(...key(i), i);
+    t.is(table.invariantViolation(), undefined);
+    t.true(table.pages >= 4, `${table.pages} pages`);
+    for (const a of table.arrays()) t.true(a.byteLength <= MAX_PAGE_SLOTS * 8);
+    t.true(table.longestRun() < 1_000, `longest probe run ${table.longestRun()}`);
+    t.deepEqual(collected(table, key(12_345)), [12_345]);
+  }
 });
