@@ -1,4 +1,5 @@
 import type { PushItem, PushResult } from '../../src/engine/writer.js';
+import { addCpu, cpuSince, cpuSnapshot, type CpuDelta } from '../lib/cpu.js';
 import { checkpoint, createBenchDatabase, type BenchDatabase } from '../lib/db.js';
 import { settle } from '../lib/gc.js';
 import { counterValue, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
@@ -146,17 +147,32 @@ export const pushDuplicates: Suite = {
             throw new Error(`${arm}: item ${j} answered ${r.status}@${r.offset}, expected ${e === null ? 'queued' : `duplicate@${e}`}`);
         });
       };
+      /** CPU per timed arm (this process and the store's backends), to say where a duplicate's cost is paid. */
+      const cpuOf = new Map<string, { cpu: CpuDelta[]; items: number }>();
       const runArm = async (st: StoreRig, w: Workload, rig: EngineRig, arm: string): Promise<number> => {
         const lists = st.groups.map((_, worker) => Array.from({ length: p.bundlesPerRep }, () => bundle(st, w, worker)));
         const n = lists.flat().reduce((a, b) => a + b.items.length, 0);
         await settle();
+        const c0 = cpuSnapshot();
         const t0 = performance.now();
         await Promise.all(
           lists.map(async (list) => {
             for (const b of list) check(await rig.writer.push(b.items), b.expect, arm);
           }),
         );
-        return n / ((performance.now() - t0) / 1000);
+        const rate = n / ((performance.now() - t0) / 1000);
+        const c = cpuSince(c0);
+        const acc = cpuOf.get(arm) ?? { cpu: [], items: 0 };
+        acc.cpu.push(c);
+        acc.items += n;
+        cpuOf.set(arm, acc);
+        return rate;
+      };
+      /** "client x / pg y µs per item" over an arm's timed repetitions. */
+      const cpuPerItem = (arm: Arm): { clientUs: number; postgresUs: number } => {
+        const acc = cpuOf.get(arm)!;
+        const d = addCpu(acc.cpu);
+        return { clientUs: (d.clientMs * 1000) / acc.items, postgresUs: (d.postgresMs * 1000) / acc.items };
       };
 
       ctx.progress.step(2, 3, 'warm-up (hydration) and repetitions');
@@ -184,6 +200,7 @@ export const pushDuplicates: Suite = {
         }
       }
       const counters = STORES.map((s, i) => diff(snapshot(stores[s].rig), counters0[i]!));
+      const cpu = Object.fromEntries(arms.map((a) => [a, cpuPerItem(a)])) as Record<Arm, { clientUs: number; postgresUs: number }>;
       const sizes = STORES.map((s) => ({
         probeMedian: stores[s].rig.engine.probeSizes.probe.quantile(0.5),
         probeP99: stores[s].rig.engine.probeSizes.probe.quantile(0.99),
@@ -246,6 +263,10 @@ export const pushDuplicates: Suite = {
             value: `${c.hinted} / ${c.run} / ${c.skipped}; refuted ${c.refuted}`,
           };
         }),
+        ...STORES.map((s) => ({
+          name: `CPU us per item (${s}), client / pg: clean | 10% re-sent | replay`,
+          value: WORKLOADS.map((w) => `${cpu[`${w}@${s}`].clientUs.toFixed(2)} / ${cpu[`${w}@${s}`].postgresUs.toFixed(2)}`).join(' | '),
+        })),
         ...STORES.map((s, i) => ({
           name: `hashes touched (${s}): per probe median/p99; offsets per hinted segment median/p99`,
           value: `${fmt(sizes[i]!.probeMedian)}/${fmt(sizes[i]!.probeP99)}; ${fmt(sizes[i]!.hintedMedian)}/${fmt(sizes[i]!.hintedP99)} (log2 bucket bounds)`,
@@ -269,6 +290,7 @@ export const pushDuplicates: Suite = {
           withHints,
           counters,
           sizes,
+          cpuPerItemUs: cpu,
         },
         samples: { rates, ratio },
         curves: [

@@ -174,6 +174,11 @@ export class PartitionEntry {
     const hydratedFrom = firstKept === undefined ? lastOffset : Math.max(firstKept - 1, txnsStart - 1);
     // Offsets are stored from the lowest one kept (or the next to be appended when none is).
     const e = new PartitionEntry(windowSeconds, lastOffset, hydratedFrom, fetchedAtMs, firstKept ?? lastOffset + 1, kept);
+    // Keys and offsets gathered first, then inserted page by page (insertMany).
+    const k0s = new Uint32Array(kept);
+    const k1s = new Uint32Array(kept);
+    const offsets = new Float64Array(kept);
+    let at = 0;
     for (const r of rows) {
       if (r.endOffset < txnsStart) continue;
       if (!e.table.canHold(r.endOffset)) {
@@ -181,8 +186,16 @@ export class PartitionEntry {
         e.markRebuild('range');
         return e;
       }
-      e.addHashes(r.hashes, r.endOffset - r.baseOffset + 1, r.baseOffset, r.createdMs);
+      const n = r.endOffset - r.baseOffset + 1;
+      const view = new DataView(r.hashes.buffer, r.hashes.byteOffset, n * HASH_BYTES);
+      for (let i = 0; i < n; i++, at++) {
+        k0s[at] = view.getUint32(i * HASH_BYTES);
+        k1s[at] = view.getUint32(i * HASH_BYTES + 4);
+        offsets[at] = r.baseOffset + i;
+      }
+      e.addUnits(n, r.baseOffset, r.createdMs);
     }
+    e.table.insertMany(k0s, k1s, offsets, at);
     return e;
   }
 
@@ -239,6 +252,11 @@ export class PartitionEntry {
     const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
     const table = this.table;
     for (let i = 0; i < count; i++) table.insert(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4), firstOffset + i);
+    this.addUnits(count, firstOffset, createdMs);
+  }
+
+  /** count offsets from firstOffset (committed at or before createdMs) into the unit bookkeeping, in offset order. */
+  private addUnits(count: number, firstOffset: number, createdMs: number): void {
     let i = 0;
     while (i < count) {
       let u = this.units.length > this.unitHead ? this.units[this.units.length - 1] : undefined;
