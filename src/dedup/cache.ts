@@ -253,7 +253,8 @@ export class DedupCache {
    * positionally (row, 16 bytes, the window's created_at rule), probes
    * (V, last] as it always does, and nothing at or below H is in the window.
    * MIN over the verified offsets and the tail is therefore the full probe's
-   * MIN. If an offset cannot be named, the answer is -1 with no hints.
+   * MIN. (An entry whose offsets the table cannot store is marked for
+   * rebuild and never reaches here: usable() answers -1 for it.)
    */
   vouchWithHints(pid: number, hashes: Buffer, count: number): HintedVouch {
     const e = this.usable(pid, hashes, count);
@@ -264,10 +265,7 @@ export class DedupCache {
     let hits = NO_HITS;
     if (e.table.size > 0) {
       const found: LocalHit[] = [];
-      if (!e.collectHits(hashes, count, this.stats, found)) {
-        this.stats.notVouched++;
-        return { verified: -1, hits: NO_HITS };
-      }
+      e.collectHits(hashes, count, this.stats, found);
       if (found.length > 0) hits = found;
     }
     const verified = this.countVouch(e);

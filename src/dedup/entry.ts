@@ -338,15 +338,16 @@ export class PartitionEntry {
   /**
    * Every local hit of the segment, each with every offset the entry holds
    * for its key, appended to `hits` in frame order (offsets ascending and
-   * distinct). Returns true (kept for the caller's contract: every offset
-   * the table holds is representable).
+   * distinct). Every offset the table holds is representable (append and
+   * hydrate refuse, and mark for rebuild, what canHold does not accept), so
+   * a hit can always be named.
    *
    * Completeness over (H, V]: each in-window occurrence of the hash there is
    * a live entry under its key, so the names include it; a name of another
    * hash with the same 8-byte key is refuted by SQL's positional 16-byte
    * check.
    */
-  collectHits(hashes: Buffer, count: number, stats: LookupStats, hits: LocalHit[]): boolean {
+  collectHits(hashes: Buffer, count: number, stats: LookupStats, hits: LocalHit[]): void {
     const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
     const table = this.table;
     let found: number[] = [];
@@ -366,7 +367,6 @@ export class PartitionEntry {
       hits.push({ index: i, offsets: found });
       found = [];
     }
-    return true;
   }
 
   /** Whether the entry holds a live occurrence of the hash's key (tests, bench). */
