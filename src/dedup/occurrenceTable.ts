@@ -66,12 +66,12 @@ const KEY_WORDS = 2;
 /** Bytes per slot: two key words and a delta. */
 export const SLOT_BYTES = 12;
 /** Largest representable delta (offset - base). */
-export const MAX_DELTA = 0xffffffff;
+const MAX_DELTA = 0xffffffff;
 /** 8192 slots: 64 KiB of keys (and 32 KiB of deltas), the largest allocation. */
 export const MAX_PAGE_SLOTS = 8192;
 const MIN_PAGE_SLOTS = 16;
 /** An insert that would take a page past this load first deletes its dead entries, then grows or splits it. */
-export const MAX_LOAD = 0.8;
+const MAX_LOAD = 0.8;
 /** Capacity chosen for a rebuilt page: its live entries at this load (0.56: 12 bytes a slot stays under 21.5 bytes a live entry). */
 export const TARGET_LOAD = 0.56;
 /** A maximum-size page splits instead of being rebuilt once its live entries exceed this load. */
@@ -231,10 +231,14 @@ export class OccurrenceTable {
   /** Adds an occurrence of key (k0, k1) at `offset` (canHold(offset) must hold). */
   insert(k0: number, k1: number, offset: number): void {
     const lo = keyLow(k0, k1);
-    const m = mix(k0, lo, this.s0, this.s1);
+    this.insertKeyed(k0, lo, mix(k0, lo, this.s0, this.s1), offset - this.base);
+  }
+
+  /** Adds a stored-form key (k1 through keyLow) with placement word m at delta d: makes room in its page first if needed. */
+  private insertKeyed(k0: number, lo: number, m: number, d: number): void {
     let p = this.pageOf(m);
     if (p.count + 1 > p.cap * MAX_LOAD) p = this.makeRoom(p, m);
-    place(p, k0, lo, m, offset - this.base);
+    place(p, k0, lo, m, d);
     this.stored++;
   }
 
@@ -276,13 +280,7 @@ export class OccurrenceTable {
       sm[j] = m;
       sd[j] = offsets[i]! - this.base;
     }
-    for (let j = 0; j < n; j++) {
-      const m = sm[j]!;
-      let p = this.pageOf(m);
-      if (p.count + 1 > p.cap * MAX_LOAD) p = this.makeRoom(p, m);
-      place(p, sk0[j]!, sk1[j]!, m, sd[j]!);
-      this.stored++;
-    }
+    for (let j = 0; j < n; j++) this.insertKeyed(sk0[j]!, sk1[j]!, sm[j]!, sd[j]!);
   }
 
   /** Whether any live occurrence has key (k0, k1). */
