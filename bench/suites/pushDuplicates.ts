@@ -2,6 +2,7 @@ import type { PushItem, PushResult } from '../../src/engine/writer.js';
 import { addCpu, cpuSince, cpuSnapshot, type CpuDelta } from '../lib/cpu.js';
 import { checkpoint, createBenchDatabase, type BenchDatabase } from '../lib/db.js';
 import { settle } from '../lib/gc.js';
+import { GcPauseRecorder, pausesByLabel } from '../lib/gcPauses.js';
 import { counterValue, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { fmt, fmtRatio, median } from '../lib/stats.js';
 import { bulkLoad, MessageFactory, nextOffsets, spread, type PartitionCursor } from '../lib/synth.js';
@@ -32,16 +33,23 @@ interface StoreRig {
  * side in one run. Two stores (databases): one empty at the start, one
  * bulk-loaded with `stored` messages inside the window. Each repetition runs
  * every (workload, store) arm on the same kind of bundles, interleaved
- * round by round (a round: each worker pushes one bundle of one arm; the
- * six arms take turns, the starting arm rotating per repetition), and an
+ * round by round (a round: each worker pushes one bundle of one arm; in
+ * each pass the six arms take turns in a fresh seeded shuffle), and an
  * arm's rate is its items over its rounds' summed time. Interleaving is for
  * this host: its speed flips by up to ~40 % within a second (a fixed CPU
  * loop measured 14.6 or 24.5 ms), so arms run one after another for ~1 s
  * each caught different host states, and one run's per-repetition 10 %
  * ratios spread over 0.69-1.03. Round by round every arm samples the same
- * host states; no gc() runs between rounds, so each arm's garbage is
- * collected in whichever round fills the young generation, in proportion
- * to its allocation.
+ * host states. No gc() runs between rounds, so a collection is paid by
+ * whichever round triggers it; the order is shuffled per pass so that no
+ * arm always follows the same one. With a fixed cyclic order (the first
+ * version rotated only the starting arm) dup10 always followed clean and
+ * paid for clean's garbage: clean allocates ~12 MB of Buffers per round
+ * (new messages' blobs), the old-generation collections this external
+ * memory triggers fell due in the next round, and one run counted 17-24
+ * old-generation pauses in dup10 rounds against 6-10 in clean's
+ * (2026-12-02, GC pauses recorded per round). The info rows report each
+ * arm's GC pause time per item, so a ratio can be read against it.
  *   clean   new messages only;
  *   dup10   10 % of items re-send an earlier transactionId of the same
  *           partition, drawn uniformly from its whole history (retries);
@@ -159,6 +167,8 @@ export const pushDuplicates: Suite = {
       };
       /** CPU per timed arm (this process and the store's backends), to say where a duplicate's cost is paid. */
       const cpuOf = new Map<string, { cpu: CpuDelta[]; items: number }>();
+      /** Each timed round's interval, to charge GC pauses to the arm that paid them. */
+      const windows: { label: string; t0: number; t1: number }[] = [];
       const runArm = async (st: StoreRig, w: Workload, rig: EngineRig, arm: string): Promise<number> => {
         const lists = st.groups.map((_, worker) => Array.from({ length: p.bundlesPerRep }, () => bundle(st, w, worker)));
         const n = lists.flat().reduce((a, b) => a + b.items.length, 0);
@@ -178,7 +188,9 @@ export const pushDuplicates: Suite = {
         const c0 = cpuSnapshot();
         const t0 = performance.now();
         await Promise.all(bundles.map(async (b) => check(await st.rig.writer.push(b.items), b.expect, arm)));
-        const ms = performance.now() - t0;
+        const t1 = performance.now();
+        const ms = t1 - t0;
+        windows.push({ label: arm, t0, t1 });
         const acc = cpuOf.get(arm) ?? { cpu: [], items: 0 };
         acc.cpu.push(cpuSince(c0));
         acc.items += items;
@@ -202,13 +214,14 @@ export const pushDuplicates: Suite = {
       const arms: Arm[] = STORES.flatMap((s) => WORKLOADS.map((w): Arm => `${w}@${s}`));
       const rates = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
       const ratio = { dup10: { empty: [] as number[], large: [] as number[] }, replay: { empty: [] as number[], large: [] as number[] } };
+      const orderRandom = rng(34);
+      const gcRecorder = new GcPauseRecorder().start();
       for (let r = 0; r < p.reps; r++) {
-        const order = arms.map((_, i) => arms[(i + r) % arms.length]!);
         ctx.progress.note(`rep ${r + 1}/${p.reps}`);
         const time = Object.fromEntries(arms.map((a) => [a, { items: 0, ms: 0 }])) as Record<Arm, { items: number; ms: number }>;
         await settle();
         for (let round = 0; round < p.bundlesPerRep; round++) {
-          for (const arm of order) {
+          for (const arm of shuffled(arms, orderRandom)) {
             const [w, s] = arm.split('@') as [Workload, Store];
             const t = await runRound(stores[s], w, arm);
             time[arm].items += t.items;
@@ -225,6 +238,7 @@ export const pushDuplicates: Suite = {
           ratio.replay[s].push(got[`replay@${s}`] / got[`clean@${s}`]);
         }
       }
+      const gcByArm = pausesByLabel(gcRecorder.stop(), windows);
       const counters = STORES.map((s, i) => diff(snapshot(stores[s].rig), counters0[i]!));
       const cpu = Object.fromEntries(arms.map((a) => [a, cpuPerItem(a)])) as Record<Arm, { clientUs: number; postgresUs: number }>;
       const sizes = STORES.map((s) => ({
@@ -293,6 +307,14 @@ export const pushDuplicates: Suite = {
           name: `CPU us per item (${s}), client/pg per workload`,
           value: WORKLOADS.map((w) => `${w} ${cpu[`${w}@${s}`].clientUs.toFixed(2)}/${cpu[`${w}@${s}`].postgresUs.toFixed(2)}`).join(', '),
         })),
+        ...STORES.map((s) => ({
+          name: `GC pauses in timed rounds (${s}): ns per item scavenge/old-generation (old-generation pauses), per workload`,
+          value: WORKLOADS.map((w) => {
+            const g = gcByArm.get(`${w}@${s}`) ?? { minorMs: 0, majorMs: 0, majors: 0 };
+            const n = cpuOf.get(`${w}@${s}`)!.items;
+            return `${w} ${((g.minorMs * 1e6) / n).toFixed(0)}/${((g.majorMs * 1e6) / n).toFixed(0)} (${g.majors})`;
+          }).join(', '),
+        })),
         ...STORES.map((s, i) => ({
           name: `hashes touched (${s}): per probe median/p99; offsets per hinted segment median/p99`,
           value: `${fmt(sizes[i]!.probeMedian)}/${fmt(sizes[i]!.probeP99)}; ${fmt(sizes[i]!.hintedMedian)}/${fmt(sizes[i]!.hintedP99)} (log2 bucket bounds)`,
@@ -317,6 +339,7 @@ export const pushDuplicates: Suite = {
           counters,
           sizes,
           cpuPerItemUs: cpu,
+          gcPausesMs: Object.fromEntries(gcByArm),
         },
         samples: { rates, ratio },
         curves: [
@@ -356,6 +379,16 @@ function snapshot(rig: EngineRig): Counts {
     refuted: counterValue(rig.metrics, 'queen_segments_total', 'refuted'),
   };
 }
+/** A copy of xs in a random order (Fisher-Yates, from the seeded stream). */
+function shuffled<T>(xs: readonly T[], random: () => number): T[] {
+  const out = [...xs];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
 function diff(a: Counts, b: Counts): Counts {
   return { hinted: a.hinted - b.hinted, run: a.run - b.run, skipped: a.skipped - b.skipped, refuted: a.refuted - b.refuted };
 }
