@@ -108,13 +108,15 @@ export interface LogEngineOptions {
 /** Sizes of probes and hint checks: powers of 4 from 1 to 4 Mi. */
 const SIZE_BUCKETS = Array.from({ length: 12 }, (_, i) => 4 ** i);
 
+/** The versioned SQL function every push calls (sql/000041); tests and spans name it through this. */
+export const PUSH_FUNCTION = 'queen.log_push_v10';
 const PUSH_SQL =
   'SELECT seg_index, assigned_base, window_seconds, probed, probe_hashes, hint_offsets, dup_idx, dup_offsets, dup_ids, refuted_idx ' +
-  'FROM queen.log_push_v9($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
+  'FROM queen.log_push_v10($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
 /** The push call's span name: its db.query.summary (OpenTelemetry database conventions). */
-export const PUSH_SPAN = 'SELECT queen.log_push_v9';
+export const PUSH_SPAN = `SELECT ${PUSH_FUNCTION}`;
 /**
- * Most frames in one log_txns row: log_push_v8 (sql/000039) and v9 write a
+ * Most frames in one log_txns row: log_push_v8 (sql/000039), v9 and v10 write a
  * segment's hashes and id copy as rows of at most this many, so every row
  * stays in the heap (000033); the bench's bulk loader writes the same layout.
  */
@@ -178,7 +180,7 @@ export class LogEngine extends Component {
     this.spanAttributes = {
       'db.system.name': 'postgresql',
       'db.operation.name': 'SELECT',
-      'db.stored_procedure.name': 'queen.log_push_v9',
+      'db.stored_procedure.name': PUSH_FUNCTION,
       'db.query.summary': PUSH_SPAN,
       'db.namespace': (url ? decodeURIComponent(url.pathname.slice(1)) : o.database) || 'postgres',
       'server.address': url?.hostname || o.host || 'localhost',
@@ -260,7 +262,7 @@ export class LogEngine extends Component {
       // `via`: a client inside a transaction the caller opened (/transaction);
       // the caller commits, and announces the append once it has.
       res = await (via ?? this.pool).query({
-        name: 'queen_log_push_v9',
+        name: 'queen_log_push_v10',
         text: PUSH_SQL,
         values: [
           intArrayLiteral(segments.map((s) => s.partitionId)),
