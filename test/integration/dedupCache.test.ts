@@ -409,26 +409,29 @@ test.serial(
   },
 );
 
-test.serial('hints: scattered retries of rows without an id copy (written before 000030) answer the original ids from the blob, checked positionally', async (t) => {
-  const b = await broker(t, 64);
-  const first = await b.writer.push(Array.from({ length: 30 }, (_, i) => item('legacyq', 'p', `c-${i}`)));
-  const pid = (await pidsOf(t, 'legacyq')).get('p')!;
-  await t.context.sql.query('UPDATE queen.log_txns SET ids = NULL WHERE partition_id = $1', [pid]);
-  const hinted0 = b.metrics.counter('queen_probe_hinted_total', '').get();
-  const run0 = b.probesRun();
-  // Two items a few offsets apart: two runs of one, the scattered-retry statement.
-  const res = await b.writer.push([item('legacyq', 'p', 'c-7'), item('legacyq', 'p', 'new'), item('legacyq', 'p', 'c-21')]);
-  t.deepEqual(
-    res.map((r) => [r.status, r.offset, r.id]),
-    [
-      ['duplicate', first[7]!.offset, first[7]!.id],
-      ['queued', 30, res[1]!.id],
-      ['duplicate', first[21]!.offset, first[21]!.id],
-    ],
-  );
-  t.is(b.metrics.counter('queen_probe_hinted_total', '').get(), hinted0 + 1, 'the retries were checked positionally');
-  t.is(b.probesRun(), run0, 'no probe ran');
-});
+test.serial(
+  'hints: scattered retries of rows without an id copy (written before 000030) answer the original ids from the blob, checked positionally',
+  async (t) => {
+    const b = await broker(t, 64);
+    const first = await b.writer.push(Array.from({ length: 30 }, (_, i) => item('legacyq', 'p', `c-${i}`)));
+    const pid = (await pidsOf(t, 'legacyq')).get('p')!;
+    await t.context.sql.query('UPDATE queen.log_txns SET ids = NULL WHERE partition_id = $1', [pid]);
+    const hinted0 = b.metrics.counter('queen_probe_hinted_total', '').get();
+    const run0 = b.probesRun();
+    // Two items a few offsets apart: two runs of one, the scattered-retry statement.
+    const res = await b.writer.push([item('legacyq', 'p', 'c-7'), item('legacyq', 'p', 'new'), item('legacyq', 'p', 'c-21')]);
+    t.deepEqual(
+      res.map((r) => [r.status, r.offset, r.id]),
+      [
+        ['duplicate', first[7]!.offset, first[7]!.id],
+        ['queued', 30, res[1]!.id],
+        ['duplicate', first[21]!.offset, first[21]!.id],
+      ],
+    );
+    t.is(b.metrics.counter('queen_probe_hinted_total', '').get(), hinted0 + 1, 'the retries were checked positionally');
+    t.is(b.probesRun(), run0, 'no probe ran');
+  },
+);
 
 test.serial('hints: a stale hint (the original aged out in SQL) is refuted and the item is stored as new, once', async (t) => {
   const b = await broker(t, 64);
