@@ -4,7 +4,7 @@ import { PerformanceObserver, constants, type PerformanceEntry } from 'node:perf
 export interface GcPause {
   startMs: number;
   durationMs: number;
-  /** Mark-sweep-compact or an incremental-marking step (old generation), as opposed to a scavenge. */
+  /** Mark-sweep-compact or an incremental-marking step (old generation), as opposed to a scavenge or a weak-callback pass. */
   major: boolean;
 }
 
