@@ -64,6 +64,10 @@ export interface CommittedChunk {
   records: { offset: string; timestamp: string; status: 'queued' | 'duplicate' | 'dead_lettered' }[];
   /** Whether Kafka accepted the commit (false: a rebalance refused it; the records will be redelivered). */
   committed: boolean;
+  /** Stages of the chunk, Date.now() each: cut from its fetched batch, started by its lane, all verdicts in, commit acknowledged. */
+  fetchedAtMs: number;
+  startedAtMs: number;
+  verdictsAtMs: number;
   committedAtMs: number;
 }
 
@@ -430,6 +434,7 @@ export class KafkaIngress extends Component {
     const { batch } = payload;
     const fetched = { at: Date.now() };
     const fetchedAt = process.hrtime.bigint();
+    const fetchedAtMs = fetched.at;
     let bytes = 0;
     for (const m of messages) bytes += m.value?.length ?? 0;
     this.batchStarts.add(fetched);
@@ -444,7 +449,7 @@ export class KafkaIngress extends Component {
           return await inSpan(
             `process ${batch.topic}`,
             { kind: SpanKind.CONSUMER, parent, links, attributes: this.chunkAttributes(batch.topic, batch.partition, messages) },
-            () => this.handleChunk(payload, messages, fetchedAt),
+            () => this.handleChunk(payload, messages, fetchedAt, fetchedAtMs),
           );
         } catch (err) {
           this.failed(err as Error);
@@ -504,7 +509,8 @@ export class KafkaIngress extends Component {
   }
 
   /** One chunk of a lane: verdicts for all, then advance its commit. False = abandoned (not committed). */
-  private async handleChunk(payload: EachBatchPayload, messages: KafkaMessage[], fetchedAt: bigint): Promise<boolean> {
+  private async handleChunk(payload: EachBatchPayload, messages: KafkaMessage[], fetchedAt: bigint, fetchedAtMs: number): Promise<boolean> {
+    const startedAtMs = Date.now();
     // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs builds these payload functions as closures; none uses this
     const { batch, isRunning, isStale } = payload;
     if (this.draining || !isRunning() || isStale()) return false;
@@ -593,6 +599,7 @@ export class KafkaIngress extends Component {
 
     // Every record of the chunk now has a verdict or an acknowledged dead letter.
     this.supervisor.chunkDone();
+    const verdictsAtMs = Date.now();
     const last = messages[messages.length - 1]!.offset;
     const records = observed
       ? messages.map((m) => ({
@@ -604,7 +611,16 @@ export class KafkaIngress extends Component {
     void this.committer.advance(batch.topic, batch.partition, (BigInt(last) + 1n).toString()).then((committed) => {
       this.verdicts?.inc();
       if (committed) this.commitLatency?.observe(Number(process.hrtime.bigint() - fetchedAt) / 1e9);
-      this.opts.onCommitted?.({ topic: batch.topic, partition: batch.partition, records, committed, committedAtMs: Date.now() });
+      this.opts.onCommitted?.({
+        topic: batch.topic,
+        partition: batch.partition,
+        records,
+        committed,
+        fetchedAtMs,
+        startedAtMs,
+        verdictsAtMs,
+        committedAtMs: Date.now(),
+      });
     });
     return true;
   }
