@@ -12,6 +12,7 @@ import { inSpan, parentOrLinks, recording, spanContextOf, SpanKind } from '../te
 import { trace, type SpanContext } from '@opentelemetry/api';
 import { mapRecord } from './recordMapping.js';
 import { OffsetCommitter, type PartitionOffset } from './offsetCommitter.js';
+import { PartitionLane, type LaneChunk } from './partitionLane.js';
 import { registerCodecs, undecodableReason } from './codecs.js';
 import { ConsumerSupervisor, type IngressStatus } from './supervisor.js';
 
@@ -71,14 +72,26 @@ export interface CommittedChunk {
   committedAtMs: number;
 }
 
-/** A Kafka partition's chunks, verified one after another in offset order (see KafkaIngress.handleBatch). */
-interface Lane {
-  /** Settles when the last chunk queued so far settles: true while every chunk got its verdicts and was advanced for commit. */
-  tail: Promise<boolean>;
-  /** Chunks queued and not yet settled. */
-  pending: number;
-  /** A chunk was abandoned: no later chunk of this lane is pushed or committed. */
-  broken: boolean;
+/** One chunk of a fetched batch, waiting in its lane. */
+interface QueuedChunk extends LaneChunk {
+  payload: EachBatchPayload;
+  messages: KafkaMessage[];
+  bytes: number;
+  /** Its entry in batchStarts (stuck detection). */
+  fetched: { at: number };
+  fetchedAt: bigint;
+}
+
+/** The chunks one lane step verifies together: their records as one submission, committed as one. */
+interface Submission {
+  topic: string;
+  partition: number;
+  messages: KafkaMessage[];
+  isRunning: () => boolean;
+  isStale: () => boolean;
+  /** Of its oldest chunk: what the commit latency is measured from. */
+  fetchedAt: bigint;
+  fetchedAtMs: number;
 }
 
 /**
@@ -86,11 +99,13 @@ interface Lane {
  *
  * Each fetched batch of one Kafka partition is cut into chunks that wait in
  * the partition's lane (handleBatch) while kafkajs fetches on. A lane takes
- * its chunks in offset order, one at a time: map every record, submit the
- * good ones to the fusion layer, dead-letter the rest and every item the
- * engine answers `failed`, and only when every record of the chunk has a
- * PostgreSQL verdict (queued/duplicate) or an acknowledged dead-letter write,
- * commit `lastOffset + 1` (all partitions' commits share one request).
+ * its chunks in offset order, one submission at a time (the chunks that
+ * queued while the one before was in flight go together): map every record,
+ * submit the good ones to the fusion layer, dead-letter the rest and every
+ * item the engine answers `failed`, and only when every record of the
+ * submission has a PostgreSQL verdict (queued/duplicate) or an acknowledged
+ * dead-letter write, commit `lastOffset + 1` (all partitions' commits share
+ * one request).
  * Nothing is committed past a record without one. So a crash, a kill -9 or
  * a rebalance can only cause redelivery, and a redelivered record carries
  * the same transactionId, hence comes back as a `duplicate` with the
@@ -124,7 +139,7 @@ export class KafkaIngress extends Component {
   /** Start time of each chunk waiting for its verdicts (stuck detection). */
   private readonly batchStarts = new Set<{ at: number }>();
   /** The verification pipeline of each Kafka partition, by "topic\x1fpartition" (see handleBatch). */
-  private lanes = new Map<string, Lane>();
+  private lanes = new Map<string, PartitionLane<QueuedChunk>>();
   /** A non-retriable failure of a pipelined chunk: the consumer must restart from its commits. */
   private fatal: Error | undefined;
   /** Partitions halted under errorsTolerance 'none', by "topic\x1fpartition". */
@@ -375,12 +390,14 @@ export class KafkaIngress extends Component {
    * fetch returned, and waiting here for verdicts made each fetch wait for
    * the slowest partition's push (measured: half of record->commit latency).
    *
-   * A lane runs its chunks strictly one after another in offset order, each
+   * A lane runs its submissions (one chunk, or the chunks that queued
+   * together: PartitionLane) strictly one after another in offset order, each
    * only after the one before it got every verdict and was advanced for
-   * commit; a chunk that does not get there (shutdown, a seek, a halt, a
-   * non-retriable failure) breaks the lane and no later chunk of it is pushed
-   * or committed. So pushes of one partition reach the log in offset order
-   * (a retried chunk is retried before anything after it is submitted), and
+   * commit; a submission that does not get there (shutdown, a seek, a halt,
+   * a non-retriable failure) breaks the lane and no later chunk of it is
+   * pushed or committed. So pushes of one partition reach the log in offset
+   * order (a retried submission is retried before anything after it is
+   * submitted), and
    * commits still never pass a record without a verdict. resolveOffset() only
    * moves kafkajs's fetch position (commits are explicit, autoCommit is off);
    * records fetched past a broken lane are fetched again from the committed
@@ -404,11 +421,11 @@ export class KafkaIngress extends Component {
       let lane = this.lanes.get(key);
       if (lane?.broken) {
         // Only a seek leaves a running consumer fetching after a broken lane: start over from here once the old lane is quiet.
-        await lane.tail;
+        await lane.quiet();
         lane = undefined;
       }
       if (!lane) {
-        lane = { tail: Promise.resolve(true), pending: 0, broken: false };
+        lane = this.newLane();
         this.lanes.set(key, lane);
       }
       const depth = this.opts.maxChunksQueued ?? 4;
@@ -429,46 +446,61 @@ export class KafkaIngress extends Component {
     }
   }
 
+  /** A partition's lane: its steps verify chunks (handleChunk) and settle their accounting. */
+  private newLane(): PartitionLane<QueuedChunk> {
+    return new PartitionLane<QueuedChunk>(
+      this.opts.commitEvery ?? 5000,
+      (chunks) => this.verify(chunks),
+      (chunks) => {
+        for (const c of chunks) {
+          this.batchStarts.delete(c.fetched);
+          this.queuedBytes -= c.bytes;
+          this.release();
+        }
+        this.wakeSettleWaiters();
+      },
+    );
+  }
+
   /** Appends one chunk to its partition's lane (see handleBatch). */
-  private enqueue(lane: Lane, payload: EachBatchPayload, messages: KafkaMessage[]): void {
-    const { batch } = payload;
+  private enqueue(lane: PartitionLane<QueuedChunk>, payload: EachBatchPayload, messages: KafkaMessage[]): void {
     const fetched = { at: Date.now() };
-    const fetchedAt = process.hrtime.bigint();
-    const fetchedAtMs = fetched.at;
     let bytes = 0;
     for (const m of messages) bytes += m.value?.length ?? 0;
     this.batchStarts.add(fetched);
     this.active++;
-    lane.pending++;
     this.queuedBytes += bytes;
-    lane.tail = lane.tail
-      .then(async (ok) => {
-        if (!ok) return false;
-        try {
-          const { parent, links } = parentOrLinks(producerContexts(messages));
-          return await inSpan(
-            `process ${batch.topic}`,
-            { kind: SpanKind.CONSUMER, parent, links, attributes: this.chunkAttributes(batch.topic, batch.partition, messages) },
-            () => this.handleChunk(payload, messages, fetchedAt, fetchedAtMs),
-          );
-        } catch (err) {
-          this.failed(err as Error);
-          return false;
-        }
-      })
-      .then((ok) => {
-        if (!ok) lane.broken = true;
-        this.batchStarts.delete(fetched);
-        lane.pending--;
-        this.queuedBytes -= bytes;
-        this.wakeSettleWaiters();
-        this.release();
-        return ok;
-      });
+    lane.push({ payload, messages, bytes, fetched, fetchedAt: process.hrtime.bigint() });
+  }
+
+  /** One lane step: its chunks' records as one submission, in a consumer span. False = abandoned (not committed). */
+  private async verify(chunks: QueuedChunk[]): Promise<boolean> {
+    const first = chunks[0]!;
+    const messages = chunks.length === 1 ? first.messages : chunks.flatMap((c) => c.messages);
+    const sub: Submission = {
+      topic: first.payload.batch.topic,
+      partition: first.payload.batch.partition,
+      messages,
+      isRunning: () => chunks.every((c) => c.payload.isRunning()),
+      isStale: () => chunks.some((c) => c.payload.isStale()),
+      fetchedAt: first.fetchedAt,
+      fetchedAtMs: first.fetched.at,
+    };
+    try {
+      const { parent, links } = parentOrLinks(producerContexts(messages));
+      return await inSpan(
+        `process ${sub.topic}`,
+        { kind: SpanKind.CONSUMER, parent, links, attributes: this.chunkAttributes(sub.topic, sub.partition, messages) },
+        () => this.handleChunk(sub),
+      );
+    } catch (err) {
+      this.failed(err as Error);
+      return false;
+    }
   }
 
   /** A batch waits for room: its lane is full, or the lanes together hold too many bytes (one chunk per lane always fits). */
-  private mustWait(lane: Lane, depth: number, maxBytes: number): boolean {
+  private mustWait(lane: PartitionLane<QueuedChunk>, depth: number, maxBytes: number): boolean {
     return !this.draining && !this.fatal && (lane.pending >= depth || (lane.pending > 0 && this.queuedBytes > maxBytes));
   }
 
@@ -508,11 +540,11 @@ export class KafkaIngress extends Component {
     return this.active === 0 ? Promise.resolve() : new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** One chunk of a lane: verdicts for all, then advance its commit. False = abandoned (not committed). */
-  private async handleChunk(payload: EachBatchPayload, messages: KafkaMessage[], fetchedAt: bigint, fetchedAtMs: number): Promise<boolean> {
+  /** One submission of a lane: verdicts for all, then advance its commit. False = abandoned (not committed). */
+  private async handleChunk(sub: Submission): Promise<boolean> {
     const startedAtMs = Date.now();
-    // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs builds these payload functions as closures; none uses this
-    const { batch, isRunning, isStale } = payload;
+    const { messages, isRunning, isStale, fetchedAt, fetchedAtMs } = sub;
+    const batch = { topic: sub.topic, partition: sub.partition };
     if (this.draining || !isRunning() || isStale()) return false;
     const queue = this.queueOf.get(batch.topic)!;
     const letters: DeadLetter[] = [];
