@@ -193,6 +193,7 @@ export const kafkaE2e: Suite = {
       const targetRate = Math.max(100, Math.round(queenMax / 2));
       const lowRate = Math.max(100, Math.round(queenMax / 10));
       const lat = new Map<string, LatencyResult>();
+      const stageRows = new Map<string, string>();
       const runs: { label: string; mode: Mode; rate: number }[] = [
         { label: 'queen', mode: 'queen', rate: targetRate },
         { label: 'sink', mode: 'sink', rate: targetRate },
@@ -255,6 +256,8 @@ export const kafkaE2e: Suite = {
           await stop();
         }
         const l = lat.get(label)!;
+        const st = probe.stageSummary();
+        if (st) stageRows.set(label, st);
         ctx.progress.note(`${label}: p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms over ${l.samples.length} records`);
       }
       const lq = lat.get('queen')!;
@@ -284,6 +287,7 @@ export const kafkaE2e: Suite = {
               },
             ]),
           ),
+          latencyStages: Object.fromEntries(stageRows),
           cpuShares: Object.fromEntries([...cpu].map(([m, xs]) => [m, xs.map(cpuShares)])),
           checks,
         },
@@ -327,6 +331,10 @@ export const kafkaE2e: Suite = {
             name: `queen record->commit p50/p99 at ${fmt(lowRate)} rec/s (10% of max)`,
             value: `${ll.p50.toFixed(1)} / ${ll.p99.toFixed(1)} ms`,
           },
+          ...[...stageRows].map(([label, value]) => ({
+            name: `${label}: where a chunk's oldest record waited (fetch, lane, verdicts, commit)`,
+            value,
+          })),
         ],
         notes: [
           ...checks,
