@@ -16,7 +16,9 @@ export interface PartitionOffset {
  * log; it only coalesces. While one request is in flight, the offsets of
  * every partition that advanced meanwhile go together in the next one: a
  * consumer of 8 partitions sends one request per round trip, not 8 that the
- * broker answers one after another on the connection its fetches share.
+ * broker answers one after another on the group coordinator's connection
+ * (kafkajs 2.2.4 gives fetches a connection of their own; heartbeats and
+ * commits share the other).
  * `flush()` resolves when everything advanced so far was sent (stop() calls
  * it before the consumer leaves its group).
  */
