@@ -11,7 +11,7 @@ import { benchDatabaseNames } from './db.js';
 export interface CpuSnapshot {
   wall: number;
   self: NodeJS.CpuUsage;
-  host: { busy: number; total: number } | undefined;
+  host: { busy: number; total: number; steal: number } | undefined;
   postgres: Map<string, number>;
   java: Map<string, number>;
 }
@@ -24,26 +24,31 @@ export interface CpuDelta {
   postgresMs: number;
   /** CPU ms used by java processes (Kafka) on this host. */
   kafkaMs: number;
-  /** CPU ms used by the whole machine (all cores). */
+  /** CPU ms used by the whole machine (all cores), steal included. */
   machineMs: number;
+  /**
+   * CPU ms the hypervisor gave to other guests while ours wanted it (steal):
+   * part of machineMs. A run with much of it measured a slower machine.
+   */
+  stealMs: number;
   /** Machine CPU capacity in the interval (wall x cores). */
   capacityMs: number;
 }
 
 /** CPU used by everything else on the machine (other sessions' tests, builds): noise, recorded so it can be seen. */
 export function externalMs(d: CpuDelta): number {
-  return d.machineMs - d.clientMs - d.postgresMs - d.kafkaMs;
+  return d.machineMs - d.stealMs - d.clientMs - d.postgresMs - d.kafkaMs;
 }
 
 const TICK_MS = 10; // USER_HZ = 100 on Linux
 
-function hostStat(): { busy: number; total: number } | undefined {
+function hostStat(): { busy: number; total: number; steal: number } | undefined {
   try {
     const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
     const v = line.trim().split(/\s+/).slice(1).map(Number);
     const idle = (v[3] ?? 0) + (v[4] ?? 0);
     const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
-    return { busy: (total - idle) * TICK_MS, total: total * TICK_MS };
+    return { busy: (total - idle) * TICK_MS, total: total * TICK_MS, steal: (v[7] ?? 0) * TICK_MS };
   } catch {
     return undefined;
   }
@@ -112,32 +117,41 @@ export function cpuSince(a: CpuSnapshot): CpuDelta {
     postgresMs: since(a.postgres, b.postgres),
     kafkaMs: since(a.java, b.java),
     machineMs: a.host && b.host ? b.host.busy - a.host.busy : NaN,
+    stealMs: a.host && b.host ? b.host.steal - a.host.steal : NaN,
     capacityMs: a.host && b.host ? b.host.total - a.host.total : NaN,
   };
 }
 
 /** Sums deltas (e.g. over repetitions). */
 export function addCpu(xs: readonly CpuDelta[]): CpuDelta {
-  const z: CpuDelta = { wallMs: 0, clientMs: 0, postgresMs: 0, kafkaMs: 0, machineMs: 0, capacityMs: 0 };
+  const z: CpuDelta = { wallMs: 0, clientMs: 0, postgresMs: 0, kafkaMs: 0, machineMs: 0, stealMs: 0, capacityMs: 0 };
   for (const x of xs) for (const k of Object.keys(z) as (keyof CpuDelta)[]) z[k] += x[k];
   return z;
 }
 
 /** "client 45% / postgres 50% / kafka 3% of 2 cores" style summary (shares of capacity). */
-export function cpuShares(d: CpuDelta): { client: number; postgres: number; kafka: number; external: number; machine: number } {
+export function cpuShares(d: CpuDelta): {
+  client: number;
+  postgres: number;
+  kafka: number;
+  external: number;
+  steal: number;
+  machine: number;
+} {
   const cap = d.capacityMs;
   return {
     client: d.clientMs / cap,
     postgres: d.postgresMs / cap,
     kafka: d.kafkaMs / cap,
     external: externalMs(d) / cap,
+    steal: d.stealMs / cap,
     machine: d.machineMs / cap,
   };
 }
 
-/** "client 45%, pg 50%, kafka 3%, other 2%" of the machine's capacity. */
+/** "client 45%, pg 50%, kafka 3%, other 2%, steal 0%" of the machine's capacity. */
 export function fmtShares(d: CpuDelta, kafka = false): string {
   const s = cpuShares(d);
   const pc = (x: number): string => `${Math.round(x * 100)}%`;
-  return `client ${pc(s.client)}, pg ${pc(s.postgres)}${kafka ? `, kafka ${pc(s.kafka)}` : ''}, other ${pc(s.external + (kafka ? 0 : s.kafka))}`;
+  return `client ${pc(s.client)}, pg ${pc(s.postgres)}${kafka ? `, kafka ${pc(s.kafka)}` : ''}, other ${pc(s.external + (kafka ? 0 : s.kafka))}, steal ${pc(s.steal)}`;
 }
