@@ -29,6 +29,7 @@ export class PartitionLane<C extends LaneChunk> {
   private readonly waiting: C[] = [];
   private scheduled = false;
   private unsettled = 0;
+  private unsettledRecords = 0;
   private isBroken = false;
 
   /**
@@ -50,6 +51,11 @@ export class PartitionLane<C extends LaneChunk> {
     return this.unsettled;
   }
 
+  /** Records of those chunks. */
+  get pendingRecords(): number {
+    return this.unsettledRecords;
+  }
+
   get broken(): boolean {
     return this.isBroken;
   }
@@ -61,6 +67,7 @@ export class PartitionLane<C extends LaneChunk> {
 
   push(chunk: C): void {
     this.unsettled++;
+    this.unsettledRecords += chunk.messages.length;
     this.waiting.push(chunk);
     this.schedule();
   }
@@ -92,6 +99,7 @@ export class PartitionLane<C extends LaneChunk> {
     }
     if (!done) this.isBroken = true;
     this.unsettled -= chunks.length;
+    this.unsettledRecords -= records;
     this.settled(chunks, done);
     return done;
   }

@@ -45,9 +45,11 @@ test('chunks that queue behind a running step go together in the next one, in or
   g.lane.push(chunk('e', 12));
   t.deepEqual(g.ran, [['a']], 'nothing else starts while a step runs');
   t.is(g.lane.pending, 5);
+  t.is(g.lane.pendingRecords, 30, 'records of every unsettled chunk, the running one included');
   await g.finish();
   await g.steps(2);
   t.deepEqual(g.ran[1], ['b', 'c'], 'b + c = 10 records fit; d would make 14');
+  t.is(g.lane.pendingRecords, 26, "a's 4 records settled");
   await g.finish();
   await g.steps(3);
   t.deepEqual(g.ran[2], ['d'], 'd + e would make 16');
@@ -57,6 +59,7 @@ test('chunks that queue behind a running step go together in the next one, in or
   await g.finish();
   t.true(await g.lane.quiet());
   t.is(g.lane.pending, 0);
+  t.is(g.lane.pendingRecords, 0);
   t.false(g.lane.broken);
   t.deepEqual(
     g.settled,
