@@ -404,13 +404,12 @@ export class KafkaIngress extends Component {
    * a non-retriable failure) breaks the lane and no later chunk of it is
    * pushed or committed. So pushes of one partition reach the log in offset
    * order (a retried submission is retried before anything after it is
-   * submitted), and
-   * commits still never pass a record without a verdict. resolveOffset() only
-   * moves kafkajs's fetch position (commits are explicit, autoCommit is off);
-   * records fetched past a broken lane are fetched again from the committed
-   * offset by whoever consumes the partition next. A full lane (or too many
-   * queued bytes) makes this batch wait, which pauses fetching: memory stays
-   * bounded.
+   * submitted), and commits still never pass a record without a verdict.
+   * resolveOffset() only moves kafkajs's fetch position (commits are
+   * explicit, autoCommit is off); records fetched past a broken lane are
+   * fetched again from the committed offset by whoever consumes the
+   * partition next. A full lane (maxRecordsQueued) or too many queued bytes
+   * makes this batch wait, which pauses fetching: memory stays bounded.
    */
   private async handleBatch(payload: EachBatchPayload): Promise<void> {
     // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs builds these payload functions as closures; none uses this
