@@ -166,6 +166,7 @@ export class KafkaIngress extends Component {
   private readonly retries;
   private readonly dead;
   private readonly pauses;
+  private readonly laneWaits;
   private readonly messages;
   private readonly commitLatency;
 
@@ -229,6 +230,10 @@ export class KafkaIngress extends Component {
     this.pauses = metrics?.counter(
       'queen_ingress_pauses_total',
       'Times fetching was paused because the fusion layer was over its in-flight byte budget',
+    );
+    this.laneWaits = metrics?.counter(
+      'queen_ingress_lane_waits_total',
+      "Times a fetched batch waited for room in its partition's lane (or under the lanes' byte budget); fetching pauses for the whole consumer meanwhile",
     );
     this.messages = metrics && messageVerdicts(metrics);
     this.commitLatency = metrics?.histogram(
@@ -438,7 +443,10 @@ export class KafkaIngress extends Component {
       const maxBytes = this.opts.maxQueuedBytes ?? 64 * 1024 * 1024;
       const chunk = this.opts.commitEvery ?? 5000;
       for (let i = 0; i < batch.messages.length; i += chunk) {
-        while (this.mustWait(lane, depth, maxBytes)) await this.chunkSettled();
+        if (this.mustWait(lane, depth, maxBytes)) {
+          this.laneWaits?.inc();
+          while (this.mustWait(lane, depth, maxBytes)) await this.chunkSettled();
+        }
         this.throwIfFailed();
         // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() sets it while this batch waits for room
         if (this.draining || !isRunning() || isStale() || lane.broken || this.halted.has(key)) return;

@@ -274,6 +274,65 @@ test.serial(
   },
 );
 
+test.serial('a full lane pauses fetching and is counted; afterwards every record is stored once, in offset order', async (t) => {
+  const { kafka, db, sql } = t.context;
+  const topic = uniqueName('lanefull');
+  const group = uniqueName('g-lanefull');
+  await createTopic(kafka, topic, 1);
+  // Chunks of 5 records; a lane holding 10 records is full.
+  const stack = await startIngestStack({ databaseUrl: db.url, topic, group, ingress: { commitEvery: 5, maxRecordsQueued: 10 } });
+  const locker = await sql.connect();
+  const rec = (i: number): Message => ({ key: 'a', partition: 0, value: `{"s":${i}}`, headers: { transactionId: `a${i}` } });
+  try {
+    await produce(kafka, topic, [rec(0)]);
+    await waitFor('the first record committed', () => caughtUp(kafka, group, topic), 60_000, 50);
+    const waits = () => stack.metrics.counter('queen_ingress_lane_waits_total', '').get();
+    t.is(waits(), 0, 'no wait while the lane keeps up');
+
+    await locker.query('BEGIN');
+    await locker.query(
+      `SELECT 1 FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1 AND lp.name = 'a' FOR UPDATE OF lp`,
+      [topic],
+    );
+    await produce(kafka, topic, [rec(1)]);
+    await waitFor(
+      "the lane's push waiting on the lock",
+      async () =>
+        Number(
+          (
+            await sql.query<{ n: string }>(
+              "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+          ).rows[0]!.n,
+        ) > 0,
+      30_000,
+      50,
+    );
+    // 30 more records: 1 in flight + 6 chunks of 5 overrun the 10-record lane.
+    await produce(
+      kafka,
+      topic,
+      Array.from({ length: 30 }, (_, i) => rec(i + 2)),
+    );
+    await waitFor('a batch waiting for room in the full lane', () => waits() > 0, 30_000, 50);
+    t.is((await committed(kafka, group, topic)).get(0), 1, 'nothing behind the lock is committed');
+
+    await locker.query('ROLLBACK');
+    await waitFor('everything committed', () => caughtUp(kafka, group, topic), 60_000, 50);
+    const frames = await storedFrames(sql, topic);
+    assertExact(t, frames, 32);
+    t.deepEqual(
+      frames.map((f) => f.transactionId),
+      Array.from({ length: 32 }, (_, i) => `a${i}`),
+      'stored in Kafka offset order',
+    );
+  } finally {
+    await locker.query('ROLLBACK').catch(() => undefined);
+    locker.release();
+    await stack.stop();
+  }
+});
+
 test.serial('committed offsets never pass what PostgreSQL holds (derived transactionIds)', async (t) => {
   const { kafka, db, sql } = t.context;
   const topic = uniqueName('derived');
