@@ -35,6 +35,14 @@ teardownAndCheckLeaks(test, async (t) => {
 const KEYS = 32;
 
 /** n distinct events over 32 keys, plus re-sends of every tenth (same transactionId, new Kafka offset). */
+/** Whether a session of this test's database waits on a lock (a push behind the test's row lock). */
+async function someoneWaitsOnALock(sql: pg.Pool): Promise<boolean> {
+  const r = await sql.query<{ n: string }>(
+    "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+  );
+  return Number(r.rows[0]!.n) > 0;
+}
+
 function events(n: number, resendEvery = 10): { messages: Message[]; distinct: number; resent: number } {
   const messages: Message[] = [];
   const seq = new Array<number>(KEYS).fill(0);
@@ -226,19 +234,7 @@ test.serial(
         [topic],
       );
       await produce(kafka, topic, [{ key: 'a', partition: 0, value: '{"s":1}', headers: { transactionId: 'a1' } }]);
-      await waitFor(
-        "a's push waiting on the lock",
-        async () =>
-          Number(
-            (
-              await sql.query<{ n: string }>(
-                "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-              )
-            ).rows[0]!.n,
-          ) > 0,
-        30_000,
-        50,
-      );
+      await waitFor("a's push waiting on the lock", () => someoneWaitsOnALock(sql), 30_000, 50);
       // Records of the other partition, produced while "a" waits, are fetched, stored and committed meanwhile.
       await produce(kafka, topic, [
         { key: 'b', partition: 1, value: '{"s":1}', headers: { transactionId: 'b1' } },
@@ -295,19 +291,7 @@ test.serial('a full lane pauses fetching and is counted; afterwards every record
       [topic],
     );
     await produce(kafka, topic, [rec(1)]);
-    await waitFor(
-      "the lane's push waiting on the lock",
-      async () =>
-        Number(
-          (
-            await sql.query<{ n: string }>(
-              "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-          ).rows[0]!.n,
-        ) > 0,
-      30_000,
-      50,
-    );
+    await waitFor("the lane's push waiting on the lock", () => someoneWaitsOnALock(sql), 30_000, 50);
     // 30 more records: 1 in flight + 6 chunks of 5 overrun the 10-record lane.
     await produce(
       kafka,
