@@ -1,4 +1,6 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
+import { cpuSince, cpuSnapshot, type CpuDelta, type CpuSnapshot } from './cpu.js';
 import type { PacedProducerMessage, PacedProducerParams } from './pacedProducer.js';
 import type { Progress } from './types.js';
 import { endOffsets, kafkaClient, waitCommitted, withAdmin } from './kafka.js';
@@ -72,6 +74,16 @@ export interface LatencyResult {
   p99: number;
   max: number;
   achievedRate: number;
+  /**
+   * This process's event-loop delay while the measured records were produced
+   * (ms): every record crosses several turns of this loop (fetch response,
+   * lane, PG answer, commit answer), so its p99 is about a floor under the
+   * records' p99. Garbage-collection pauses and a CPU the other processes
+   * hold show up here.
+   */
+  eventLoopDelayMs: { p50: number; p99: number; max: number };
+  /** The machine's CPU over the same window (steal: what the hypervisor gave other guests). */
+  cpu: CpuDelta;
 }
 
 /**
@@ -106,24 +118,55 @@ export async function pacedLatency(
     tickMs: o.tickMs,
     label: o.label,
   };
+  // The window of the measured records: from the end of warm-up to the producer's last send.
+  const loop = monitorEventLoopDelay({ resolution: 5 });
+  let windowStart: NodeJS.Timeout | undefined;
+  let cpu0: CpuSnapshot | undefined;
+  let cpu: CpuDelta | undefined;
+  const openWindow = (): void => {
+    loop.enable();
+    cpu0 = cpuSnapshot();
+  };
+  const closeWindow = (): void => {
+    if (windowStart) clearTimeout(windowStart);
+    loop.disable();
+    if (cpu0 && !cpu) cpu = cpuSince(cpu0);
+  };
   const worker = new Worker(new URL('./pacedProducer.js', import.meta.url), { workerData: { pacedProducer: params } });
   let done: { sent: number; achievedRate: number };
   try {
     done = await new Promise((resolve, reject) => {
       worker.on('message', (m: PacedProducerMessage) => {
-        if (m.kind === 'started') probe.measureFrom = m.startMs + o.warmupSeconds * 1000;
+        if (m.kind === 'started') {
+          probe.measureFrom = m.startMs + o.warmupSeconds * 1000;
+          windowStart = setTimeout(openWindow, Math.max(0, probe.measureFrom - Date.now()));
+        }
         else if (m.kind === 'progress') progress.note(`${o.label} latency: ${fmt(m.sent)} sent, ${probe.samples.length} committed samples`);
-        else if (m.kind === 'done') resolve(m);
+        else if (m.kind === 'done') {
+          closeWindow();
+          resolve(m);
+        }
         else reject(new Error(`paced producer: ${m.message}`));
       });
       worker.on('error', reject);
       worker.on('exit', (code) => reject(new Error(`paced producer exited (${code}) before finishing`)));
     });
   } finally {
+    closeWindow();
     await worker.terminate().catch(() => undefined);
   }
   const kafka = kafkaClient(o.brokers, 'queen-bench-latency');
   await withAdmin(kafka, async (a) => waitCommitted(a, o.group, o.topic, await endOffsets(a, o.topic), 120_000));
   const s = probe.samples;
-  return { samples: s, p50: percentile(s, 50), p99: percentile(s, 99), max: max(s), achievedRate: done.achievedRate };
+  if (!cpu) throw new Error(`${o.label}: the producer finished before its warm-up did; nothing was measured`);
+  const ms = (ns: number): number => ns / 1e6;
+  return {
+    samples: s,
+    p50: percentile(s, 50),
+    p99: percentile(s, 99),
+    max: max(s),
+    achievedRate: done.achievedRate,
+    eventLoopDelayMs: { p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max) },
+    cpu,
+  };
 }
