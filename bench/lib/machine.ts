@@ -19,7 +19,7 @@ export interface MachineInfo {
   postgres: string | undefined;
   postgresSettings: Record<string, string>;
   kafka: string | undefined;
-  /** The code measured: git commit and files under src/ and sql/ that differ from it (uncommitted). */
+  /** The code measured: git commit and files under src/, sql/ and bench/ (the harness; not its results) that differ from it (uncommitted). */
   code: { commit: string | undefined; uncommitted: string[] };
 }
 
@@ -72,7 +72,7 @@ function codeVersion(): { commit: string | undefined; uncommitted: string[] } {
     // The repository holding bench/ (realpath: a run from a copied dist/ with a bench/ symlink still finds it).
     const cwd = dirname(realpathSync(REPO + 'bench'));
     const commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    const status = execFileSync('git', ['status', '--porcelain', '--', 'src', 'sql'], {
+    const status = execFileSync('git', ['status', '--porcelain', '--', 'src', 'sql', 'bench', ':!bench/results'], {
       cwd,
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'ignore'],
