@@ -140,13 +140,12 @@ export async function pacedLatency(
         if (m.kind === 'started') {
           probe.measureFrom = m.startMs + o.warmupSeconds * 1000;
           windowStart = setTimeout(openWindow, Math.max(0, probe.measureFrom - Date.now()));
-        }
-        else if (m.kind === 'progress') progress.note(`${o.label} latency: ${fmt(m.sent)} sent, ${probe.samples.length} committed samples`);
+        } else if (m.kind === 'progress')
+          progress.note(`${o.label} latency: ${fmt(m.sent)} sent, ${probe.samples.length} committed samples`);
         else if (m.kind === 'done') {
           closeWindow();
           resolve(m);
-        }
-        else reject(new Error(`paced producer: ${m.message}`));
+        } else reject(new Error(`paced producer: ${m.message}`));
       });
       worker.on('error', reject);
       worker.on('exit', (code) => reject(new Error(`paced producer exited (${code}) before finishing`)));
