@@ -14,6 +14,7 @@ import {
   waitCommitted,
   withAdmin,
 } from '../lib/kafka.js';
+import { producerNice } from '../lib/javaPacedProducer.js';
 import { CONSUMER_SETTINGS, POOL_SIZE, startIngestStack } from '../lib/stack.js';
 import { fmt, histogram, median } from '../lib/stats.js';
 import { MessageFactory } from '../lib/synth.js';
@@ -279,7 +280,14 @@ export const kafkaE2e: Suite = {
       const share = (m: Mode): string => fmtShares(addCpu(cpu.get(m)!), true);
       return {
         name: 'kafka-e2e',
-        params: { ...p, consumer: CONSUMER_SETTINGS, topic, latencyTopics: latTopics, produceRecordsPerS: produceRate },
+        params: {
+          ...p,
+          consumer: CONSUMER_SETTINGS,
+          topic,
+          latencyTopics: latTopics,
+          produceRecordsPerS: produceRate,
+          latencyProducerNice: producerNice(),
+        },
         results: {
           recordsPerS: { queen: med('queen'), sink: med('sink'), consumeOnly: med('consume-only') },
           queenOverSink: median(pairsSink),
