@@ -13,14 +13,11 @@ const KAFKA_SH = fileURLToPath(new URL('../../../deploy/local/kafka/kafka.sh', i
  * it at the bench's own priority). Upstream producers run on other machines;
  * here the load generator shares 2 cores with the consumer it measures, the
  * broker and PostgreSQL, and at normal priority every line it parsed was CPU
- * the measured consumer waited for. Measured on 2026-12-03 (three interleaved
- * pairs of 20 s at 30k records/s, warm broker): at nice 10 the ingest's
- * record->commit p99 was 1024 / 122 / 122 ms against 2481 / 160 / 256 ms at
- * nice 0, its event-loop delay p99 42 / 22 / 21 ms against 136 / 39 / 42,
- * and the producer still reached the rate (29.8-29.9k). Records are stamped
- * by the producer's send(), so a producer that runs later does not age
- * them; its sender thread running later does, which is charged to the
- * measured latency, not hidden from it.
+ * the measured consumer waited for (the A/B is in docs/kafka-ingress.md,
+ * "Record->commit latency at half load"). Records are stamped by the
+ * producer's send(), so a producer that runs later does not age them; its
+ * sender thread running later does, which is charged to the measured
+ * latency, not hidden from it.
  */
 export function producerNice(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env.QUEEN_BENCH_PRODUCER_NICE;

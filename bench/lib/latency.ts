@@ -118,7 +118,7 @@ export async function pacedLatency(
     tickMs: o.tickMs,
     label: o.label,
   };
-  // The window of the measured records: from the end of warm-up to the producer's last send.
+  // The window of the measured records: from the end of warm-up to the producer's last send (closed in `finally`).
   const loop = monitorEventLoopDelay({ resolution: 5 });
   let windowStart: NodeJS.Timeout | undefined;
   let cpu0: CpuSnapshot | undefined;
@@ -142,10 +142,8 @@ export async function pacedLatency(
           windowStart = setTimeout(openWindow, Math.max(0, probe.measureFrom - Date.now()));
         } else if (m.kind === 'progress')
           progress.note(`${o.label} latency: ${fmt(m.sent)} sent, ${probe.samples.length} committed samples`);
-        else if (m.kind === 'done') {
-          closeWindow();
-          resolve(m);
-        } else reject(new Error(`paced producer: ${m.message}`));
+        else if (m.kind === 'done') resolve(m);
+        else reject(new Error(`paced producer: ${m.message}`));
       });
       worker.on('error', reject);
       worker.on('exit', (code) => reject(new Error(`paced producer exited (${code}) before finishing`)));
