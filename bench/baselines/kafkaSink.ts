@@ -51,6 +51,17 @@ export interface CommittedRecords {
   records: { offset: string; timestamp: string }[];
   committed: boolean;
   committedAtMs: number;
+  /**
+   * Stage times, Date.now() each, as KafkaIngress reports them: the chunk cut
+   * from its fetched batch, its work started (at once: the loop has no lane),
+   * its work done (the INSERT for the sink; nothing for consume-only). So the
+   * suite can show where a baseline's records waited next to the ingest's:
+   * consume-only's "fetch" stage is the wait no kafkajs ingest on this
+   * machine can avoid.
+   */
+  fetchedAtMs: number;
+  startedAtMs: number;
+  verdictsAtMs: number;
 }
 
 export interface RunningConsumer {
@@ -99,7 +110,9 @@ async function startLoop(
       for (let i = 0; i < batch.messages.length; i += s.commitEvery) {
         if (!isRunning() || isStale()) return;
         const chunk = batch.messages.slice(i, i + s.commitEvery);
+        const fetchedAtMs = Date.now();
         await onChunk(batch.topic, batch.partition, chunk);
+        const verdictsAtMs = Date.now();
         const last = chunk[chunk.length - 1]!.offset;
         resolveOffset(last);
         await consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
@@ -110,6 +123,9 @@ async function startLoop(
           records: chunk.map((m) => ({ offset: m.offset, timestamp: m.timestamp })),
           committed: true,
           committedAtMs: Date.now(),
+          fetchedAtMs,
+          startedAtMs: fetchedAtMs,
+          verdictsAtMs,
         });
         count += chunk.length;
         await heartbeat();

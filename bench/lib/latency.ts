@@ -19,9 +19,9 @@ export class CommitLatencyProbe {
   readonly samples: number[] = [];
   /**
    * Per committed chunk of the window, where its oldest record waited (ms),
-   * when the observer reports stage times (KafkaIngress does; the baselines
-   * do not): before eachBatch saw it, in its lane, for its verdicts, for the
-   * commit acknowledgement.
+   * when the observer reports stage times (KafkaIngress and both kafkajs
+   * baselines do): before eachBatch saw it, in its lane, for its verdicts,
+   * for the commit acknowledgement.
    */
   readonly stages: { fetch: number[]; lane: number[]; verdicts: number[]; commit: number[] } = {
     fetch: [],
