@@ -108,17 +108,19 @@ export interface LogEngineOptions {
 /** Sizes of probes and hint checks: powers of 4 from 1 to 4 Mi. */
 const SIZE_BUCKETS = Array.from({ length: 12 }, (_, i) => 4 ** i);
 
-/** The versioned SQL function every push calls (sql/000041): the span attributes name it through this; PUSH_SQL spells it out (no names interpolated into SQL). */
-export const PUSH_FUNCTION = 'queen.log_push_v10';
+/** The versioned SQL function every push calls (sql/000042): the span attributes name it through this; PUSH_SQL spells it out (no names interpolated into SQL). */
+export const PUSH_FUNCTION = 'queen.log_push_v11';
 const PUSH_SQL =
   'SELECT seg_index, assigned_base, window_seconds, probed, probe_hashes, hint_offsets, dup_idx, dup_offsets, dup_ids, refuted_idx ' +
-  'FROM queen.log_push_v10($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
+  'FROM queen.log_push_v11($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
 /** The push call's span name: its db.query.summary (OpenTelemetry database conventions). */
 export const PUSH_SPAN = `SELECT ${PUSH_FUNCTION}`;
 /**
- * Most frames in one log_txns row: log_push_v8 (sql/000039), v9 and v10 write a
+ * Most frames in one log_txns row: log_push_v8 (sql/000039) to v11 write a
  * segment's hashes and id copy as rows of at most this many, so every row
  * stays in the heap (000033); the bench's bulk loader writes the same layout.
+ * log_push_v11's near lookup for a hinted offset relies on it for speed only:
+ * a longer row (older, or loaded otherwise) is found by its far lookup.
  */
 export const TXNS_ROW_FRAMES = 250;
 
@@ -262,7 +264,7 @@ export class LogEngine extends Component {
       // `via`: a client inside a transaction the caller opened (/transaction);
       // the caller commits, and announces the append once it has.
       res = await (via ?? this.pool).query({
-        name: 'queen_log_push_v10',
+        name: 'queen_log_push_v11',
         text: PUSH_SQL,
         values: [
           intArrayLiteral(segments.map((s) => s.partitionId)),

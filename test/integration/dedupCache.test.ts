@@ -433,6 +433,43 @@ test.serial(
   },
 );
 
+test.serial(
+  'hints: scattered retries of offsets in a log_txns row longer than 250 frames (before v8, or loaded otherwise) find it and answer the originals',
+  async (t) => {
+    const b = await broker(t, 64);
+    const first = await b.writer.push(Array.from({ length: 600 }, (_, i) => item('longrowq', 'p', `l-${i}`)));
+    const pid = (await pidsOf(t, 'longrowq')).get('p')!;
+    // One row for all 600 frames: offset 7's row ends 592 past it, beyond the
+    // near lookup's bound (log_push_v11), so only the far lookup finds it.
+    await t.context.sql.query(
+      `WITH gone AS (DELETE FROM queen.log_txns WHERE partition_id = $1 RETURNING *)
+       INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes, ids)
+       SELECT $1, min(base_offset), max(end_offset), min(created_at),
+              string_agg(hashes, ''::bytea ORDER BY end_offset), string_agg(ids, ''::bytea ORDER BY end_offset)
+       FROM gone`,
+      [pid],
+    );
+    const rows = await t.context.sql.query('SELECT base_offset, end_offset FROM queen.log_txns WHERE partition_id = $1', [pid]);
+    t.deepEqual(rows.rows, [{ base_offset: 0, end_offset: 599 }], 'one row holds every frame');
+    const hinted0 = b.metrics.counter('queen_probe_hinted_total', '').get();
+    const run0 = b.probesRun();
+    const retries = async (txns: string[]) => {
+      const res = await b.writer.push(txns.map((x) => item('longrowq', 'p', x)));
+      return res.map((r) => [r.status, r.offset, r.id]);
+    };
+    const originals = (idx: number[]) => idx.map((i) => ['duplicate', first[i]!.offset, first[i]!.id]);
+    // 7 and 300: far lookup (the row ends more than 249 past them); 590: near.
+    t.deepEqual(await retries(['l-7', 'l-300', 'l-590']), originals([7, 300, 590]));
+    // The same row without its id copy: the far lookup's id comes from the blob.
+    await t.context.sql.query('UPDATE queen.log_txns SET ids = NULL WHERE partition_id = $1', [pid]);
+    t.deepEqual(await retries(['l-8', 'l-301', 'l-591']), originals([8, 301, 591]));
+    t.is(b.metrics.counter('queen_probe_hinted_total', '').get(), hinted0 + 2, 'both pushes were checked positionally');
+    t.is(b.probesRun(), run0, 'no probe ran');
+    const stored = await t.context.sql.query('SELECT last_offset FROM queen.log_partitions WHERE id = $1', [pid]);
+    t.is(Number(stored.rows[0].last_offset), 599, 'no retry was stored again');
+  },
+);
+
 test.serial('hints: a stale hint (the original aged out in SQL) is refuted and the item is stored as new, once', async (t) => {
   const b = await broker(t, 64);
   const [orig] = await b.writer.push([item('staleq', 'p', 'old')]);
