@@ -304,6 +304,11 @@ BEGIN
                          -- The far lookup, only for a run the near one found
                          -- no row for: the first row ending above off + 249,
                          -- with v10's checks on it (no row: not verified).
+                         -- It is written twice (here and for the id above)
+                         -- on purpose: as one more LEFT JOIN LATERAL, its
+                         -- join level cost every run what the bound saved
+                         -- (docs/deduplication.md, "log_push_v11"), while
+                         -- here both copies run only for the rare run.
                          SELECT f.base_offset <= r.off
                                 AND f.end_offset >= v_starts[r.seg]
                                 AND f.created_at >= v_cutoffs[r.seg]
