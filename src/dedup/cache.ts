@@ -1,4 +1,4 @@
-import { HASH_BYTES, RECENT_USE_MS } from './constants.js';
+import { HASH_BYTES } from './constants.js';
 import { AdmissionPolicy } from './admission.js';
 import { PartitionEntry, type LocalHit, type TxnRow } from './entry.js';
 import { ResidentSet } from './residentSet.js';
@@ -171,8 +171,10 @@ export class DedupCache {
    * - Brand-new partitions (estimate 0: an empty window) are always admitted.
    * - Otherwise: admitted iff (resident bytes except pid's own) + (bytes
    *   reserved by other admitted, not yet installed rebuilds) + estimate
-   *   <= 90% of the cap, after evicting least recently used entries that were
-   *   not used within the last 5 s. Victims are chosen first and evicted only
+   *   <= 90% of the cap, after evicting least recently used entries whose
+   *   recent-use guard has run out (residentSet.ts, guardMs: at least 5 s,
+   *   longer for an entry that returns on a slower rhythm or has not
+   *   returned yet). Victims are chosen first and evicted only
    *   if they make the rebuild fit: a partial eviction would destroy useful
    *   entries and admit nobody. The 10% headroom is the hysteresis: an
    *   admission never lands so close to the cap that the next growth evicts
@@ -193,7 +195,7 @@ export class DedupCache {
     const others = this.resident.totalBytes - (e?.accountedBytes ?? 0) + this.policy.reservedExcept(pid, now);
     const excess = others + estimate - this.policy.budgetBytes;
     if (excess > 0) {
-      const victims = this.resident.victims(excess, now - RECENT_USE_MS, pid);
+      const victims = this.resident.victims(excess, now, pid);
       if (victims === undefined) {
         this.suppress(pid, now, estimate, others);
         return false;
@@ -224,7 +226,7 @@ export class DedupCache {
     // The admission reserved an estimate; if the real footprint pushes the
     // total past the cap, make room, but never by evicting a recently used
     // partition (that would be evicting it to admit this one).
-    this.enforceCap(pid, now - RECENT_USE_MS);
+    this.enforceCap(pid, now);
   }
 
   /**
@@ -305,7 +307,7 @@ export class DedupCache {
     if (r === 'appended') {
       this.resident.refresh(e);
       // Growth past the cap: plain LRU (this is the budget, not an admission).
-      this.enforceCap(pid, Infinity);
+      this.enforceCap(pid, undefined);
     } else if (r === 'gap') {
       this.stats.gaps++;
     } else if (r === 'overlap' || r === 'range') {
@@ -390,10 +392,10 @@ export class DedupCache {
     this.stats.evictions++;
   }
 
-  /** While over the cap, evict the least recently used entry other than `keep` that was used before usedBeforeMs. */
-  private enforceCap(keep: number, usedBeforeMs: number): void {
+  /** While over the cap, evict the least recently used entry other than `keep` (with guardedAtMs: only one whose recent-use guard has run out then). */
+  private enforceCap(keep: number, guardedAtMs: number | undefined): void {
     while (this.resident.totalBytes > this.capBytes) {
-      const v = this.resident.lru(keep, usedBeforeMs);
+      const v = this.resident.lru(keep, guardedAtMs);
       if (v === undefined) return;
       this.evict(v);
     }

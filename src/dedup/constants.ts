@@ -27,6 +27,17 @@ export const UNIT_OVERHEAD_BYTES = 48;
 export const ADMIT_FRACTION = 0.9;
 export const SUPPRESS_COOLDOWN_MS = 30_000;
 export const RECENT_USE_MS = 5_000;
+/**
+ * The recent-use guard follows each entry's own rhythm (residentSet.ts,
+ * guardMs): an entry seen returning every g ms is protected while idle for
+ * less than REUSE_GUARD_FACTOR x g (at least RECENT_USE_MS, at most
+ * REUSE_GUARD_MAX_MS), and an entry not yet seen returning for
+ * NEWCOMER_GUARD_MS. A fixed 5 s lost every round-robin slower than 5 s a
+ * pass: each admission then evicted a partition about to be used.
+ */
+export const REUSE_GUARD_FACTOR = 2;
+export const REUSE_GUARD_MAX_MS = 60_000;
+export const NEWCOMER_GUARD_MS = 30_000;
 export const WARN_INTERVAL_MS = 60_000;
 export const AUX_MAP_SOFT_CAP = 100_000;
 /** An admitted rebuild's reserved bytes stop counting after this long without an install (a lost flush must not hold budget). */

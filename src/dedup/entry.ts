@@ -91,6 +91,14 @@ export class PartitionEntry {
   rebuildReason: RebuildReason | undefined;
   /** Last time (ms) a flush used this entry: LRU order and the recent-use eviction guard. */
   lastUsedMs = 0;
+  /**
+   * How long it was idle before its latest return (ms), -1 if it never
+   * returned since it became resident: sizes its eviction guard
+   * (ResidentSet). The flush that installs an entry uses it at once; that use
+   * is not a return (installUsePending).
+   */
+  reuseGapMs = -1;
+  installUsePending = false;
   /** Bytes last reported to the resident total (maintained by ResidentSet). */
   accountedBytes = 0;
   /** Expiry units in offset order (= time order of appends); the last one may still be filling. */

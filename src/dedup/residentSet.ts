@@ -1,4 +1,29 @@
+import { NEWCOMER_GUARD_MS, RECENT_USE_MS, REUSE_GUARD_FACTOR, REUSE_GUARD_MAX_MS } from './constants.js';
 import type { PartitionEntry } from './entry.js';
+
+/**
+ * How long after its last use an entry may not be evicted to admit another
+ * (the recent-use guard). An entry is protected while it has been idle for
+ * no longer than it is expected to be: twice the idle time before its latest return
+ * (at least RECENT_USE_MS, at most REUSE_GUARD_MAX_MS), or NEWCOMER_GUARD_MS
+ * if it has not returned yet since it became resident.
+ *
+ * Why not a fixed 5 s: under a cyclic order (a round-robin over more
+ * partitions than fit, LRU's worst case) with passes longer than 5 s, every
+ * resident entry is idle longer than the guard just before its next use, so
+ * each admission (every cooldown expiry) evicted a partition about to be
+ * used, which came back the same way: make bench's slow scenario (8 s a
+ * pass) rehydrated on 22-26 % of flushes, and a host slowed by steal tipped
+ * the main scenario into it (2 s passes became 17 s). Protecting an entry for
+ * its own rhythm keeps a cycle of any period up to REUSE_GUARD_MAX_MS / 2
+ * resident; an entry whose partition went quiet loses the protection after
+ * twice its rhythm. The guard only chooses which partitions vouch: never a
+ * verdict.
+ */
+export function guardMs(e: PartitionEntry): number {
+  if (e.reuseGapMs < 0) return NEWCOMER_GUARD_MS;
+  return Math.max(RECENT_USE_MS, Math.min(REUSE_GUARD_FACTOR * e.reuseGapMs, REUSE_GUARD_MAX_MS));
+}
 
 /**
  * The resident entries in LRU order with their summed byte accounting. Maps
@@ -9,8 +34,10 @@ import type { PartitionEntry } from './entry.js';
  * Order: a Map iterates in insertion order, and touch() re-inserts, so the
  * first entries are the least recently used. With a non-decreasing clock
  * this is also ascending lastUsedMs, which lets victim search stop at the
- * first recently used entry (if the clock ever stepped back we would only
- * find fewer victims: the safe direction).
+ * first entry used within RECENT_USE_MS (every guard is at least that long;
+ * if the clock ever stepped back we would only find fewer victims: the safe
+ * direction). Entries before it are checked one by one against their own
+ * guard.
  *
  * Accounting: total = sum of each entry's accountedBytes, refreshed by
  * refresh() after any mutation that can change an entry's size.
@@ -36,6 +63,9 @@ export class ResidentSet {
   set(pid: number, entry: PartitionEntry, nowMs: number): PartitionEntry | undefined {
     const old = this.delete(pid);
     entry.lastUsedMs = nowMs;
+    // A rebuilt partition keeps its rhythm; a new one is a newcomer.
+    entry.reuseGapMs = old?.reuseGapMs ?? -1;
+    entry.installUsePending = true;
     entry.accountedBytes = entry.bytes;
     this.total += entry.accountedBytes;
     this.map.set(pid, entry);
@@ -50,8 +80,10 @@ export class ResidentSet {
     return e;
   }
 
-  /** Marks pid used now: most recently used, and protected by the recent-use guard. */
+  /** Marks pid used now: most recently used, and protected by the recent-use guard (its idle time sizes the guard). */
   touch(pid: number, entry: PartitionEntry, nowMs: number): void {
+    if (entry.installUsePending) entry.installUsePending = false;
+    else entry.reuseGapMs = Math.max(0, nowMs - entry.lastUsedMs);
     entry.lastUsedMs = nowMs;
     this.map.delete(pid);
     this.map.set(pid, entry);
@@ -65,30 +97,32 @@ export class ResidentSet {
   }
 
   /**
-   * The least recently used entries, other than `exclude`, last used before
-   * `usedBeforeMs`, whose bytes add up to at least `needBytes`, in eviction
+   * The least recently used entries, other than `exclude`, whose guard has
+   * run out at nowMs, whose bytes add up to at least `needBytes`, in eviction
    * order; undefined if all such entries together are not enough (then the
    * caller evicts nothing: a partial eviction would free memory without
    * admitting anyone).
    */
-  victims(needBytes: number, usedBeforeMs: number, exclude: number): number[] | undefined {
+  victims(needBytes: number, nowMs: number, exclude: number): number[] | undefined {
     const out: number[] = [];
     let freed = 0;
     for (const [pid, e] of this.map) {
       if (freed >= needBytes) break;
-      if (pid === exclude) continue;
-      if (e.lastUsedMs >= usedBeforeMs) break;
+      if (e.lastUsedMs >= nowMs - RECENT_USE_MS) break;
+      if (pid === exclude || nowMs - e.lastUsedMs <= guardMs(e)) continue;
       out.push(pid);
       freed += e.accountedBytes;
     }
     return freed >= needBytes ? out : undefined;
   }
 
-  /** Least recently used pid other than `exclude` (optionally only among those used before a time). */
-  lru(exclude: number, usedBeforeMs = Infinity): number | undefined {
+  /** Least recently used pid other than `exclude`; with nowMs, only among those whose guard has run out. */
+  lru(exclude: number, nowMs?: number): number | undefined {
     for (const [pid, e] of this.map) {
       if (pid === exclude) continue;
-      return e.lastUsedMs < usedBeforeMs ? pid : undefined;
+      if (nowMs === undefined) return pid;
+      if (e.lastUsedMs >= nowMs - RECENT_USE_MS) return undefined;
+      if (nowMs - e.lastUsedMs > guardMs(e)) return pid;
     }
     return undefined;
   }

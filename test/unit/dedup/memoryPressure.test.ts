@@ -90,6 +90,48 @@ test('tiny cap, thousands of partitions round-robin: a stable resident set plus 
   for (let i = 1; i < warnings.length; i++) t.true(warnings[i]! - warnings[i - 1]! >= 60_000);
 });
 
+test('tiny cap, a round-robin slower than the 5 s guard (8 s a pass): the resident set still holds, no rebuild thrash', (t) => {
+  // The regime the fixed 5 s guard lost: every resident partition is idle
+  // for up to 8 s between its uses, so each cooldown expiry (every 30 s per
+  // suppressed partition) evicted one that was about to be used, and the
+  // evicted ones came back the same way (0.22-0.26 rehydrations per flush in
+  // make bench's slow scenario). A partition seen returning every 8 s is
+  // protected for twice that; a newcomer until the cooldown has passed.
+  const clock = new FakeClock();
+  const capBytes = 4 * 1024 * KiB;
+  const cache = new DedupCache({ capBytes, now: clock.now });
+  const P = 2000;
+  const size = 200;
+  const parts: Part[] = [];
+  for (let p = 0; p < P; p++) {
+    parts.push({ last: size - 1, rows: [{ baseOffset: 0, endOffset: size - 1, createdMs: clock.ms, hashes: hashRun(p, 0, size) }] });
+  }
+  const rounds = 20; // 160 s: five cooldown expiries of every suppressed partition
+  const hydrationsPerRound: number[] = [];
+  const residentPerRound: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    let hydrations = 0;
+    for (let p = 0; p < P; p++) {
+      clock.advance(4); // a pass is 8 s
+      if (flush(cache, clock, p, parts[p]!, 3600).hydrated) hydrations++;
+      if (cache.residentBytes() > capBytes) t.fail(`resident ${cache.residentBytes()} over the cap`);
+    }
+    hydrationsPerRound.push(hydrations);
+    residentPerRound.push(cache.residentPartitions());
+  }
+  t.log(
+    `hydrations per round: ${hydrationsPerRound.join(' ')}; resident: ${residentPerRound.join(' ')}; stats ${JSON.stringify(cache.stats)}`,
+  );
+  const resident = residentPerRound[0]!;
+  t.true(resident > 100 && resident < P, `a partial resident set (${resident})`);
+  t.deepEqual(hydrationsPerRound.slice(1), new Array(rounds - 1).fill(0));
+  t.true(
+    residentPerRound.every((n) => n === resident),
+    'the resident set is stable',
+  );
+  t.is(cache.stats.evictions, 0);
+});
+
 test('a partition used within the last 5 s is never evicted to admit another; the 30 s cooldown is served first', (t) => {
   const clock = new FakeClock();
   const one = estimateFootprintBytes(5000);
@@ -125,12 +167,53 @@ test('a partition used within the last 5 s is never evicted to admit another; th
   t.is(cache.stats.evictions, 1);
 });
 
+test('the recent-use guard follows each partition: twice its return interval (at most 60 s), 30 s for a newcomer; then it may be evicted', (t) => {
+  const clock = new FakeClock();
+  const one = estimateFootprintBytes(5000);
+  const cache = new DedupCache({ capBytes: Math.ceil((2.5 * one) / 0.9), now: clock.now });
+  const rows = (s: number): TxnRow[] => [{ baseOffset: 0, endOffset: 4999, createdMs: clock.ms, hashes: hashRun(s, 0, 5000) }];
+  /** A flush that installs pid (its own use is not a return); a window of an hour, so nothing expires and every entry keeps its size. */
+  const admit = (pid: number): boolean => {
+    if (!cache.admitRebuild(pid, 5000)) return false;
+    cache.install(pid, 3600, 4999, 0, rows(pid), clock.ms);
+    cache.verifiedFor(pid, hashAt(0, 0), 1);
+    return true;
+  };
+  const use = (pid: number): void => void cache.verifiedFor(pid, hashAt(0, 0), 1);
+  t.true(admit(1));
+  t.true(admit(2));
+  // Newcomers: protected for 30 s although idle for more than 5 s.
+  clock.advance(30_000);
+  t.false(admit(3), '1 and 2 have not returned yet and were installed 30 s ago');
+  t.is(cache.stats.evictions, 0);
+  // Both return after 30 s: each is now protected for 60 s of idleness.
+  use(1);
+  use(2);
+  clock.advance(60_000);
+  t.false(admit(4), '1 and 2 return every 30 s: idle 60 s is still within their rhythm');
+  clock.advance(1);
+  t.true(admit(5), 'idle for longer than twice their rhythm: one may go');
+  t.is(cache.stats.evictions, 1);
+  t.is(cache.entryInfo(1), undefined, 'the least recently used went');
+  t.truthy(cache.entryInfo(2));
+  // A slow rhythm is capped: 2 returns after 60 s (2 x 60 s would be 120 s), protected 60 s only.
+  use(2);
+  clock.advance(60_000);
+  use(5); // 5 returns after 60 s too: protected for 60 s from now
+  t.false(admit(6), '2 was used exactly 60 s ago: still protected');
+  clock.advance(1);
+  t.true(admit(7), 'the cap: 2 is idle for 60 s + 1 ms');
+  t.is(cache.entryInfo(2), undefined);
+  t.truthy(cache.entryInfo(5));
+  t.is(cache.stats.evictions, 2);
+});
+
 test('victims are evicted only if that makes the rebuild fit', (t) => {
   const clock = new FakeClock();
   const one = estimateFootprintBytes(5000);
   const cache = new DedupCache({ capBytes: Math.ceil((2.5 * one) / 0.9), now: clock.now });
   cache.install(1, 60, 4999, 0, [{ baseOffset: 0, endOffset: 4999, createdMs: clock.ms, hashes: hashRun(1, 0, 5000) }], clock.ms);
-  clock.advance(10_000);
+  clock.advance(31_000); // past the newcomer guard: 1 may go
   cache.install(2, 60, 4999, 0, [{ baseOffset: 0, endOffset: 4999, createdMs: clock.ms, hashes: hashRun(2, 0, 5000) }], clock.ms);
   // 3 needs ~3 entries' worth: evicting idle 1 is not enough while 2 is recent, so nothing goes.
   t.false(cache.admitRebuild(3, 15_000));
