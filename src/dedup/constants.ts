@@ -29,8 +29,8 @@ export const SUPPRESS_COOLDOWN_MS = 30_000;
 export const RECENT_USE_MS = 5_000;
 /**
  * The recent-use guard follows each entry's own rhythm (residentSet.ts,
- * guardMs): an entry seen returning every g ms is protected while idle for
- * less than REUSE_GUARD_FACTOR x g (at least RECENT_USE_MS, at most
+ * guardMs): an entry seen returning every g ms is protected while idle for no
+ * longer than REUSE_GUARD_FACTOR x g (at least RECENT_USE_MS, at most
  * REUSE_GUARD_MAX_MS), and an entry not yet seen returning for
  * NEWCOMER_GUARD_MS. A fixed 5 s lost every round-robin slower than 5 s a
  * pass: each admission then evicted a partition about to be used.
