@@ -400,7 +400,7 @@ export const kafkaDuplicates: Suite = {
     const clones: BenchDatabase[] = [];
     const runs: Run[] = [];
     const notes: string[] = [];
-    const totalSteps = 3 + p.reps * sizes.length * 2;
+    const totalSteps = 3 + p.reps * (1 + SYSTEMS.length);
     let step = 0;
     const admin = kafka.admin();
     await admin.connect();
@@ -449,8 +449,8 @@ export const kafkaDuplicates: Suite = {
       }
 
       // 3. Measurements. Per repetition and size: clone A (dup-free, then the
-      // replay of the same topic over it), clone B (10 % dups), in an
-      // alternating order; systems in a rotating order.
+      // replay of the same topic over it) and clone B (10 % dups); the order
+      // of runs is below the measuring function.
       const measure = async (
         rep: number,
         store: Store,
@@ -552,39 +552,69 @@ export const kafkaDuplicates: Suite = {
         return run;
       };
 
-      // Which clone goes first alternates between repetitions and sizes (A B,
-      // B A, ...): the 10 % / dup-free ratio pairs B with A of the same
-      // repetition and size, so a host that drifts within a repetition (steal,
-      // the page cache, a growing broker log) must not always favour the same side.
+      // Each ratio pairs two runs of one system in one repetition, and the
+      // host drifts: steal came and went within minutes (2026-12-03: 23 % of
+      // the machine in one run, 9 % in its pair). So every clone of a
+      // repetition is made first, and then each system runs its six runs
+      // (three workloads at two sizes) back to back: a pair is at most a few
+      // runs apart, not a whole other clone's worth of Connect and sink runs
+      // (minutes) as before. The order inside the six alternates between
+      // repetitions (dup-free or 10 % first, small or large store first), so
+      // a drift within them does not always favour the same side. The replay
+      // goes after the dup-free run of its clone, which it re-reads. The
+      // systems take turns going first.
+      const orderOf = (rep: number): [Workload, number][] => {
+        const [s0, s1] = rep % 2 === 0 ? [sizes[0]!, sizes[1]!] : [sizes[1]!, sizes[0]!];
+        return rep % 2 === 0
+          ? [
+              ['dupfree', s0],
+              ['dupfree', s1],
+              ['dups10', s1],
+              ['dups10', s0],
+              ['replay', s0],
+              ['replay', s1],
+            ]
+          : [
+              ['dups10', s0],
+              ['dups10', s1],
+              ['dupfree', s1],
+              ['dupfree', s0],
+              ['replay', s0],
+              ['replay', s1],
+            ];
+      };
       for (let rep = 0; rep < p.reps; rep++) {
-        for (const [si, store] of stores.entries()) {
-          const parts = (rep + si) % 2 === 0 ? (['A', 'B'] as const) : (['B', 'A'] as const);
-          for (const part of parts) {
+        const dbs = new Map<string, { db: BenchDatabase; pool: pg.Pool }>();
+        const clone = (size: number, workload: Workload): string => `${size}_${workload === 'dups10' ? 'B' : 'A'}`;
+        try {
+          ctx.progress.step(++step, totalSteps, `rep ${rep + 1}/${p.reps}: cloning the stored-history templates`);
+          for (const store of stores)
+            for (const part of ['A', 'B'] as const) {
+              const tc = Date.now();
+              const db = await createBenchDatabase(ctx.adminUrl, `kafka_dups_${store.size}_${part}`, { template: store.template.name });
+              clones.push(db);
+              dbs.set(`${store.size}_${part}`, { db, pool: db.pool(2, 'queen-bench-check') });
+              ctx.progress.note(`cloned the ${fmt(store.size)}-message template in ${((Date.now() - tc) / 1000).toFixed(1)} s`);
+            }
+          const systems = SYSTEMS.map((_, i) => SYSTEMS[(i + rep) % SYSTEMS.length]!);
+          for (const system of systems) {
             ctx.progress.step(
               ++step,
               totalSteps,
-              `rep ${rep + 1}/${p.reps}, stored ${fmt(store.size)}: ${part === 'A' ? 'dup-free, then replay' : '10% dups'}`,
+              `rep ${rep + 1}/${p.reps}: ${system}, three workloads at ${sizes.map((s) => fmt(s)).join(' and ')} stored`,
             );
-            const tc = Date.now();
-            const db = await createBenchDatabase(ctx.adminUrl, `kafka_dups_${store.size}_${part}`, { template: store.template.name });
-            clones.push(db);
-            ctx.progress.note(`cloned the ${fmt(store.size)}-message template in ${((Date.now() - tc) / 1000).toFixed(1)} s`);
-            const pool = db.pool(2, 'queen-bench-check');
-            try {
-              const order = SYSTEMS.map((_, i) => SYSTEMS[(i + rep + (part === 'B' ? 1 : 0)) % SYSTEMS.length]!);
-              for (const system of order) {
-                if (part === 'A') {
-                  runs.push(await measure(rep, store, db, pool, system, 'dupfree', free));
-                  runs.push(await measure(rep, store, db, pool, system, 'replay', free));
-                } else {
-                  runs.push(await measure(rep, store, db, pool, system, 'dups10', dupTopics.get(store.size)!));
-                }
-              }
-            } finally {
-              await pool.end();
-              await db.drop();
-              clones.splice(clones.indexOf(db), 1);
+            for (const [workload, size] of orderOf(rep)) {
+              const store = stores.find((s) => s.size === size)!;
+              const { db, pool } = dbs.get(clone(size, workload))!;
+              const topic = workload === 'dups10' ? dupTopics.get(size)! : free;
+              runs.push(await measure(rep, store, db, pool, system, workload, topic));
             }
+          }
+        } finally {
+          for (const { db, pool } of dbs.values()) {
+            await pool.end();
+            await db.drop();
+            clones.splice(clones.indexOf(db), 1);
           }
         }
       }
@@ -734,6 +764,18 @@ function report(
       });
     }
   }
+  // What each ratio is made of: a pair whose runs lost very different shares
+  // of the machine to steal says more about the host than about the service.
+  const stealShare = (r: Run): string => `${Math.round((100 * r.cpu.stealMs) / Math.max(1, r.cpu.capacityMs))}%`;
+  for (const size of sizes)
+    for (const w of WORKLOADS)
+      info.push({
+        name: `service ${WLABEL[w]} at ${fmt(size)}: rec/s per repetition (steal share of the machine)`,
+        value: reps
+          .map((rep) => find(rep, 'service', w, size))
+          .map((r) => (r ? `${fmt(r.recordsPerS)} (${stealShare(r)})` : 'n/a'))
+          .join(', '),
+      });
   for (const system of SYSTEMS)
     info.push({
       name: `CPU while consuming, 10% dups at ${fmt(S)}: ${LABEL[system]}`,
