@@ -76,6 +76,18 @@ do_start() {
   fi
   local port="${1:-}"
   [ -n "$port" ] || port="$(free_port)"
+  # shared_buffers: as docs/operations.md tells operators, a quarter of RAM
+  # (capped at 2 GB here, floor 128 MB). A duplicate's check reads its
+  # log_txns row (~32 B per stored message: 160 MB at 5 M); with the 256 MB
+  # this used to be, nearly every such read at 5 M stored came from the OS
+  # page cache while the blob writes churned the buffers (docs/deduplication.md,
+  # "What is left at 5 M stored"). Every benchmark's baseline runs on the same
+  # server, so each compares against a PostgreSQL configured the same way.
+  local mem_kb sb_mb
+  mem_kb="$(awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)"
+  sb_mb=$(( ${mem_kb:-0} / 4096 ))
+  [ "$sb_mb" -le 2048 ] || sb_mb=2048
+  [ "$sb_mb" -ge 128 ] || sb_mb=128
   # max_wal_size: at the ingest rates the benches and soaks push (40k+ msg/s,
   # fsync on) the 1 GB default made PostgreSQL checkpoint every ~10 s ("checkpoints
   # are occurring too frequently"), and each checkpoint restarts full-page writes
@@ -83,7 +95,7 @@ do_start() {
   # checkpoint_timeout (5 min) pace them, as docs/operations.md advises for production.
   # shellcheck disable=SC2086
   as_owner "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 \
-    -o "-p $port -c listen_addresses=127.0.0.1 -k $RUN -c max_connections=200 -c shared_buffers=256MB -c max_wal_size=8GB $PG_EXTRA_OPTS" \
+    -o "-p $port -c listen_addresses=127.0.0.1 -k $RUN -c max_connections=200 -c shared_buffers=${sb_mb}MB -c max_wal_size=8GB $PG_EXTRA_OPTS" \
     start >/dev/null || { tail -20 "$LOG" >&2; exit 1; }
   local url="postgres://postgres@127.0.0.1:$port/postgres"
   echo "$url" >"$RUN/url"
