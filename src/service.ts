@@ -125,8 +125,8 @@ export class Service extends Component {
 
   protected async onStart(): Promise<void> {
     await this.pipeline.start();
-    const { applied } = await migrate(this.pipeline.engine.pool);
-    this.log.info({ applied }, 'migrations applied');
+    const { applied, functions } = await migrate(this.pipeline.engine.pool);
+    this.log.info({ applied, functions }, 'migrations applied');
     // After the migrations (their tables), before the API (nothing depends on them).
     await this.retention?.start();
     await this.timers?.start();

@@ -8,7 +8,7 @@
 --
 -- Honesty notes (the baseline is given every advantage the engine has):
 --  * the same 16-byte xxh3_128 hash of the transactionId the engine stores;
---  * the same wire trick as queen.log_push_v1: hashes, ids and payloads travel
+--  * the same wire trick as queen.log_push_v11: hashes, ids and payloads travel
 --    as three concatenated bytea parameters cut in SQL (an array of bytea would
 --    travel hex-encoded at twice the size);
 --  * no RETURNING: the statement only reports how many rows it inserted, which

@@ -108,7 +108,7 @@ export interface LogEngineOptions {
 /** Sizes of probes and hint checks: powers of 4 from 1 to 4 Mi. */
 const SIZE_BUCKETS = Array.from({ length: 12 }, (_, i) => 4 ** i);
 
-/** The versioned SQL function every push calls (sql/000042): the span attributes name it through this; PUSH_SQL spells it out (no names interpolated into SQL). */
+/** The versioned SQL function every push calls (sql/functions/push.sql): the span attributes name it through this; PUSH_SQL spells it out (no names interpolated into SQL). */
 export const PUSH_FUNCTION = 'queen.log_push_v11';
 const PUSH_SQL =
   'SELECT seg_index, assigned_base, window_seconds, probed, probe_hashes, hint_offsets, dup_idx, dup_offsets, dup_ids, refuted_idx ' +

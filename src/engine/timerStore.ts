@@ -173,8 +173,10 @@ export interface FireOutcome {
 
 const CLAIM_SQL = 'SELECT partition_id, transaction_id, message_id, payload, trace_context FROM queen.timer_claim_v1($1)';
 const LOCK_SQL = 'SELECT partition_id, last_offset, window_seconds FROM queen.timer_lock_partitions_v1($1::bigint[])';
+// The push every broker path calls (docs/sql-layout.md: one live push version),
+// with no hinted items and no runs: a fire carries only new frames.
 const PUSH_SQL =
-  'SELECT seg_index, assigned_base, probed, dup_idx FROM queen.log_push_v1($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::bytea, $6::integer[], $7::bytea)';
+  'SELECT seg_index, assigned_base, probed, dup_idx FROM queen.log_push_v11($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
 
 /** Claims (and deletes) up to `limit` due timers, in the caller's open transaction. Ordered by partition id. */
 export async function claimDueTimers(client: pg.ClientBase, limit: number): Promise<ClaimedTimer[]> {
@@ -230,10 +232,24 @@ export async function appendFired(client: pg.ClientBase, claimed: readonly Claim
     hashes.push(h);
     blobs.push(packSegment(frames));
   }
+  const none = pids.map(() => 0);
   const r = await client.query({
-    name: 'queen_timer_push_v1',
+    name: 'queen_timer_push_v11',
     text: PUSH_SQL,
-    values: [pids, verified, windows, counts, Buffer.concat(hashes), blobs.map((b) => b.length), Buffer.concat(blobs)],
+    values: [
+      pids,
+      verified,
+      windows,
+      counts,
+      none,
+      Buffer.concat(hashes),
+      blobs.map((b) => b.length),
+      Buffer.concat(blobs),
+      none,
+      [],
+      [],
+      [],
+    ],
   });
   return r.rows.map((row) => {
     const i = row.seg_index as number;

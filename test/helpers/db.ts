@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { loadMigrations, migrate } from '../../src/engine/migrate.js';
+import { loadFunctionFiles, loadMigrations, migrate } from '../../src/engine/migrate.js';
 
 /**
  * Per-test-file databases, cloned from one migrated template.
  *
  * DATABASE_URL (set by scripts/with-deps.sh, or by the user) names a server
  * and a maintenance database with CREATEDB rights. The template is named after
- * the migrations' checksum, so a changed migration set gets a fresh template;
+ * the checksums of the migrations and of the function files, so a changed
+ * migration set or function file gets a fresh template;
  * creating it is serialised across test processes by an advisory lock.
  */
 export function adminUrl(): string {
@@ -24,9 +25,12 @@ function withDatabase(url: string, db: string): string {
 
 async function templateName(): Promise<string> {
   const ms = await loadMigrations();
+  const fs = await loadFunctionFiles();
   const { createHash } = await import('node:crypto');
+  // Function files are applied only when their checksum changes, so they are
+  // part of the name: an edited family file gets a fresh template.
   const sum = createHash('sha256')
-    .update(ms.map((m) => m.checksum).join(','))
+    .update([...ms.map((m) => m.checksum), ...fs.map((f) => `${f.name}:${f.checksum}`)].join(','))
     .digest('hex')
     .slice(0, 12);
   return `queen_tpl_${sum}`;
