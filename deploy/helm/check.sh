@@ -81,7 +81,12 @@ for case in "default 0.01 info" "full 1 debug" "scheduling 0.00001 warn"; do
   got=$(q "$OUT/$1.yaml" Deployment "o => { const e = ($env_of)(o); return [e.OTEL_TRACES_SAMPLER_ARG, e.QUEEN_LOG_LEVEL]; }")
   expect "sampler ratio and log level ($1)" "$got" "[\"$2\",\"$3\"]"
 done
-ok "otel.samplerRatio -> OTEL_TRACES_SAMPLER_ARG (0.01 default, 1, 0.00001), logLevel -> QUEEN_LOG_LEVEL"
+# extraEnv set QUEEN_LOG_LEVEL before logLevel existed: such an entry still wins, and no name appears twice.
+render -f "$CHART/ci/default-values.yaml" --set 'extraEnv[0].name=QUEEN_LOG_LEVEL' --set 'extraEnv[0].value=error' >"$OUT/env-compat.yaml"
+expect "extraEnv's QUEEN_LOG_LEVEL wins, without a duplicate" \
+  "$(q "$OUT/env-compat.yaml" Deployment 'o => { const env = o.spec.template.spec.containers[0].env; return [env.filter((e) => e.name === "QUEEN_LOG_LEVEL").map((e) => e.value), new Set(env.map((e) => e.name)).size === env.length]; }')" \
+  '[["error"],true]'
+ok "otel.samplerRatio -> OTEL_TRACES_SAMPLER_ARG (0.01 default, 1, 0.00001), logLevel -> QUEEN_LOG_LEVEL (an extraEnv entry wins)"
 
 # 6. names: nameOverride renames every object and the name label; fullnameOverride is used as given.
 names='(o, all) => [...new Set(all.map((d) => d.metadata.name))]'
