@@ -5,7 +5,7 @@
 # base, numeric USER, HEALTHCHECK, OCI labels, what the final stage copies).
 #
 #   docker build -t queen-ingress:0.1.0 \
-#     --build-arg REVISION="$(git rev-parse HEAD)" --build-arg CREATED="$(date -u +%FT%TZ)" .
+#     --build-arg QUEEN_BUILD_COMMIT="$(git rev-parse HEAD)" --build-arg CREATED="$(date -u +%FT%TZ)" .
 #
 # The base is pinned to a patch version. To pin its exact bytes too, resolve
 # the digest once and build with it (and commit that line):
@@ -25,7 +25,10 @@ RUN npx tsc -p tsconfig.json && npm prune --omit=dev --no-audit --no-fund
 FROM ${NODE_IMAGE}
 ARG NODE_IMAGE
 ARG VERSION=0.1.0
-ARG REVISION=unknown
+# The commit the service reports as queen_build_info{commit} (the image has no
+# .git for src/telemetry/buildInfo.ts to ask); also the revision label.
+ARG QUEEN_BUILD_COMMIT=unknown
+ARG REVISION=${QUEEN_BUILD_COMMIT}
 ARG CREATED=unknown
 LABEL org.opencontainers.image.title="queen-ingress" \
       org.opencontainers.image.description="Kafka and HTTP ingress into a partitioned PostgreSQL message log with exact deduplication" \
@@ -36,6 +39,7 @@ LABEL org.opencontainers.image.title="queen-ingress" \
       org.opencontainers.image.base.name="${NODE_IMAGE}"
 WORKDIR /app
 ENV NODE_ENV=production
+ENV QUEEN_BUILD_COMMIT=${QUEEN_BUILD_COMMIT}
 # Owned by root and not writable by the service's user: the Helm chart runs it
 # with a read-only root filesystem (and a writable emptyDir on /tmp).
 COPY package.json ./

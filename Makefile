@@ -159,9 +159,10 @@ helm-lint: $(GOBIN_DIR)/helm
 	$(GOBIN_DIR)/helm lint --strict deploy/helm/queen-ingress
 
 # The chart's test: lint --strict, render a matrix of values files, decode every
-# manifest strictly, hardened pods, and the schema refusing bad values.
+# manifest strictly, hardened pods, assertions on the renders (node and the
+# yaml/pg packages, hence install), and the schema refusing bad values.
 .PHONY: helm-check
-helm-check: $(GOBIN_DIR)/helm $(GOBIN_DIR)/k8scheck
+helm-check: install $(GOBIN_DIR)/helm $(GOBIN_DIR)/k8scheck
 	deploy/helm/check.sh $(GOBIN_DIR)/helm $(GOBIN_DIR)/k8scheck
 
 # The installable packages (packages/client, packages/queenctl) as tarballs in .local/packages.

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # make helm-check: the chart lints strictly, renders over a matrix of values
 # files, every rendered manifest decodes strictly against the Kubernetes API
-# types with hardened pods, and the values schema refuses what it must.
+# types with hardened pods, each value shows in the render where it should
+# (query.mjs), the `helm test` pod passes and fails when it should
+# (testpod.mjs), the chart README lists every value (readme-values.mjs), and
+# the values schema refuses what it must. deploy/README.md has the list.
 #
-# usage: deploy/helm/check.sh HELM K8SCHECK
+# usage: deploy/helm/check.sh HELM K8SCHECK  (needs node and node_modules)
 # Each check prints one line; the first failure stops the script (exit 1).
 set -euo pipefail
 HELM=${1:?helm binary}
@@ -18,6 +21,11 @@ trap 'rm -rf "$OUT"' EXIT
 checks=0
 ok() { checks=$((checks + 1)); echo "ok   $*"; }
 die() { echo "FAIL $*" >&2; exit 1; }
+# q FILE KIND[/NAME] EXPR: what EXPR returns for that rendered object, as JSON (query.mjs).
+q() { node "$HERE/query.mjs" "$@" || die "query.mjs $*"; }
+# expect WHAT GOT WANT
+expect() { [ "$2" = "$3" ] || die "$1: got $2, want $3"; }
+render() { "$HELM" template qi "$CHART" --kube-version "$KUBE_VERSION" "$@"; }
 
 # 1. lint --strict (warnings are errors) with the defaults and each matrix file.
 "$HELM" lint --strict "$CHART" >"$OUT/lint.txt" 2>&1 || { cat "$OUT/lint.txt"; die "helm lint --strict (defaults)"; }
@@ -38,10 +46,10 @@ done
 
 # What the full matrix must contain, so a template that silently renders
 # nothing cannot pass step 2.
-for kind in Deployment Service ServiceAccount PodDisruptionBudget; do
+for kind in Deployment Service ServiceAccount PodDisruptionBudget Pod; do
   grep -q "^kind: $kind$" "$OUT/default.yaml" || die "default render has no $kind"
 done
-for kind in ServiceMonitor PrometheusRule HorizontalPodAutoscaler; do
+for kind in ServiceMonitor PrometheusRule HorizontalPodAutoscaler NetworkPolicy; do
   grep -q "^kind: $kind$" "$OUT/full.yaml" || die "full render has no $kind"
 done
 grep -q '^kind: PodDisruptionBudget$' "$OUT/explicit-memory.yaml" && die "podDisruptionBudget.enabled=false still renders a PDB"
@@ -65,7 +73,125 @@ else
   echo "note observability/ has no alerts.yml yet: the chart carries its own rules (files/alerts.yml)"
 fi
 
-# 5. the schema refuses bad values at lint time, naming the field.
+# 5. trace sampling and log level reach the service's env (OTEL_TRACES_SAMPLER_ARG
+# as the plain decimal src/config.ts parses: Go would print 1e-05).
+env_of='o => Object.fromEntries(o.spec.template.spec.containers[0].env.filter((e) => "value" in e).map((e) => [e.name, e.value]))'
+for case in "default 0.01 info" "full 1 debug" "scheduling 0.00001 warn"; do
+  set -- $case
+  got=$(q "$OUT/$1.yaml" Deployment "o => { const e = ($env_of)(o); return [e.OTEL_TRACES_SAMPLER_ARG, e.QUEEN_LOG_LEVEL]; }")
+  expect "sampler ratio and log level ($1)" "$got" "[\"$2\",\"$3\"]"
+done
+# extraEnv set QUEEN_LOG_LEVEL before logLevel existed: such an entry still wins, and no name appears twice.
+render -f "$CHART/ci/default-values.yaml" --set 'extraEnv[0].name=QUEEN_LOG_LEVEL' --set 'extraEnv[0].value=error' >"$OUT/env-compat.yaml"
+expect "extraEnv's QUEEN_LOG_LEVEL wins, without a duplicate" \
+  "$(q "$OUT/env-compat.yaml" Deployment 'o => { const env = o.spec.template.spec.containers[0].env; return [env.filter((e) => e.name === "QUEEN_LOG_LEVEL").map((e) => e.value), new Set(env.map((e) => e.name)).size === env.length]; }')" \
+  '[["error"],true]'
+ok "otel.samplerRatio -> OTEL_TRACES_SAMPLER_ARG (0.01 default, 1, 0.00001), logLevel -> QUEEN_LOG_LEVEL (an extraEnv entry wins)"
+
+# 6. names: nameOverride renames every object and the name label; fullnameOverride is used as given.
+names='(o, all) => [...new Set(all.map((d) => d.metadata.name))]'
+expect "object names with nameOverride=ingest" "$(q "$OUT/scheduling.yaml" Deployment "$names")" '["qi-ingest"]'
+expect "name labels with nameOverride=ingest" \
+  "$(q "$OUT/scheduling.yaml" Deployment '(o, all) => [...new Set(all.map((d) => d.metadata.labels["app.kubernetes.io/name"]))]')" '["ingest"]'
+sel=$(q "$OUT/scheduling.yaml" Deployment 'o => o.spec.selector.matchLabels')
+expect "Deployment selector with nameOverride" "$sel" '{"app.kubernetes.io/name":"ingest","app.kubernetes.io/instance":"qi"}'
+expect "Service selector with nameOverride" "$(q "$OUT/scheduling.yaml" Service 'o => o.spec.selector')" "$sel"
+expect "pod labels carry the selector" "$(q "$OUT/scheduling.yaml" Deployment 'o => Object.entries(o.spec.selector.matchLabels).every(([k, v]) => o.spec.template.metadata.labels[k] === v)')" true
+render -f "$CHART/ci/default-values.yaml" --set fullnameOverride=queen >"$OUT/fullname.yaml"
+expect "object names with fullnameOverride=queen" "$(q "$OUT/fullname.yaml" Deployment "$names")" '["queen","queen-test-ready"]'
+expect "service account, OTEL_SERVICE_NAME and test URL with fullnameOverride" \
+  "$(q "$OUT/fullname.yaml" Deployment "(o, all) => [o.spec.template.spec.serviceAccountName, ($env_of)(o).OTEL_SERVICE_NAME, all.find((d) => d.kind === 'Pod').spec.containers[0].env[0].value]")" \
+  '["queen","queen","http://queen:6632/health/ready"]'
+ok "nameOverride (qi-ingest, name label and selectors), fullnameOverride (queen everywhere)"
+
+# 7. topology spread, affinity, node selector: an entry without labelSelector gets the release's selector.
+# "pods" where an entry's selector is exactly the Deployment's.
+spread='o => { const sel = o.spec.selector.matchLabels, same = (m) => Object.keys(m).length === Object.keys(sel).length && Object.entries(sel).every(([k, v]) => m[k] === v);
+  return (o.spec.template.spec.topologySpreadConstraints ?? []).map((c) => [c.topologyKey, same(c.labelSelector.matchLabels) ? "pods" : c.labelSelector.matchLabels]); }'
+expect "topologySpreadConstraints' selectors" "$(q "$OUT/scheduling.yaml" Deployment "$spread")" \
+  '[["topology.kubernetes.io/zone","pods"],["kubernetes.io/hostname",{"app.kubernetes.io/instance":"qi"}]]'
+expect "affinity and nodeSelector" \
+  "$(q "$OUT/scheduling.yaml" Deployment 'o => [Object.keys(o.spec.template.spec.affinity), o.spec.template.spec.nodeSelector]')" \
+  '[["podAntiAffinity"],{"kubernetes.io/os":"linux"}]'
+expect "no spread constraints by default" "$(q "$OUT/default.yaml" Deployment "$spread")" '[]'
+ok "topologySpreadConstraints (selector filled in, or kept), affinity, nodeSelector"
+
+# 8. a PostgreSQL CA from a Secret, mounted read-only, named by an env; envFrom sources.
+ca_mount='o => { const s = o.spec.template.spec, c = s.containers[0];
+  const v = s.volumes.find((x) => x.name === "postgres-ca"), m = c.volumeMounts.find((x) => x.name === "postgres-ca");
+  const e = c.env.find((x) => x.name === "NODE_EXTRA_CA_CERTS");
+  return [v.secret.secretName, v.secret.items, m.mountPath, m.readOnly, e.value.startsWith(m.mountPath + "/"), c.envFrom]; }'
+expect "CA volume, mount and env; envFrom" "$(q "$OUT/postgres-ca.yaml" Deployment "$ca_mount")" \
+  '["postgres-ca",[{"key":"ca.crt","path":"ca.crt"}],"/etc/queen-ingress/postgres-ca",true,true,[{"configMapRef":{"name":"queen-tuning"}},{"prefix":"EXTRA_","secretRef":{"name":"queen-extra","optional":true}}]]'
+# The other way the chart README documents: sslrootcert in the Secret's DATABASE_URL.
+# node-postgres (the service's driver) must then trust exactly that file.
+printf -- '-----BEGIN CERTIFICATE-----\nMIIBcheck\n-----END CERTIFICATE-----\n' >"$OUT/ca.crt"
+(cd "$ROOT" && node -e '
+  const pg = require("pg"); const fs = require("fs");
+  const ssl = new pg.Client({ connectionString: process.argv[1] }).connectionParameters.ssl;
+  process.exit(ssl && ssl.ca === fs.readFileSync(process.argv[2], "utf8") && ssl.rejectUnauthorized !== false ? 0 : 1);
+' "postgres://queen@db:5432/queen?sslmode=verify-full&sslrootcert=$OUT/ca.crt" "$OUT/ca.crt") || die "node-postgres does not read sslrootcert from DATABASE_URL"
+expect "no extra volumes by default" "$(q "$OUT/default.yaml" Deployment 'o => [o.spec.template.spec.volumes.map((v) => v.name), o.spec.template.spec.containers[0].envFrom ?? null]')" '[["tmp"],null]'
+ok "CA mount (Secret volume, read-only mount, NODE_EXTRA_CA_CERTS; pg reads sslrootcert), envFrom"
+
+# 9. the NetworkPolicy: off by default; when on, HTTP in only from the peers
+# (and the test pod), out only to DNS, PostgreSQL, the brokers' and OTLP ports.
+grep -q '^kind: NetworkPolicy$' "$OUT/default.yaml" && die "networkPolicy is off by default, yet rendered"
+np=$OUT/network-policy.yaml
+expect "NetworkPolicy podSelector" "$(q "$np" NetworkPolicy 'o => o.spec.podSelector.matchLabels')" "$(q "$np" Deployment 'o => o.spec.selector.matchLabels')"
+expect "NetworkPolicy ingress" "$(q "$np" NetworkPolicy 'o => [o.spec.policyTypes, o.spec.ingress.length, o.spec.ingress[0].ports, o.spec.ingress[0].from.length]')" \
+  '[["Ingress","Egress"],1,[{"port":"http","protocol":"TCP"}],3]'
+expect "the test pod is admitted" "$(q "$np" NetworkPolicy '(o, all) => { const pod = all.find((d) => d.kind === "Pod");
+  return o.spec.ingress[0].from.some((p) => p.podSelector && !p.namespaceSelector && Object.entries(p.podSelector.matchLabels).every(([k, v]) => pod.metadata.labels[k] === v)); }')" true
+egress='o => o.spec.egress.map((r) => [r.ports.map((p) => p.protocol + "/" + p.port).join(","), (r.to ?? []).length])'
+expect "NetworkPolicy egress (named peers)" "$(q "$np" NetworkPolicy "$egress")" \
+  '[["UDP/53,TCP/53",1],["TCP/5432,TCP/6432",1],["TCP/9092,TCP/9093",1],["TCP/4318",0],["TCP/80",1]]'
+expect "NetworkPolicy with default peers (full)" "$(q "$OUT/full.yaml" NetworkPolicy "o => [o.spec.ingress[0].from ?? null, ($egress)(o)]")" \
+  '[null,[["UDP/53,TCP/53",0],["TCP/5432",0],["TCP/9092",0],["TCP/4318",0]]]'
+render -f "$CHART/ci/default-values.yaml" --set networkPolicy.enabled=true --set otel.endpoint=https://otel.example.com >"$OUT/np-https.yaml"
+expect "OTLP port from an https endpoint without port" "$(q "$OUT/np-https.yaml" NetworkPolicy "$egress")" \
+  '[["UDP/53,TCP/53",0],["TCP/5432",0],["TCP/9092",0],["TCP/443",0]]'
+render -f "$CHART/ci/default-values.yaml" --set networkPolicy.enabled=true --set networkPolicy.egress.dns.enabled=false >"$OUT/np-min.yaml"
+expect "no DNS and no OTLP rule" "$(q "$OUT/np-min.yaml" NetworkPolicy "$egress")" '[["TCP/5432",0],["TCP/9092",0]]'
+ok "NetworkPolicy: off by default; peers, test pod, DNS/PostgreSQL/Kafka (derived 9092,9093)/OTLP (4318, 443) egress"
+
+# 10. helm test: a hardened pod (k8scheck above counted it) in the same image
+# asks the Service's readiness path; it passes on 200 and fails otherwise.
+test_pod='(o, all) => { const d = all.find((x) => x.kind === "Deployment"), s = all.find((x) => x.kind === "Service"), c = o.spec.containers[0];
+  const sel = s.spec.selector;
+  return [o.metadata.annotations["helm.sh/hook"], c.image === d.spec.template.spec.containers[0].image,
+    JSON.stringify(c.securityContext) === JSON.stringify(d.spec.template.spec.containers[0].securityContext),
+    Object.entries(sel).every(([k, v]) => o.metadata.labels[k] === v),
+    c.env[0].value === "http://" + s.metadata.name + ":" + s.spec.ports[0].port + d.spec.template.spec.containers[0].readinessProbe.httpGet.path]; }'
+for r in default full; do
+  expect "helm test pod ($r): hook, same image, same securityContext, outside the Service, URL" "$(q "$OUT/$r.yaml" Pod "$test_pod")" '["test",true,true,false,true]'
+done
+grep -q '^kind: Pod$' "$OUT/scheduling.yaml" && die "tests.enabled=false still renders the test pod"
+for answer in "200 0" "503 1" "closed 1"; do
+  set -- $answer
+  got=$(cd "$ROOT" && node "$HERE/testpod.mjs" "$OUT/default.yaml" "$1" 2>/dev/null | tail -1)
+  want="{\"exit\":$2,\"path\":$([ "$1" = closed ] && echo null || echo '"/health/ready"')}"
+  expect "the test pod's command when the Service answers $1" "$got" "$want"
+done
+ok "helm test pod: hook, image, hardening, not selected by the Service; exits 0 on 200, 1 on 503 or no answer"
+
+# 11. NOTES.txt (helm template leaves it out: render it through a copy that wraps it in a ConfigMap).
+cp -r "$CHART" "$OUT/notes-chart"
+{ echo '{{- define "notes.txt" -}}'; cat "$CHART/templates/NOTES.txt"; echo '{{- end -}}'; } >"$OUT/notes-chart/templates/_notes.tpl"
+rm "$OUT/notes-chart/templates/NOTES.txt"
+printf '%s\n' 'apiVersion: v1' 'kind: ConfigMap' 'metadata: { name: notes }' 'data: { notes: {{ include "notes.txt" . | toJson }} }' >"$OUT/notes-chart/templates/notes.yaml"
+"$HELM" template qi "$OUT/notes-chart" --kube-version "$KUBE_VERSION" -f "$CHART/ci/network-policy-values.yaml" --show-only templates/notes.yaml >"$OUT/notes.yaml"
+notes=$(q "$OUT/notes.yaml" ConfigMap 'o => o.data.notes')
+for want in 'deployment/qi-queen-ingress' 'helm test -n default qi' 'service/qi-queen-ingress 6632:6632' '0.01 of the traces' 'A NetworkPolicy admits HTTP only from'; do
+  case "$notes" in *"$want"*) ;; *) die "NOTES.txt lacks '$want': $notes" ;; esac
+done
+ok "NOTES.txt renders the rollout, helm test, port-forward, sampling and NetworkPolicy lines"
+
+# 12. the chart README lists every value of values.yaml, and only those.
+(cd "$ROOT" && node "$HERE/readme-values.mjs" "$CHART/values.yaml" "$CHART/README.md") >"$OUT/readme.txt" 2>&1 || { cat "$OUT/readme.txt"; die "chart README.md and values.yaml disagree"; }
+ok "chart README.md: $(cat "$OUT/readme.txt")"
+
+# 13. the schema refuses bad values at lint time, naming the field.
 for f in "$HERE"/tests/bad-*.yaml; do
   expect=$(sed -n 's/^# expect: //p' "$f")
   [ -n "$expect" ] || die "${f#"$ROOT"/} has no '# expect:' line"
@@ -79,18 +205,21 @@ for f in "$HERE"/tests/bad-*.yaml; do
   ok "schema rejects ${f#"$ROOT"/} at lint and template ($expect)"
 done
 
-# 6. k8scheck itself fails on what it must catch (mutations of a good render).
+# 14. k8scheck itself fails on what it must catch (mutations of a good render).
 sed 's/readOnlyRootFilesystem: true/readOnlyRootFileSystem: true/' "$OUT/default.yaml" >"$OUT/typo.yaml"
 if "$K8SCHECK" "$OUT/typo.yaml" >"$OUT/m.txt" 2>&1; then die "k8scheck accepted an unknown field"; fi
 grep -q 'unknown field' "$OUT/m.txt" || { cat "$OUT/m.txt"; die "k8scheck failed without naming the unknown field"; }
 sed 's/runAsNonRoot: true/runAsNonRoot: false/' "$OUT/default.yaml" >"$OUT/root.yaml"
 if "$K8SCHECK" -hardened "$OUT/root.yaml" >"$OUT/m.txt" 2>&1; then die "k8scheck -hardened accepted runAsNonRoot: false"; fi
 grep -q 'runAsNonRoot is not true' "$OUT/m.txt" || { cat "$OUT/m.txt"; die "k8scheck failed without naming runAsNonRoot"; }
+sed 's/^  policyTypes:/  policyTypess:/' "$OUT/network-policy.yaml" >"$OUT/np-typo.yaml"
+if "$K8SCHECK" "$OUT/np-typo.yaml" >"$OUT/m.txt" 2>&1; then die "k8scheck accepted an unknown NetworkPolicy field"; fi
+grep -q 'unknown field "spec.policyTypess"' "$OUT/m.txt" || { cat "$OUT/m.txt"; die "k8scheck did not decode the NetworkPolicy strictly"; }
 sed 's/readOnlyRootFilesystem: true/readOnlyRootFilesystem: false/' "$OUT/default.yaml" >"$OUT/rw.yaml"
 if "$K8SCHECK" -hardened "$OUT/rw.yaml" >"$OUT/m.txt" 2>&1; then die "k8scheck -hardened accepted readOnlyRootFilesystem: false"; fi
 grep -q 'readOnlyRootFilesystem is not true' "$OUT/m.txt" || { cat "$OUT/m.txt"; die "k8scheck failed without naming readOnlyRootFilesystem"; }
 sed 's/^kind: Service$/kind: Servce/' "$OUT/default.yaml" >"$OUT/kind.yaml"
 if "$K8SCHECK" "$OUT/kind.yaml" >"$OUT/m.txt" 2>&1; then die "k8scheck accepted an unknown kind"; fi
-ok "k8scheck rejects an unknown field, runAsNonRoot: false, a writable root filesystem, an unknown kind"
+ok "k8scheck rejects an unknown field (also in a NetworkPolicy), runAsNonRoot: false, a writable root filesystem, an unknown kind"
 
 echo "helm-check: $checks checks passed"

@@ -1,6 +1,8 @@
 import { access, readFile } from 'node:fs/promises';
 import test from 'ava';
 import { parse as parseYaml } from 'yaml';
+import { loadConfig } from '../../src/config.js';
+import { buildInfo } from '../../src/telemetry/buildInfo.js';
 
 /**
  * No Docker engine or registry is reachable here, so the image cannot be
@@ -77,6 +79,19 @@ test('the final stage carries the OCI labels', async (t) => {
   for (const key of ['title', 'description', 'version', 'revision', 'created', 'licenses', 'base.name']) {
     t.regex(labels, new RegExp(`org\\.opencontainers\\.image\\.${key.replace('.', '\\.')}="[^"]+"`), key);
   }
+});
+
+test('the image reports the commit it was built from: QUEEN_BUILD_COMMIT build arg -> env -> queen_build_info, and the revision label', async (t) => {
+  const final = (await stages()).stages.at(-1)!;
+  const args = final.filter((i) => i.op === 'ARG').map((i) => i.args);
+  t.true(args.includes('QUEEN_BUILD_COMMIT=unknown'), args.join('; '));
+  // The revision label defaults to the same build arg, so one --build-arg sets both.
+  t.true(args.indexOf('REVISION=${QUEEN_BUILD_COMMIT}') > args.indexOf('QUEEN_BUILD_COMMIT=unknown'), args.join('; '));
+  t.true(final.some((i) => i.op === 'ENV' && i.args === 'QUEEN_BUILD_COMMIT=${QUEEN_BUILD_COMMIT}'));
+  t.regex(await read('Dockerfile'), /--build-arg QUEEN_BUILD_COMMIT="\$\(git rev-parse HEAD\)"/);
+  // What the service does with that env: the image has no .git, so this is the only source of the commit.
+  const commit = loadConfig({ QUEEN_BUILD_COMMIT: '0123456789abcdef0123456789abcdef01234567' }).buildCommit;
+  t.is(buildInfo(commit).commit, '0123456789abcdef0123456789abcdef01234567');
 });
 
 test('the final stage copies only the built service, the migrations, the manifest and production dependencies', async (t) => {

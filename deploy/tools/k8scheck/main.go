@@ -1,5 +1,6 @@
 // k8scheck decodes rendered Kubernetes manifests strictly against the API
-// types (k8s.io/api and the Prometheus operator's monitoring/v1), offline.
+// types (k8s.io/api: core, apps, policy, autoscaling/v2, networking; and the
+// Prometheus operator's monitoring/v1), offline.
 //
 // `helm lint` only checks that templates render to YAML; a misspelt field
 // (`readOnlyRootFileSystem`), a field at the wrong level or a bad quantity
@@ -30,6 +31,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -46,7 +48,7 @@ func main() {
 
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, autoscalingv2.AddToScheme, monitoringv1.AddToScheme,
+		corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, networkingv1.AddToScheme, autoscalingv2.AddToScheme, monitoringv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			fmt.Fprintln(os.Stderr, "k8scheck: building the scheme:", err)

@@ -1,18 +1,72 @@
+{{/* The app's name: the chart's, or nameOverride (the app.kubernetes.io/name label). */}}
+{{- define "queen-ingress.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Every object's name: fullnameOverride as given, else "<release>-<name>".
+Unlike the scaffold's helper, a release whose name already contains the chart
+name is still prefixed: existing releases keep their object names (and the
+ServiceMonitor's job label, which is the Service's name) across an upgrade.
+*/}}
 {{- define "queen-ingress.fullname" -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "queen-ingress.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "queen-ingress.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "queen-ingress.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "queen-ingress.selector" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
+helm.sh/chart: {{ include "queen-ingress.chart" . | quote }}
 {{- end -}}
 
+{{/* Selects the service's pods (Deployment, Service, PDB, NetworkPolicy, spread constraints). */}}
 {{- define "queen-ingress.selector" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "queen-ingress.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/*
+The `helm test` pod's labels: deliberately NOT the selector above, so the
+Service never routes to it and the PDB never counts it; the NetworkPolicy
+admits it by these.
+*/}}
+{{- define "queen-ingress.testSelector" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: helm-test
+{{- end -}}
+
+{{/*
+The trace sampling ratio as the service parses OTEL_TRACES_SAMPLER_ARG (a
+plain decimal between 0 and 1): Go would print 0.00001 as "1e-05".
+*/}}
+{{- define "queen-ingress.samplerRatio" -}}
+{{- regexReplaceAll "\\.?0+$" (printf "%.9f" (float64 .Values.otel.samplerRatio)) "" -}}
+{{- end -}}
+
+{{/* The distinct ports of kafka.brokers ("host:port,…"), for the NetworkPolicy's Kafka egress. */}}
+{{- define "queen-ingress.kafkaPorts" -}}
+{{- $ports := list -}}
+{{- range splitList "," .Values.kafka.brokers -}}
+{{- $p := regexFind ":[0-9]+$" (trim .) | trimPrefix ":" -}}
+{{- if $p -}}{{- $ports = append $ports (atoi $p) -}}{{- end -}}
+{{- end -}}
+{{- $ports | uniq | toJson -}}
+{{- end -}}
+
+{{/* The port of otel.endpoint (explicit, else 80/443 by scheme). */}}
+{{- define "queen-ingress.otlpPort" -}}
+{{- $u := urlParse .Values.otel.endpoint -}}
+{{- $p := regexFind ":[0-9]+$" $u.host | trimPrefix ":" -}}
+{{- if $p -}}{{ $p }}{{- else if eq $u.scheme "https" -}}443{{- else -}}80{{- end -}}
 {{- end -}}
 
 {{/* repository:tag, or repository:tag@digest when a digest pins the exact image. */}}
