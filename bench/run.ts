@@ -1,11 +1,14 @@
 /**
- * The benchmark harness: `node dist/bench/run.js --quick|--full [--only a,b]`
+ * The benchmark harness: `node dist/bench/run.js --quick|--full [--only a,b] [--tag NAME]`
  * (`make bench-quick` / `make bench` run it with PostgreSQL and Kafka up).
  *
- * Runs the suites in sequence, writes bench/results/<date>-<suite>[-quick].json
- * and an .svg per curve, and prints one table: suite, metric, measured,
- * baseline, ratio, target, MET/MISSED. A miss is a result, not a failure: the
- * exit code is non-zero only when a suite could not run at all.
+ * Runs the suites in sequence, writes each suite's result to
+ * bench/results/latest/ (with an .svg per curve) and a line to
+ * bench/results/history/<suite>.jsonl, rewrites latest/summary[-quick].md, and
+ * prints one table: suite, metric, measured, baseline, ratio, target,
+ * MET/MISSED. A tagged run (an experiment) goes to history only. A miss is a
+ * result, not a failure: the exit code is non-zero only when a suite could not
+ * run at all.
  */
 import { liveComponents } from '../src/util/lifecycle.js';
 import { dropAllBenchDatabases } from './lib/db.js';
@@ -39,13 +42,14 @@ const SUITES: Suite[] = [
 
 function usage(msg?: string): never {
   if (msg) process.stderr.write(`bench: ${msg}\n`);
-  process.stderr.write(`usage: node dist/bench/run.js --quick|--full [--only ${SUITES.map((s) => s.name).join(',')}]\n`);
+  process.stderr.write(`usage: node dist/bench/run.js --quick|--full [--only ${SUITES.map((s) => s.name).join(',')}] [--tag NAME]\n`);
   process.exit(2);
 }
 
-function parseArgs(argv: string[]): { quick: boolean; only: Set<string> | undefined } {
+function parseArgs(argv: string[]): { quick: boolean; only: Set<string> | undefined; tag: string | undefined } {
   let quick: boolean | undefined;
   let only: Set<string> | undefined;
+  let tag: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === '--quick') quick = true;
@@ -60,15 +64,18 @@ function parseArgs(argv: string[]): { quick: boolean; only: Set<string> | undefi
           .filter(Boolean),
       );
       for (const n of only) if (!SUITES.some((s) => s.name === n)) usage(`unknown suite "${n}"`);
+    } else if (a === '--tag' || a.startsWith('--tag=')) {
+      tag = a === '--tag' ? argv[++i] : a.slice('--tag='.length);
+      if (!tag || !/^[A-Za-z0-9._-]{1,64}$/.test(tag)) usage('--tag needs a name of 1-64 characters of A-Z a-z 0-9 . _ -');
     } else if (a === '--help' || a === '-h') usage();
     else usage(`unknown argument "${a}"`);
   }
   if (quick === undefined) usage('choose --quick or --full');
-  return { quick, only };
+  return { quick, only, tag };
 }
 
 async function main(): Promise<number> {
-  const { quick, only } = parseArgs(process.argv.slice(2));
+  const { quick, only, tag } = parseArgs(process.argv.slice(2));
   const adminUrl = process.env.DATABASE_URL;
   if (!adminUrl) usage('DATABASE_URL is not set (make bench / make bench-quick set it)');
   const brokers = process.env.KAFKA_BROKERS?.split(',')
@@ -81,6 +88,7 @@ async function main(): Promise<number> {
     date: started.toISOString().slice(0, 10),
     startedAt: started.toISOString(),
     machine: await machineInfo(adminUrl, brokers),
+    tag,
   };
   const progress = new StderrProgress();
   const rows: Row[] = [];
@@ -116,8 +124,10 @@ async function main(): Promise<number> {
     '',
     'Files:',
     ...written.map((p) => `- ${p.replace(/^.*\/bench\/results\//, 'bench/results/')}`),
+    ...(tag !== undefined ? ['', `Tagged run "${tag}": recorded in history only; latest/ is unchanged.`] : []),
   ];
-  written.push(await writeSummary(meta, table, footer, only !== undefined && suites.length < SUITES.length));
+  const summary = await writeSummary(meta, footer.slice(1));
+  if (summary) written.push(summary);
   process.stdout.write(`\n${table}\n\n${footer[0]}\n`);
   process.stdout.write(`results: ${written.map((p) => p.replace(/^.*\/bench\/results\//, 'bench/results/')).join(', ')}\n`);
   const live = liveComponents();

@@ -2,7 +2,9 @@
  * Soaks: long runs that are not part of `make bench` or `make test`.
  *   node dist/bench/soak.js retention [--minutes 30] [--retention 300] [--window 600]
  * (`make soak-retention` runs it with PostgreSQL up.) Results and curves go
- * to bench/results/ like the benchmarks'.
+ * to bench/results/latest/ and history/ like the benchmarks' (a run shorter
+ * than 30 minutes as mode quick; QUEEN_SOAK_TAG=NAME records an experiment
+ * in history only).
  */
 import { parseArgs } from 'node:util';
 import { dropAllBenchDatabases } from './lib/db.js';
@@ -33,6 +35,7 @@ async function main(): Promise<number> {
     date: started.toISOString().slice(0, 10),
     startedAt: started.toISOString(),
     machine: await machineInfo(adminUrl, undefined),
+    tag: process.env.QUEEN_SOAK_TAG || undefined,
   };
   const progress = new StderrProgress();
   progress.setSuite(1, 1, 'soak-retention');

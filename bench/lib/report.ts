@@ -1,4 +1,5 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { MachineInfo } from './machine.js';
 import { fmt, fmtRatio } from './stats.js';
@@ -8,28 +9,113 @@ import type { SuiteResult } from './types.js';
 /** <repo>/bench/results (this file runs from dist/bench/lib). */
 export const RESULTS_DIR = fileURLToPath(new URL('../../../bench/results/', import.meta.url));
 
+/**
+ * The results layout (bench/README.md, "What a run writes"):
+ *  - latest/<suite>[-quick].json (+ one .svg per curve): the newest run of each
+ *    suite in each mode, with every raw sample. This is the current claim;
+ *    each run overwrites its suite's files.
+ *  - latest/summary[-quick].md: the table over every suite's latest file of
+ *    that mode, each suite's rows headed by the date and commit they measured.
+ *  - history/<suite>.jsonl: one line per run (commit, machine, params,
+ *    results, targets, info; no raw samples), appended, never rewritten.
+ * A run given a tag (--tag) is an experiment: it goes to history with its tag
+ * and leaves latest/ alone.
+ */
+export const LATEST_DIR = join(RESULTS_DIR, 'latest');
+export const HISTORY_DIR = join(RESULTS_DIR, 'history');
+
 export interface RunMeta {
   mode: 'quick' | 'full';
   date: string;
   startedAt: string;
   machine: MachineInfo;
+  /** An experiment's name: recorded in history, latest/ untouched. */
+  tag?: string | undefined;
 }
 
-function fileBase(meta: RunMeta, suite: string): string {
-  return `${meta.date}-${suite}${meta.mode === 'quick' ? '-quick' : ''}`;
+function latestBase(mode: RunMeta['mode'], suite: string): string {
+  return `${suite}${mode === 'quick' ? '-quick' : ''}`;
 }
 
-/** Writes <date>-<suite>[-quick].json and one .svg per curve; returns the paths written. */
-export async function writeSuite(meta: RunMeta, r: SuiteResult, durationS: number, error?: string): Promise<string[]> {
-  await mkdir(RESULTS_DIR, { recursive: true });
-  const base = fileBase(meta, r.name);
+const finiteOrString = (_k: string, v: unknown): unknown => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v);
+
+/** One history line: what a later reader needs to compare runs, without the raw samples. */
+export interface HistoryLine {
+  suite: string;
+  mode: RunMeta['mode'];
+  startedAt: string;
+  durationSeconds: number;
+  tag?: string;
+  commit: string | null;
+  uncommitted: string[];
+  machine: MachineInfo;
+  error?: string;
+  params: Record<string, unknown>;
+  results: Record<string, unknown>;
+  targets: SuiteResult['targets'];
+  info: NonNullable<SuiteResult['info']>;
+  /** The result file this line was taken from, for runs recorded before the history existed. */
+  source?: string;
+}
+
+/** Appends one line to history/<suite>.jsonl. */
+export async function appendHistory(line: HistoryLine): Promise<string> {
+  await mkdir(HISTORY_DIR, { recursive: true });
+  const path = join(HISTORY_DIR, `${line.suite}.jsonl`);
+  await appendFile(path, JSON.stringify(line, finiteOrString) + '\n');
+  return path;
+}
+
+/**
+ * Writes a finished result: latest/<name>[-quick].json and its curves (unless
+ * the run has a tag), and its history line. Returns the paths written.
+ */
+export async function writeResult(
+  meta: RunMeta,
+  name: string,
+  doc: Record<string, unknown>,
+  svgs: { name: string; svg: string }[],
+  line: Omit<HistoryLine, 'suite' | 'mode' | 'startedAt' | 'commit' | 'uncommitted' | 'machine' | 'tag'>,
+): Promise<string[]> {
   const paths: string[] = [];
+  if (meta.tag === undefined) {
+    await mkdir(LATEST_DIR, { recursive: true });
+    const base = latestBase(meta.mode, name);
+    // A curve the suite no longer draws must not stay beside the new run's.
+    for (const f of await readdir(LATEST_DIR)) if (f.startsWith(`${base}-`) && f.endsWith('.svg')) await rm(join(LATEST_DIR, f));
+    const json = join(LATEST_DIR, `${base}.json`);
+    await writeFile(json, JSON.stringify(doc, finiteOrString, 2) + '\n');
+    paths.push(json);
+    for (const c of svgs) {
+      const svg = join(LATEST_DIR, `${base}-${c.name}.svg`);
+      await writeFile(svg, c.svg);
+      paths.push(svg);
+    }
+  }
+  paths.push(
+    await appendHistory({
+      suite: name,
+      mode: meta.mode,
+      startedAt: meta.startedAt,
+      ...(meta.tag !== undefined ? { tag: meta.tag } : {}),
+      commit: meta.machine.code.commit ?? null,
+      uncommitted: meta.machine.code.uncommitted,
+      machine: meta.machine,
+      ...line,
+    }),
+  );
+  return paths;
+}
+
+/** Writes one suite's run (see writeResult); returns the paths written. */
+export async function writeSuite(meta: RunMeta, r: SuiteResult, durationS: number, error?: string): Promise<string[]> {
+  const durationSeconds = Math.round(durationS * 10) / 10;
   const doc = {
     suite: r.name,
     mode: meta.mode,
     date: meta.date,
     startedAt: meta.startedAt,
-    durationSeconds: Math.round(durationS * 10) / 10,
+    durationSeconds,
     machine: meta.machine,
     ...(error ? { error } : {}),
     params: r.params,
@@ -40,15 +126,13 @@ export async function writeSuite(meta: RunMeta, r: SuiteResult, durationS: numbe
     curves: r.curves ?? [],
     samples: r.samples,
   };
-  const json = RESULTS_DIR + base + '.json';
-  await writeFile(json, JSON.stringify(doc, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n');
-  paths.push(json);
-  for (const c of r.curves ?? []) {
-    const svg = RESULTS_DIR + `${base}-${c.name}.svg`;
-    await writeFile(svg, lineChartSvg(c));
-    paths.push(svg);
-  }
-  return paths;
+  return writeResult(
+    meta,
+    r.name,
+    doc,
+    (r.curves ?? []).map((c) => ({ name: c.name, svg: lineChartSvg(c) })),
+    { durationSeconds, ...(error ? { error } : {}), params: r.params, results: r.results, targets: r.targets, info: r.info ?? [] },
+  );
 }
 
 export interface Row {
@@ -61,7 +145,7 @@ export interface Row {
   status: string;
 }
 
-export function rowsOf(r: SuiteResult, error?: string): Row[] {
+export function rowsOf(r: Pick<SuiteResult, 'name' | 'targets' | 'info'>, error?: string): Row[] {
   const rows: Row[] = [];
   if (error)
     rows.push({ suite: r.name, metric: 'suite run', measured: 'ERROR', baseline: '-', ratio: '-', target: 'completes', status: 'MISSED' });
@@ -110,22 +194,51 @@ export function renderTable(input: Row[]): string {
   return [line(head), sep, ...rows.map(line)].join('\n');
 }
 
-/** A run of every suite writes <date>-summary[-quick].md; a partial run (--only) <date>-summary[-quick]-partial.md. */
-export async function writeSummary(meta: RunMeta, table: string, extra: string[], partial = false): Promise<string> {
-  await mkdir(RESULTS_DIR, { recursive: true });
-  const path = RESULTS_DIR + fileBase(meta, 'summary') + (partial ? '-partial' : '') + '.md';
+/**
+ * latest/summary[-quick].md: every suite's latest result of this mode, so the
+ * summary stays whole after a partial run (--only). A tagged run prints its
+ * table and writes nothing here. Returns the path, or undefined.
+ */
+export async function writeSummary(meta: RunMeta, extra: string[]): Promise<string | undefined> {
+  if (meta.tag !== undefined) return undefined;
+  const suffix = meta.mode === 'quick' ? '-quick' : '';
+  const docs: StoredSuite[] = [];
+  for (const f of (await readdir(LATEST_DIR)).sort()) {
+    if (!f.endsWith(`${suffix}.json`) || (suffix === '' && f.endsWith('-quick.json'))) continue;
+    docs.push(JSON.parse(await readFile(join(LATEST_DIR, f), 'utf8')) as StoredSuite);
+  }
   const m = meta.machine;
+  const sections = docs.map((d) => {
+    const code = d.machine?.code;
+    const head = `**${d.suite}**: ${d.startedAt}, ${code?.commit?.slice(0, 12) ?? 'unknown commit'}${code?.uncommitted.length ? ' (plus uncommitted changes)' : ''}, ${d.durationSeconds} s.`;
+    return [head, '', renderTable(rowsOf({ name: d.suite, targets: d.targets ?? [], info: d.info }, d.error)), ''].join('\n');
+  });
+  const rows = docs.flatMap((d) => rowsOf({ name: d.suite, targets: d.targets ?? [], info: d.info }, d.error));
+  const met = rows.filter((r) => r.status === 'MET').length;
+  const missed = rows.filter((r) => r.status === 'MISSED').length;
   const text = [
-    `# Benchmark summary (${meta.mode}), ${meta.startedAt}`,
+    `# Benchmark summary (${meta.mode}): the latest run of each suite`,
     '',
-    `Machine: ${m.cpus} x ${m.cpuModel}, ${(m.memBytes / 2 ** 30).toFixed(1)} GiB, Node ${m.node}; ${m.postgres ?? 'PostgreSQL unknown'}; Kafka ${m.kafka ?? 'not used'}.`,
+    `${met} target(s) met, ${missed} missed over ${docs.length} suite(s). Last written ${meta.startedAt} on ${m.cpus} x ${m.cpuModel}, ${(m.memBytes / 2 ** 30).toFixed(1)} GiB, Node ${m.node}; ${m.postgres ?? 'PostgreSQL unknown'}; Kafka ${m.kafka ?? 'not used'}.`,
     '',
-    `Code: ${m.code.commit ?? 'unknown commit'}${m.code.uncommitted.length ? ` plus uncommitted changes to ${m.code.uncommitted.join(', ')}` : ''}.`,
+    'Each suite below names the run it comes from; older runs are in `bench/results/history/<suite>.jsonl`.',
     '',
-    table,
-    '',
+    ...sections,
     ...extra,
   ].join('\n');
+  const path = join(LATEST_DIR, `summary${suffix}.md`);
   await writeFile(path, text + '\n');
   return path;
+}
+
+/** A suite's result file as stored in latest/. */
+interface StoredSuite {
+  suite: string;
+  startedAt: string;
+  durationSeconds: number;
+  machine?: MachineInfo;
+  error?: string;
+  /** Absent in a soak's file. */
+  targets?: SuiteResult['targets'];
+  info?: SuiteResult['info'];
 }

@@ -1,12 +1,13 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createBenchDatabase } from '../lib/db.js';
-import { RESULTS_DIR } from '../lib/report.js';
+import { machineInfo } from '../lib/machine.js';
+import { writeResult, type RunMeta } from '../lib/report.js';
 import { lineChartSvg } from '../lib/svg.js';
 import { rng } from '../lib/rng.js';
 
@@ -30,9 +31,10 @@ import { rng } from '../lib/rng.js';
  * QUEEN_SOAK_DEDUP_CACHE_MB (the service default when unset), QUEEN_SOAK_PARTITIONS
  * (partition names per queue, 2000; 5 queues),
  * QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1), MALLOC_ARENA_MAX (passed to the service:
- * tells glibc arena growth from a native leak), QUEEN_SOAK_TAG (a suffix for
- * the result files, so a variant run does not overwrite the default one).
- * Results: bench/results/<date>[-TAG]-soak-memory.{json,svg}.
+ * tells glibc arena growth from a native leak), QUEEN_SOAK_TAG (a variant's
+ * name: recorded in history only, so it does not replace the default run).
+ * Results: bench/results/latest/soak-memory.{json,svg} and a line in
+ * bench/results/history/soak-memory.jsonl (lib/report.ts).
  */
 
 const MIB = 1024 * 1024;
@@ -267,10 +269,11 @@ async function main(): Promise<void> {
   const maxRss = Math.max(...samples.map((s) => s.rss));
   const budget = Number(cacheMb ?? 512);
 
-  const date = new Date().toISOString().slice(0, 10) + (process.env.QUEEN_SOAK_TAG ? `-${process.env.QUEEN_SOAK_TAG}` : '');
+  const startedAt = new Date(started).toISOString();
   const result = {
     name: 'soak-memory',
     date: new Date().toISOString(),
+    startedAt,
     params: {
       seconds,
       concurrency,
@@ -297,12 +300,14 @@ async function main(): Promise<void> {
     },
     samples: { memory: samples, dedupResidentBytes: cacheSamples },
   };
-  await mkdir(RESULTS_DIR, { recursive: true });
-  const jsonPath = join(RESULTS_DIR, `${date}-soak-memory.json`);
-  await writeFile(jsonPath, `${JSON.stringify(result, null, 1)}\n`);
-  const svgPath = join(RESULTS_DIR, `${date}-soak-memory.svg`);
-  await writeFile(
-    svgPath,
+  const meta: RunMeta = {
+    mode: seconds >= 600 ? 'full' : 'quick',
+    date: startedAt.slice(0, 10),
+    startedAt,
+    machine: await machineInfo(adminUrl, undefined),
+    tag: process.env.QUEEN_SOAK_TAG || undefined,
+  };
+  const svg =
     lineChartSvg({
       name: 'soak-memory',
       title: `Service memory under ${concurrency} mixed HTTP clients (${requests} requests)`,
@@ -314,9 +319,15 @@ async function main(): Promise<void> {
         { name: 'dedup cache resident', points: cacheSamples.map(([t, b]) => [min(t), b / MIB]) },
         { name: 'RSS - dedup cache', points: rssMinusCache },
       ],
-    }),
-  );
-  process.stdout.write(`${JSON.stringify(result.results, null, 1)}\nwrote ${jsonPath}\nwrote ${svgPath}\n`);
+    });
+  const written = await writeResult(meta, 'soak-memory', { ...result, machine: meta.machine }, [{ name: 'memory', svg }], {
+    durationSeconds: Math.round((Date.now() - started) / 100) / 10,
+    params: result.params,
+    results: result.results,
+    targets: [],
+    info: [],
+  });
+  process.stdout.write(`${JSON.stringify(result.results, null, 1)}\n${written.map((w) => `wrote ${w}`).join('\n')}\n`);
   if (fiveHundreds > 0) throw new Error(`${fiveHundreds} requests answered 5xx`);
   if (!levelsOff)
     throw new Error(

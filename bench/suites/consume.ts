@@ -23,7 +23,11 @@ import { target, type Suite, type SuiteContext, type SuiteResult } from '../lib/
  *     the measured end-to-end rate's interval budget, one long-polling consumer;
  *  5. consumer cost as the log grows: (2) again, repeated, after bulk-loading
  *     M more messages into the same partitions (the consumer reads at the
- *     tail).
+ *     tail);
+ *  6. ack -> waiting pop hand-off: one consumer holds a partition's lease,
+ *     another long-polls the same group; the time from the first one's
+ *     completed ack to the second one's pop answer (the ack's wake-up; the
+ *     long poll's safety re-check is 1 s).
  */
 export const consume: Suite = {
   name: 'consume',
@@ -40,6 +44,7 @@ export const consume: Suite = {
           latencyRate: 200,
           payloadBytes: 200,
           reps: 2,
+          handoffTrials: 200,
         }
       : {
           n: 500_000,
@@ -52,6 +57,7 @@ export const consume: Suite = {
           latencyRate: 500,
           payloadBytes: 200,
           reps: 3,
+          handoffTrials: 200,
         };
     const db = await createBenchDatabase(ctx.adminUrl, 'consume');
     let rig: EngineRig | undefined;
@@ -63,7 +69,7 @@ export const consume: Suite = {
       read = new ReadPath(rig.engine, rig.writer, { connectionString: db.url, metrics: rig.metrics });
       await read.start();
       const factory = new MessageFactory('cs', p.payloadBytes);
-      const steps = 5;
+      const steps = 6;
 
       // Two writers on disjoint halves of the partitions (a partition is
       // flushed single-flight, as the fusion layer guarantees in the service).
@@ -209,6 +215,42 @@ export const consume: Suite = {
       }
       const grown = median(grownRates);
 
+      // 6: a completed ack hands the partition to a long poll waiting on it.
+      ctx.progress.step(6, steps, `ack -> waiting pop hand-off: ${p.handoffTrials} trials`);
+      const handQ = 'cs_handoff';
+      const handCursors = await provisionQueue(admin, rig.engine, handQ, 3600, 1);
+      const handoff: number[] = [];
+      const popOne = (wait: number) =>
+        read!.pop({ queue: handQ, consumerGroup: 'hand', batch: 1, subscriptionMode: 'all', autoAck: false }, wait);
+      const ackAll = async (r: Awaited<ReturnType<typeof popOne>>): Promise<void> => {
+        const out = await read!.ack(
+          r.messages.map((m) => ({
+            consumerGroup: 'hand',
+            status: 'completed',
+            partitionId: m.partitionId,
+            transactionId: m.transactionId,
+            leaseId: r.leaseId!,
+          })),
+        );
+        if (out.some((o) => o.result !== 'acked')) throw new Error('consume bench: hand-off ack not acked');
+      };
+      for (let i = 0; i < p.handoffTrials; i++) {
+        await rig.writer.push(makeItems(handQ, handCursors, 2, factory));
+        const held = await popOne(0);
+        if (held.messages.length !== 1) throw new Error('consume bench: hand-off pop found no message');
+        const waiting = popOne(30_000);
+        // The second pop has found the partition leased and waits for a wake.
+        while (read.waiters.parked < 1) await new Promise((res) => setImmediate(res));
+        const t = performance.now();
+        await ackAll(held);
+        const got = await waiting;
+        handoff.push(performance.now() - t);
+        if (got.messages.length !== 1) throw new Error('consume bench: the waiting pop timed out instead of being handed the partition');
+        await ackAll(got);
+      }
+      const handP50 = percentile(handoff, 50);
+      const handP99 = percentile(handoff, 99);
+
       return {
         name: 'consume',
         params: p,
@@ -219,8 +261,9 @@ export const consume: Suite = {
           skipLockedMsgPerS: jobs,
           latencyMs: { p50, p99, samples: lat.length },
           grownPopAckMsgPerS: grown,
+          ackHandoffMs: { p50: handP50, p99: handP99, samples: handoff.length },
         },
-        samples: { pushRates, popRates, jobRates, grownRates, latencyMs: lat },
+        samples: { pushRates, popRates, jobRates, grownRates, latencyMs: lat, ackHandoffMs: handoff },
         targets: [
           target('pop+ack (batch 1000) / push, same run', pop / push, '>=', 0.8, {
             ratio: true,
@@ -239,8 +282,15 @@ export const consume: Suite = {
             value: `${fmt(grown)} msg/s`,
             baseline: `${fmt(pop)} msg/s`,
           }),
+          target(`completed ack -> waiting pop answer p99 (${p.handoffTrials} trials)`, handP99, '<=', 100, {
+            value: `${fmt(handP99)} ms`,
+            unit: 'ms',
+          }),
         ],
-        info: [{ name: 'push -> pop latency p50', value: `${fmt(p50)} ms` }],
+        info: [
+          { name: 'push -> pop latency p50', value: `${fmt(p50)} ms` },
+          { name: 'completed ack -> waiting pop answer p50', value: `${fmt(handP50)} ms` },
+        ],
         notes: [
           "in process, no HTTP: ReadPath.pop / ReadPath.ack are what the routes call; acks by transactionId (the client's ack), one batch call per pop",
           `latency: single-message pushes paced at ${p.latencyRate}/s (light load), one consumer long-polling with autoAck; measured from push commit to pop return`,

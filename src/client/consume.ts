@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Transport } from './transport.js';
 import type { PushInput, PushOutcome, WirePushResult } from './types.js';
+import { pushIdentity } from './types.js';
 
 /** Settles a message: completed, failed (counts an attempt; past retryLimit it is dead-lettered), retry, dlq. */
 export type AckStatus = 'completed' | 'failed' | 'retry' | 'dlq';
@@ -90,7 +91,11 @@ export async function popMessages(transport: Transport, queue: string, o: PopOpt
   if (o.subscriptionFrom !== undefined)
     qs.set('subscriptionFrom', o.subscriptionFrom instanceof Date ? o.subscriptionFrom.toISOString() : o.subscriptionFrom);
   if (o.leaseSeconds !== undefined) qs.set('leaseSeconds', String(o.leaseSeconds));
-  const path = `api/v1/pop/queue/${encodeURIComponent(queue)}${o.partition !== undefined ? `/partition/${encodeURIComponent(o.partition)}` : ''}`;
+  // A partition named "." or ".." cannot be a path segment (URL parsing
+  // resolves it away, even percent-encoded): it goes as ?partition= instead.
+  const dotPartition = o.partition === '.' || o.partition === '..';
+  if (dotPartition) qs.set('partition', o.partition!);
+  const path = `api/v1/pop/queue/${encodeURIComponent(queue)}${o.partition !== undefined && !dotPartition ? `/partition/${encodeURIComponent(o.partition)}` : ''}`;
   const q = qs.toString();
   const waitMs = o.wait ? (o.timeoutMs ?? 30_000) : 0;
   const r = await transport.request<WirePop | undefined>('GET', q ? `${path}?${q}` : path, undefined, {
@@ -183,8 +188,7 @@ export class TransactionBuilder {
     return {
       pushes: r.pushes.map((p) => ({
         status: p.status,
-        id: p.message_id,
-        transactionId: p.transaction_id,
+        ...pushIdentity(p),
         offset: p.offset,
         queue: p.queue,
         partition: p.partition,

@@ -14,6 +14,7 @@ import {
 } from './consume.js';
 import type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, QueueInfo, QueueOptionsPatch, WirePushResult } from './types.js';
 import type { QueueList } from './types.js';
+import { pushIdentity } from './types.js';
 
 export const DEFAULT_PARTITION = 'Default';
 
@@ -178,8 +179,7 @@ export class PartitionRef {
     const results = await this.transport.request<WirePushResult[]>('POST', 'api/v1/push', { items: wire });
     return results.map((r) => ({
       status: r.status,
-      id: r.message_id,
-      transactionId: r.transaction_id,
+      ...pushIdentity(r),
       offset: r.offset,
       queue: r.queue,
       partition: r.partition,

@@ -67,7 +67,13 @@ export interface QueueInfo {
 /** One result of POST /api/v1/push, as the server sends it. */
 export interface WirePushResult {
   index: number;
+  /** Sent by servers from 0.2.0 on. */
+  messageId?: string | null;
+  /** Sent by servers from 0.2.0 on. */
+  transactionId?: string | null;
+  /** Deprecated: the 0.1.x name of messageId; servers send both until 0.3.0. */
   message_id: string | null;
+  /** Deprecated: the 0.1.x name of transactionId; servers send both until 0.3.0. */
   transaction_id: string | null;
   queue: string;
   partition: string;
@@ -80,4 +86,12 @@ export interface WirePushResult {
 export interface QueueList {
   queues: QueueInfo[];
   next?: string;
+}
+
+/** The message id and transactionId of a push result, from a server of any version (camelCase from 0.2.0, snake_case before). */
+export function pushIdentity(r: WirePushResult): { id: string | null; transactionId: string | null } {
+  return {
+    id: r.messageId !== undefined ? r.messageId : r.message_id,
+    transactionId: r.transactionId !== undefined ? r.transactionId : r.transaction_id,
+  };
 }

@@ -306,8 +306,14 @@ const queryOn =
 
 export interface AppliedAcks {
   outcomes: AckOutcome[];
-  /** Partitions whose lease ended with released offsets (messages available again: wake long polls). */
-  releasedPartitions: number[];
+  /**
+   * Partitions whose lease this ack ended, by completion or with released
+   * offsets. Either way the partition is open to the group's other consumers
+   * now (its released offsets, and whatever was appended past the lease while
+   * it was held), so long polls on its queue are woken: a waiting pop that
+   * only saw it leased would otherwise wait for its re-check interval.
+   */
+  freedPartitions: number[];
   /** Leases this ack ended. */
   endedLeases: string[];
 }
@@ -341,7 +347,7 @@ export async function applyAcks(client: pg.ClientBase, items: readonly AckItem[]
     if (!(await compareAndSet(q, { ...plan, expected }, undefined))) throw new Error('acks: a cursor changed under its row lock');
   }
   if (plan.dead.length > 0) await writeDead(q, plan.dead);
-  return { outcomes: plan.outcomes, releasedPartitions: plan.releasedPartitions, endedLeases: plan.endedLeases };
+  return { outcomes: plan.outcomes, freedPartitions: plan.freedPartitions, endedLeases: plan.endedLeases };
 }
 
 /**
@@ -366,14 +372,14 @@ export async function ackOptimistic(
   // writes nothing is not taken from a guess (nothing would check it).
   const guessed = await planAcks(q, items, leaseSpans, 'known');
   if (guessed?.dead.length === 0 && guessed.updates.length > 0 && (await compareAndSet(q, guessed, leaseSpans))) {
-    return { outcomes: guessed.outcomes, releasedPartitions: guessed.releasedPartitions, endedLeases: guessed.endedLeases };
+    return { outcomes: guessed.outcomes, freedPartitions: guessed.freedPartitions, endedLeases: guessed.endedLeases };
   }
   const plan = (await planAcks(q, items, leaseSpans, 'read'))!;
   if (plan.dead.length > 0) return 'dead_letter';
   // Nothing changes (already acked, not found, stale leases): the answers
   // hold at the moment of the read, one consistent snapshot.
   if (plan.updates.length > 0 && !(await compareAndSet(q, plan, leaseSpans))) return 'conflict';
-  return { outcomes: plan.outcomes, releasedPartitions: plan.releasedPartitions, endedLeases: plan.endedLeases };
+  return { outcomes: plan.outcomes, freedPartitions: plan.freedPartitions, endedLeases: plan.endedLeases };
 }
 
 /** The optimistic write; on success, each changed cursor's lease span learns the cursor's new state. */
@@ -403,7 +409,7 @@ async function planAcks(
   source: 'lock' | 'read' | 'known',
 ): Promise<AckPlan | undefined> {
   const outcomes: AckOutcome[] = new Array(items.length);
-  if (items.length === 0) return { outcomes, releasedPartitions: [], endedLeases: [], expected: [], updates: [], dead: [] };
+  if (items.length === 0) return { outcomes, freedPartitions: [], endedLeases: [], expected: [], updates: [], dead: [] };
 
   // Items that name only a lease find their cursor through it.
   const leaseOnly = [...new Set(items.filter((i) => i.partitionId === undefined).map((i) => i.leaseId!))];
@@ -559,7 +565,7 @@ async function planAcks(
   // Decide, item by item, in request order.
   const unresolved: number[] = [];
   const dead: Dead[] = [];
-  const releasedPartitions = new Set<number>();
+  const freedPartitions = new Set<number>();
   items.forEach((it, i) => {
     const c = cursorOf(i);
     if (!c) {
@@ -655,7 +661,7 @@ async function planAcks(
       let open = false;
       for (let o = c.committed + 1; o <= leaseEnd && !open; o++) if (!c.settled.has(o) && !c.released.has(o)) open = true;
       if (!open) {
-        if (c.released.size > 0) releasedPartitions.add(c.pid);
+        freedPartitions.add(c.pid);
         if (c.leaseId !== null) endedLeases.push(c.leaseId);
         leaseEnd = null;
         c.released.clear();
@@ -673,7 +679,7 @@ async function planAcks(
       lease_end: leaseEnd,
     });
   }
-  return { outcomes, releasedPartitions: [...releasedPartitions], endedLeases, expected, updates, dead };
+  return { outcomes, freedPartitions: [...freedPartitions], endedLeases, expected, updates, dead };
 }
 
 /**

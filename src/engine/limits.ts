@@ -47,11 +47,25 @@ function checkWellFormed(value: string, field: string): void {
   }
 }
 
+/**
+ * Queue names travel as URL path segments (/api/v1/pop/queue/:queue, the
+ * timers and resources routes), and a URL parser resolves a segment "." or
+ * ".." (also percent-encoded) instead of sending it: a queue of that name
+ * could be written but never read back. So those two are refused.
+ */
 export function checkQueueName(queue: unknown): string {
-  if (typeof queue !== 'string' || !LIMITS.queueName.test(queue)) {
-    throw new ValidationError('queue must be 1-128 characters of A-Z a-z 0-9 . _ -', 'queue');
+  if (typeof queue !== 'string' || !LIMITS.queueName.test(queue) || DOT_SEGMENT.test(queue)) {
+    throw new ValidationError(QUEUE_NAME_RULE, 'queue');
   }
   return queue;
+}
+
+const DOT_SEGMENT = /^\.\.?$/;
+const QUEUE_NAME_RULE = 'queue must be 1-128 characters of A-Z a-z 0-9 . _ -, and not "." or ".."';
+
+/** "." and "..": names a URL path cannot carry (see checkQueueName). */
+export function isDotSegment(name: string): boolean {
+  return DOT_SEGMENT.test(name);
 }
 
 export function checkPartitionName(partition: unknown): string {

@@ -3,7 +3,7 @@ import { NotFoundError, ValidationError } from '../errors.js';
 import { HASH_BYTES, hashTransactionId } from '../util/txnHash.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
 import { packSegment, type Frame } from './frames.js';
-import { checkPartitionName, checkQueueName, checkTransactionId, LIMITS } from './limits.js';
+import { checkPartitionName, checkQueueName, checkTransactionId, isDotSegment, LIMITS } from './limits.js';
 import { toDatabaseError } from './sqlstate.js';
 
 /** The furthest a timer may be scheduled ahead. */
@@ -46,6 +46,9 @@ export function checkTimerKey(key: unknown): string {
     throw new ValidationError(`key must be at most ${TIMER_KEY_MAX_BYTES} UTF-8 bytes`, 'key');
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(key)) throw new ValidationError('key must not contain control characters', 'key');
+  // The key is a path segment of cancel and peek (/api/v1/timers/:queue/:key),
+  // which "." and ".." cannot be (see checkQueueName).
+  if (isDotSegment(key)) throw new ValidationError('key must not be "." or ".."', 'key');
   return key;
 }
 

@@ -12,9 +12,19 @@ import { LIMITS } from '../engine/limits.js';
  * payload size) both end as a `failed` result at the item's index.
  */
 
+/**
+ * One push result on the wire. The API is camelCase; `message_id` and
+ * `transaction_id` are the snake_case names of 0.1.x, still sent with the
+ * same values for one more release so existing clients keep working
+ * (deprecated: removed in 0.3.0; docs/http-api.md).
+ */
 export interface WireResult {
   index: number;
+  messageId: string | null;
+  transactionId: string | null;
+  /** Deprecated since 0.2.0: messageId (sent until 0.3.0). */
   message_id: string | null;
+  /** Deprecated since 0.2.0: transactionId (sent until 0.3.0). */
   transaction_id: string | null;
   queue: string;
   partition: string;
@@ -81,6 +91,8 @@ export function translateItem(raw: unknown): Translated {
 export function toWire(index: number, r: PushResult): WireResult {
   return {
     index,
+    messageId: r.id,
+    transactionId: r.transactionId,
     message_id: r.id,
     transaction_id: r.transactionId,
     queue: r.queue,
@@ -96,6 +108,8 @@ function fail(raw: unknown, error: string): Translated {
   return {
     ok: false,
     result: {
+      messageId: null,
+      transactionId: typeof o.transactionId === 'string' ? o.transactionId : null,
       message_id: null,
       transaction_id: typeof o.transactionId === 'string' ? o.transactionId : null,
       queue: typeof o.queue === 'string' ? o.queue : '',

@@ -22,7 +22,7 @@ export interface ReadPathOptions {
   /**
    * Safety net of a long poll: it re-checks this often even without a wake-up
    * (an expired lease elsewhere, a missed cross-broker NOTIFY). Pushes and
-   * released messages wake it at once; this is not how pushes are seen.
+   * released messages and ended leases wake it at once; this is not how pushes are seen.
    */
   recheckMs?: number | undefined;
   /** Segments of at most this many frames travel inline with a pop. */
@@ -172,7 +172,7 @@ export class ReadPath extends Component {
   async ack(items: readonly AckItem[]): Promise<AckOutcome[]> {
     this.assertRunning();
     const client = await this.connect();
-    let released: number[] = [];
+    let freed: number[] = [];
     let outcomes: AckOutcome[];
     try {
       // Two round trips when no cursor changes under it; else (or when it
@@ -185,7 +185,7 @@ export class ReadPath extends Component {
         await client.query('COMMIT');
       }
       outcomes = r.outcomes;
-      released = r.releasedPartitions;
+      freed = r.freedPartitions;
       for (const l of r.endedLeases) this.leases.drop(l);
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -194,7 +194,8 @@ export class ReadPath extends Component {
     }
     client.release();
     this.countAcks(outcomes);
-    if (released.length > 0) void this.bus.appended(released);
+    // A lease this ack ended opens its partition to the group's other consumers.
+    if (freed.length > 0) void this.bus.appended(freed);
     return outcomes;
   }
 
@@ -226,7 +227,7 @@ export class ReadPath extends Component {
 
     const client = await this.connect();
     let result: TransactionResult;
-    let released: number[] = [];
+    let freed: number[] = [];
     try {
       await client.query('BEGIN');
       const ackPids = acks.filter((a) => a.partitionId !== undefined).map((a) => a.partitionId!);
@@ -252,7 +253,7 @@ export class ReadPath extends Component {
       if (bad >= 0) throw new ConflictError(`ack ${bad} answered ${a.outcomes[bad]!.result}; the transaction was rolled back`, a.outcomes);
       await client.query('COMMIT');
       result = { pushes: pushed, acks: a.outcomes };
-      released = a.releasedPartitions;
+      freed = a.freedPartitions;
       for (const l of a.endedLeases) this.leases.drop(l);
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -262,7 +263,7 @@ export class ReadPath extends Component {
     }
     client.release();
     this.countAcks(result.acks);
-    const appended = new Set<number>(released);
+    const appended = new Set<number>(freed);
     result.pushes.forEach((p) => {
       if (p.status === 'queued') appended.add(infos.get(PartitionDirectory.key(p.queue, p.partition))!.partitionId);
     });

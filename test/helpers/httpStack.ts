@@ -28,7 +28,7 @@ export interface HttpStack {
   /** A client for `api`, with its token (if any) and `clientRetries`. */
   client: Queen;
   /** Starts one more HttpApi over the same push path, with these options changed; stop() stops it too. */
-  addApi(overrides: Partial<Pick<HttpApiOptions, 'authToken' | 'maxBodyBytes' | 'maxItemsPerPush'>>): Promise<HttpApi>;
+  addApi(overrides: Partial<Pick<HttpApiOptions, 'authToken' | 'maxBodyBytes' | 'maxItemsPerPush' | 'requestTimeoutMs'>>): Promise<HttpApi>;
   /**
    * Reverse dependency order: stop taking requests (every API, oldest first),
    * drain, close the engine's pool; then, unless they were borrowed through

@@ -283,6 +283,45 @@ test.serial('bad items fail alone; the valid items of the same request are writt
   t.is(await frames(t, 'bad-in'), 4);
 });
 
+test.serial('names a URL path cannot carry: queues "." and ".." are refused, a partition ".." is written and read back', async (t) => {
+  const base = t.context.open.url;
+  const res = await send(base, {
+    path: '/api/v1/push',
+    body: pushBody([
+      { queue: '.', partition: 'p', transactionId: 'dot-1', data: 1 },
+      { queue: '..', partition: 'p', transactionId: 'dot-2', data: 2 },
+      { queue: 'dots', partition: '..', transactionId: 'dot-3', data: 3 },
+      { queue: 'dots', partition: '.', transactionId: 'dot-4', data: 4 },
+    ]),
+  });
+  t.is(res.status, 201);
+  const out = res.body as { status: string; error?: string }[];
+  t.deepEqual(
+    out.map((r) => r.status),
+    ['failed', 'failed', 'queued', 'queued'],
+  );
+  for (const r of out.slice(0, 2)) t.regex(r.error!, /queue must be .* and not "\." or "\.\."/);
+  t.is(await storedFrames(t.context.sql, '.'), 0);
+  // The client sends such a partition as ?partition=, which a URL parser leaves alone.
+  const client = new Queen({ url: base });
+  for (const [partition, txn] of [
+    ['..', 'dot-3'],
+    ['.', 'dot-4'],
+  ] as const) {
+    const got = await client.queue('dots').pop({ group: 'g', partition, batch: 10 });
+    t.deepEqual(
+      got.map((m) => [m.partition, m.transactionId]),
+      [[partition, txn]],
+    );
+  }
+  const twice = await send(base, { path: '/api/v1/pop/queue/dots/partition/p?partition=p' });
+  t.is(twice.status, 400);
+  t.is(twice.body.field, 'partition');
+  const timer = await send(base, { path: '/api/v1/timers', body: JSON.stringify({ queue: 'dots', key: '..', delayMs: 1000, payload: 1 }) });
+  t.is(timer.status, 400);
+  t.is(timer.body.field, 'key');
+});
+
 test.serial('auth: /api routes need the bearer token; /health and /metrics do not', async (t) => {
   const base = t.context.guarded.url;
   const body = pushBody([item({ transactionId: 'authed' })]);

@@ -171,7 +171,7 @@ test('the stored payload is the JSON text of data; payload is the wire name and 
   t.is(res.status, 201);
   const body = (await res.json()) as Record<string, unknown>[];
   t.deepEqual(
-    body.map((r) => [r.index, r.status, r.queue, r.partition, r.transaction_id, r.offset]),
+    body.map((r) => [r.index, r.status, r.queue, r.partition, r.transactionId, r.offset]),
     [
       [0, 'queued', 'wire', 'p', 'a', 0],
       [1, 'queued', 'wire', 'p', 'b', 1],
@@ -180,7 +180,10 @@ test('the stored payload is the JSON text of data; payload is the wire name and 
     ],
   );
   for (const r of body) {
-    t.regex(r.message_id as string, /^[0-9a-f-]{36}$/);
+    t.regex(r.messageId as string, /^[0-9a-f-]{36}$/);
+    // The 0.1.x snake_case names, kept for one release with the same values.
+    t.is(r.message_id, r.messageId);
+    t.is(r.transaction_id, r.transactionId);
     t.false('error' in r);
   }
   const { unpackSegment } = await import('../../src/engine/frames.js');

@@ -645,6 +645,38 @@ test('a failed ack wakes a long poll waiting for the released message', async (t
   t.is(again!.offset, m!.offset);
 });
 
+test('a completed ack wakes a long poll waiting behind the lease it ends', async (t) => {
+  const { s } = t.context;
+  await pushN(s, 'handoff', 2);
+  const [m] = await s.client.queue('handoff').pop({ group: 'g', batch: 1 });
+  // The partition is leased to the first consumer: this one finds nothing and parks.
+  const waiting = s.client.queue('handoff').pop({ group: 'g', batch: 10, wait: true, timeoutMs: 60_000 });
+  await waitUntilWaiting(s, 1);
+  const wakes = s.metrics.counter('queen_pop_wakes_total', '').get('local');
+  await s.client.ack(m!);
+  // The re-check is 10 minutes: only the ack's wake-up can hand it the next message before its timeout.
+  const next = await waiting;
+  t.deepEqual(
+    next.map((x) => x.offset),
+    [m!.offset + 1],
+  );
+  t.true(s.metrics.counter('queen_pop_wakes_total', '').get('local') >= wakes + 1);
+});
+
+test('an ack inside a transaction wakes a long poll waiting behind the lease it ends', async (t) => {
+  const { s } = t.context;
+  await pushN(s, 'handoff-tx', 2);
+  const [m] = await s.client.queue('handoff-tx').pop({ group: 'g', batch: 1 });
+  const waiting = s.client.queue('handoff-tx').pop({ group: 'g', batch: 10, wait: true, timeoutMs: 60_000 });
+  await waitUntilWaiting(s, 1);
+  await s.client.transaction().ack(m!).commit();
+  const next = await waiting;
+  t.deepEqual(
+    next.map((x) => x.offset),
+    [m!.offset + 1],
+  );
+});
+
 test('transaction: ack + push commit together; a stale lease rolls everything back (409)', async (t) => {
   const { s } = t.context;
   await pushN(s, 'tx-in', 2);

@@ -95,7 +95,7 @@ test('wrong kinds, names and types are reported where they are written', (t) => 
     ),
     [
       '1:7 kind must be Queue',
-      '5:7 name: queue must be 1-128 characters of A-Z a-z 0-9 . _ -',
+      '5:7 name: queue must be 1-128 characters of A-Z a-z 0-9 . _ -, and not "." or ".."',
       '10:23 config.dedupWindowSeconds must be an integer from 0 to 2592000, or null for the default',
       '14:9 config must be a mapping of queue options',
       '16:1 missing key "kind" (must be Queue)',

@@ -27,6 +27,7 @@ const POP_PARAMS = new Set([
   'subscriptionFrom',
   'leaseSeconds',
   'workerId',
+  'partition',
 ]);
 
 /**
@@ -132,6 +133,12 @@ async function pop(
 ): Promise<unknown> {
   for (const k of Object.keys(query))
     if (!POP_PARAMS.has(k)) throw new ValidationError(`unknown parameter "${k}" (allowed: ${[...POP_PARAMS].join(', ')})`, k);
+  // ?partition= is the same as the /partition/:partition path, for names a
+  // URL path cannot carry ("." and "..", which a URL parser resolves away).
+  if (query.partition !== undefined) {
+    if (partition !== undefined) throw new ValidationError('partition is given twice (path and query)', 'partition');
+    partition = str(query.partition, 'partition', 1024);
+  }
   const req: PopRequest = {
     queue: checkQueueName(queue),
     partition: partition === undefined ? undefined : checkPartitionName(partition),
