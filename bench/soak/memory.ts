@@ -307,19 +307,18 @@ async function main(): Promise<void> {
     machine: await machineInfo(adminUrl, undefined),
     tag: process.env.QUEEN_SOAK_TAG || undefined,
   };
-  const svg =
-    lineChartSvg({
-      name: 'soak-memory',
-      title: `Service memory under ${concurrency} mixed HTTP clients (${requests} requests)`,
-      xLabel: 'minutes',
-      yLabel: 'MiB',
-      series: [
-        { name: 'RSS', points: samples.map((s) => [min(s.t), s.rss / MIB]) },
-        { name: 'heap used', points: samples.map((s) => [min(s.t), s.heapUsed / MIB]) },
-        { name: 'dedup cache resident', points: cacheSamples.map(([t, b]) => [min(t), b / MIB]) },
-        { name: 'RSS - dedup cache', points: rssMinusCache },
-      ],
-    });
+  const svg = lineChartSvg({
+    name: 'soak-memory',
+    title: `Service memory under ${concurrency} mixed HTTP clients (${requests} requests)`,
+    xLabel: 'minutes',
+    yLabel: 'MiB',
+    series: [
+      { name: 'RSS', points: samples.map((s) => [min(s.t), s.rss / MIB]) },
+      { name: 'heap used', points: samples.map((s) => [min(s.t), s.heapUsed / MIB]) },
+      { name: 'dedup cache resident', points: cacheSamples.map(([t, b]) => [min(t), b / MIB]) },
+      { name: 'RSS - dedup cache', points: rssMinusCache },
+    ],
+  });
   const written = await writeResult(meta, 'soak-memory', { ...result, machine: meta.machine }, [{ name: 'memory', svg }], {
     durationSeconds: Math.round((Date.now() - started) / 100) / 10,
     params: result.params,
