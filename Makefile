@@ -39,7 +39,7 @@ help:
 	@echo "make helm-check  the Helm chart's test (builds helm + k8scheck into .local/bin the first time)"
 	@echo "make packages    pack @queen-ingress/client and @queen-ingress/queenctl into .local/packages"
 
-# node-gyp (cpu-features, under testcontainers) must build against the headers
+# node-gyp (cpu-features and ssh2's sshcrypto, under testcontainers) must build against the headers
 # beside the node that runs it, not a `nodedir` from the user's npmrc naming
 # another Node's (an addon built for 20 does not load on 24). Set for npm ci
 # only: npm warns about this key on every call that sees it.
