@@ -9,9 +9,9 @@
 #
 # The base is pinned to a patch version. To pin its exact bytes too, resolve
 # the digest once and build with it (and commit that line):
-#   docker buildx imagetools inspect node:20.20.2-bookworm-slim   # "Digest: sha256:…"
-#   docker build --build-arg NODE_IMAGE=node:20.20.2-bookworm-slim@sha256:<digest> .
-ARG NODE_IMAGE=node:20.20.2-bookworm-slim
+#   docker buildx imagetools inspect node:24.22.3-bookworm-slim   # "Digest: sha256:…"
+#   docker build --build-arg NODE_IMAGE=node:24.22.3-bookworm-slim@sha256:<digest> .
+ARG NODE_IMAGE=node:24.22.3-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

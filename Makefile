@@ -2,7 +2,25 @@
 # set-up on a fresh machine (npm packages, PostgreSQL 15, Apache Kafka jars).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-STAMP := node_modules/.install-stamp
+
+# Node 24 LTS: every recipe runs with deploy/local/node.sh's bin dir first on
+# PATH, so `node`, `npm`, `npx` and what they spawn are Node 24's (the
+# machine's own if it is 24 or newer, else a pinned build fetched once into
+# .local/node). Goals that run no Node skip it, so `make help` fetches nothing.
+NODE_FREE_GOALS := help clean jaeger helm-lint helm-check
+ifneq ($(filter-out $(NODE_FREE_GOALS),$(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))),)
+NODE_BIN := $(shell deploy/local/node.sh)
+ifneq ($(.SHELLSTATUS),0)
+$(error deploy/local/node.sh: no Node >= 24 on this machine, and fetching it failed (see above))
+endif
+export PATH := $(NODE_BIN):$(PATH)
+NODE_VERSION := $(shell $(NODE_BIN)/node --version)
+NODE_HEADERS := $(wildcard $(NODE_BIN)/../include/node/common.gypi)
+endif
+# The stamp names the node that ran `npm ci`: native addons are built for its
+# ABI, so switching Node (20 -> 24, or a machine node replacing the pinned
+# one) reinstalls node_modules. npm ci empties node_modules, old stamps too.
+STAMP := node_modules/.install-stamp-node-$(NODE_VERSION)
 
 .PHONY: help install build test test-unit run bench bench-quick clean lint-sql lint format
 
@@ -21,6 +39,13 @@ help:
 	@echo "make helm-check  the Helm chart's test (builds helm + k8scheck into .local/bin the first time)"
 	@echo "make packages    pack @queen-ingress/client and @queen-ingress/queenctl into .local/packages"
 
+# node-gyp (cpu-features and ssh2's sshcrypto, under testcontainers) must build against the headers
+# beside the node that runs it, not a `nodedir` from the user's npmrc naming
+# another Node's (an addon built for 20 does not load on 24). Set for npm ci
+# only: npm warns about this key on every call that sees it.
+ifneq ($(NODE_HEADERS),)
+$(STAMP): export npm_config_nodedir := $(abspath $(NODE_BIN)/..)
+endif
 $(STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $(STAMP)

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { closeSync, openSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Admin } from 'kafkajs';
@@ -50,22 +50,90 @@ export async function fetchConnect(): Promise<ConnectHome> {
   return { libs: get('CONNECT_LIBS'), plugins: get('CONNECT_PLUGINS') };
 }
 
-/** The sink's settings that matter for a comparison (recorded in the suite's params). */
-export const CONNECT_SETTINGS = {
-  tasksMax: 2,
-  insertMode: 'upsert',
-  primaryKeyMode: 'record_value',
-  primaryKeyFields: 'key,transactionId',
-  /** Debezium's default batch size (records per statement batch). */
-  batchSize: 500,
+/**
+ * Two configurations of the same sink (issue 39):
+ *
+ * - `tuned`: as its users run it when throughput matters, the settings
+ *   Debezium's and pgjdbc's documentation point at: `batch.size=5000`
+ *   (records per statement batch; default 500), the sink consumers'
+ *   `max.poll.records=5000` (Kafka's default 500; Debezium's docs: a poll
+ *   smaller than `batch.size` caps the batch), `reWriteBatchedInserts=true` on
+ *   the JDBC URL (pgjdbc sends a batch as multi-row INSERTs instead of one
+ *   statement per row), and one task per partition up to the cores, since a
+ *   task is one consumer thread: min(topic partitions, cores). Plus
+ *   `use.reduction.buffer=true`, which that rewrite makes necessary: a
+ *   multi-row upsert holding one key twice (a re-sent id inside one batch)
+ *   fails with SQLSTATE 21000, "ON CONFLICT DO UPDATE command cannot affect
+ *   row a second time", and the task stops (seen here with 20k records, 10 %
+ *   re-sent); Debezium's reduction buffer keeps one record per primary key in
+ *   a batch, its documented remedy.
+ * - `default`: the configuration this baseline ran with before (Debezium's and
+ *   Kafka's defaults, `tasks.max=2`), kept as an info row so the two can be
+ *   compared and older results read against it.
+ *
+ * The consumer setting goes into the worker properties as
+ * `consumer.max.poll.records`: a standalone worker applies its `consumer.*`
+ * keys to every sink task's consumer (a per-connector
+ * `consumer.override.*` would need the worker's client override policy to
+ * allow it; one connector per worker makes the two equivalent here).
+ */
+export type ConnectProfile = 'tuned' | 'default';
+
+export interface ConnectSettings {
+  profile: ConnectProfile;
+  tasksMax: number;
+  insertMode: 'upsert';
+  primaryKeyMode: 'record_value';
+  primaryKeyFields: string;
+  /** Debezium's `batch.size`; undefined: its default (500). */
+  batchSize: number | undefined;
+  /** The sink consumers' `max.poll.records`; undefined: Kafka's default (500). */
+  maxPollRecords: number | undefined;
+  /** pgjdbc's `reWriteBatchedInserts` on the connection URL (its default: false). */
+  reWriteBatchedInserts: boolean;
+  /** Debezium's `use.reduction.buffer` (its default: false). */
+  useReductionBuffer: boolean;
   /**
    * How often the worker commits the sink's consumer offsets (default 60 s).
    * Throughput is read from those commits, so a long interval would charge the
    * sink up to a minute of idle time; 500 ms bounds that error well below 1 s.
+   * The same in both profiles: it is how this benchmark reads progress.
    */
+  offsetFlushIntervalMs: number;
+  heapOpts: readonly string[];
+}
+
+const COMMON = {
+  insertMode: 'upsert',
+  primaryKeyMode: 'record_value',
+  primaryKeyFields: 'key,transactionId',
   offsetFlushIntervalMs: 500,
   heapOpts: ['-Xms256m', '-Xmx1g'],
 } as const;
+
+/** The settings of one profile for a topic of `topicPartitions` partitions on a machine of `cores` cores. */
+export function connectSettings(profile: ConnectProfile, topicPartitions: number, cores: number = availableParallelism()): ConnectSettings {
+  if (profile === 'default') {
+    return {
+      profile,
+      ...COMMON,
+      tasksMax: 2,
+      batchSize: undefined,
+      maxPollRecords: undefined,
+      reWriteBatchedInserts: false,
+      useReductionBuffer: false,
+    };
+  }
+  return {
+    profile,
+    ...COMMON,
+    tasksMax: Math.max(1, Math.min(topicPartitions, cores)),
+    batchSize: 5000,
+    maxPollRecords: 5000,
+    reWriteBatchedInserts: true,
+    useReductionBuffer: true,
+  };
+}
 
 /** An unused loopback port for the worker's REST listener (it must not collide with another run). */
 async function freePort(): Promise<number> {
@@ -78,10 +146,10 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function jdbcOf(databaseUrl: string): { url: string; user: string; password: string } {
+function jdbcOf(databaseUrl: string, reWriteBatchedInserts: boolean): { url: string; user: string; password: string } {
   const u = new URL(databaseUrl);
   return {
-    url: `jdbc:postgresql://${u.hostname}:${u.port || '5432'}${u.pathname}`,
+    url: `jdbc:postgresql://${u.hostname}:${u.port || '5432'}${u.pathname}${reWriteBatchedInserts ? '?reWriteBatchedInserts=true' : ''}`,
     user: decodeURIComponent(u.username || 'postgres'),
     password: decodeURIComponent(u.password),
   };
@@ -98,7 +166,18 @@ rootLogger.level = WARN
 rootLogger.appenderRef.out.ref = STDOUT
 logger.connect.name = org.apache.kafka.connect.runtime.WorkerSinkTask
 logger.connect.level = WARN
+logger.configs.name = org.apache.kafka.common.config.AbstractConfig
+logger.configs.level = INFO
+logger.sinkconfig.name = io.debezium.connector.jdbc.JdbcSinkConnectorTask
+logger.sinkconfig.level = INFO
 `;
+
+/*
+ * Two INFO loggers above: the clients' config dumps (each sink task's
+ * "ConsumerConfig values", with max.poll.records) and the Debezium task's
+ * "Starting JdbcSinkConnectorConfig" dump (each setting given, once per
+ * task). A few hundred lines per start; checkApplied() reads them.
+ */
 
 /**
  * Workers still running. bench/run.ts exits the process on SIGINT/SIGTERM;
@@ -131,10 +210,12 @@ export async function startConnectSink(opts: {
   topic: string;
   table: string;
   connector: string;
+  settings: ConnectSettings;
 }): Promise<RunningConnect> {
   if (!/^[a-z_][a-z0-9_]*$/.test(opts.table)) throw new Error(`bad Connect sink table name ${opts.table}`);
+  const cfg = opts.settings;
   const dir = await mkdtemp(join(tmpdir(), 'queen-bench-connect-'));
-  const jdbc = jdbcOf(opts.databaseUrl);
+  const jdbc = jdbcOf(opts.databaseUrl, cfg.reWriteBatchedInserts);
   const port = await freePort();
   const worker = [
     `bootstrap.servers=${opts.brokers.join(',')}`,
@@ -142,7 +223,7 @@ export async function startConnectSink(opts: {
     'value.converter=org.apache.kafka.connect.json.JsonConverter',
     'value.converter.schemas.enable=true',
     `offset.storage.file.filename=${join(dir, 'connect.offsets')}`,
-    `offset.flush.interval.ms=${CONNECT_SETTINGS.offsetFlushIntervalMs}`,
+    `offset.flush.interval.ms=${cfg.offsetFlushIntervalMs}`,
     `plugin.path=${opts.home.plugins}`,
     // Every plugin here ships ServiceLoader manifests: skip the reflective scan (a faster start).
     'plugin.discovery=service_load',
@@ -150,20 +231,22 @@ export async function startConnectSink(opts: {
     `listeners=http://127.0.0.1:${port}`,
     'rest.advertised.host.name=127.0.0.1',
     'consumer.auto.offset.reset=earliest',
+    ...(cfg.maxPollRecords === undefined ? [] : [`consumer.max.poll.records=${cfg.maxPollRecords}`]),
   ];
   const sink = [
     `name=${opts.connector}`,
     'connector.class=io.debezium.connector.jdbc.JdbcSinkConnector',
-    `tasks.max=${CONNECT_SETTINGS.tasksMax}`,
+    `tasks.max=${cfg.tasksMax}`,
     `topics=${opts.topic}`,
     `connection.url=${jdbc.url}`,
     `connection.username=${jdbc.user}`,
     `connection.password=${jdbc.password}`,
-    `insert.mode=${CONNECT_SETTINGS.insertMode}`,
+    `insert.mode=${cfg.insertMode}`,
     'delete.enabled=false',
-    `primary.key.mode=${CONNECT_SETTINGS.primaryKeyMode}`,
-    `primary.key.fields=${CONNECT_SETTINGS.primaryKeyFields}`,
-    `batch.size=${CONNECT_SETTINGS.batchSize}`,
+    `primary.key.mode=${cfg.primaryKeyMode}`,
+    `primary.key.fields=${cfg.primaryKeyFields}`,
+    ...(cfg.batchSize === undefined ? [] : [`batch.size=${cfg.batchSize}`]),
+    ...(cfg.useReductionBuffer ? ['use.reduction.buffer=true'] : []),
     'schema.evolution=basic',
     `collection.name.format=${opts.table}`,
   ];
@@ -175,7 +258,7 @@ export async function startConnectSink(opts: {
   const child = spawn(
     'java',
     [
-      ...CONNECT_SETTINGS.heapOpts,
+      ...cfg.heapOpts,
       '-XX:+UseG1GC',
       '-Djava.awt.headless=true',
       `-Dlog4j2.configurationFile=${join(dir, 'log4j2.properties')}`,
@@ -209,6 +292,33 @@ export async function startConnectSink(opts: {
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Fails unless the worker's log shows every task running with `cfg`: each
+ * task's consumer with its max.poll.records (Kafka's 500 when unset), and
+ * each Debezium task with the batch size, reduction buffer and JDBC URL given.
+ * A setting Connect or Debezium silently ignored (a misspelt key, a prefix
+ * the worker does not pass on) would otherwise measure another sink than the
+ * one named. Call after waitJoined(): tasks log their configs before their
+ * consumers join the group.
+ */
+export async function checkApplied(c: RunningConnect, cfg: ConnectSettings): Promise<void> {
+  const log = await c.log();
+  const count = (re: RegExp): number => log.match(new RegExp(re.source, 'gm'))?.length ?? 0;
+  const want: [string, RegExp][] = [
+    ['tasks started', /Starting JdbcSinkConnectorConfig with configuration/],
+    [`max.poll.records = ${cfg.maxPollRecords ?? 500}`, new RegExp(`^\\s+max\\.poll\\.records = ${cfg.maxPollRecords ?? 500}$`)],
+  ];
+  if (cfg.batchSize !== undefined) want.push([`batch.size = ${cfg.batchSize}`, new RegExp(` batch\\.size = ${cfg.batchSize} \\(`)]);
+  if (cfg.useReductionBuffer) want.push(['use.reduction.buffer = true', / use\.reduction\.buffer = true \(/]);
+  if (cfg.reWriteBatchedInserts) want.push(['reWriteBatchedInserts=true', / connection\.url = \S+\?reWriteBatchedInserts=true \(/]);
+  const short = want.filter(([, re]) => count(re) < cfg.tasksMax).map(([what, re]) => `${what} (${count(re)} of ${cfg.tasksMax} tasks)`);
+  if (short.length > 0) {
+    throw new Error(
+      `Kafka Connect (${cfg.profile}) is not running as configured: ${short.join(', ')}; log tail:\n${log.split('\n').slice(-30).join('\n')}`,
+    );
+  }
 }
 
 /**

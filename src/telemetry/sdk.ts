@@ -44,6 +44,11 @@ export function startTracing(opts: TracingOptions): () => Promise<void> {
   const exporter =
     opts.exporter ?? (opts.endpoint ? new OTLPTraceExporter({ url: `${opts.endpoint.replace(/\/$/, '')}/v1/traces` }) : undefined);
   if (!exporter) return async () => undefined;
+  // Node 24 deprecates module.register in its docs only (no runtime warning,
+  // even with --pending-deprecation). The OpenTelemetry hook is an async loader
+  // for it; the in-thread replacement (import-in-the-middle's registerHooks
+  // entry, Node >= 24.11.1) is not what @opentelemetry/instrumentation ships.
+  // eslint-disable-next-line @typescript-eslint/no-deprecated -- see above
   register('@opentelemetry/instrumentation/hook.mjs', import.meta.url);
   const sdk = new NodeSDK({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: opts.serviceName, [ATTR_SERVICE_VERSION]: opts.serviceVersion }),

@@ -62,7 +62,8 @@ test.before(async (t) => {
   const project = join(dir, 'project');
   await mkdir(project);
   await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'scratch', private: true, type: 'module' }));
-  // @types/node: what any TypeScript-on-Node project has (same version as ours, so the npm cache serves it).
+  // @types/node: what any TypeScript-on-Node project has; the version ours pins, so the npm cache serves it.
+  const ours = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
   await ok(
     'npm',
     [
@@ -73,7 +74,7 @@ test.before(async (t) => {
       '--loglevel=error',
       join(tarballs, client),
       join(tarballs, cli),
-      '@types/node@20.19.43',
+      `@types/node@${ours.devDependencies['@types/node']!}`,
     ],
     project,
   );

@@ -24,6 +24,7 @@ const exporter = new InMemorySpanExporter();
 
 test.before(async (t) => {
   // This file runs in its own process, so the global provider is ours alone.
+  // eslint-disable-next-line @typescript-eslint/no-deprecated -- the service's hook, as src/telemetry/sdk.ts registers it (and why)
   register('@opentelemetry/instrumentation/hook.mjs', import.meta.url);
   const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
   trace.setGlobalTracerProvider(provider);

@@ -47,11 +47,18 @@ async function chartValues(): Promise<{
   return parseYaml(await read('deploy/helm/queen-ingress/values.yaml'));
 }
 
-test('the base image is pinned to a Node 20 patch version (a digest may follow)', async (t) => {
+test('the base image is pinned to a Node 24 patch version (a digest may follow)', async (t) => {
   const { args, stages: all } = await stages();
-  t.regex(args.get('NODE_IMAGE') ?? '', /^node:20\.\d+\.\d+-bookworm-slim(@sha256:[a-f0-9]{64})?$/);
+  t.regex(args.get('NODE_IMAGE') ?? '', /^node:24\.\d+\.\d+-bookworm-slim(@sha256:[a-f0-9]{64})?$/);
   t.is(all.length, 2);
   for (const s of all) t.regex(s[0]!.args, /^\$\{NODE_IMAGE\}( AS \w+)?$/);
+});
+
+test('the image runs the Node that make pins for development and tests (deploy/local/node.sh)', async (t) => {
+  const { args } = await stages();
+  const pinned = /^NODE_VERSION=(\d+\.\d+\.\d+)$/m.exec(await read('deploy/local/node.sh'))?.[1];
+  t.truthy(pinned);
+  t.is(/^node:(\d+\.\d+\.\d+)-/.exec(args.get('NODE_IMAGE') ?? '')?.[1], pinned);
 });
 
 test('the final stage runs as the numeric non-root user the chart expects, with a HEALTHCHECK on its liveness path', async (t) => {
