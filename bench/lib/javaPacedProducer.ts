@@ -1,7 +1,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import type { PacedProducerParams } from './pacedProducer.js';
+import type { PacedProducerParams } from './pacedProducerTypes.js';
 import { endOffsets, kafkaClient } from './kafka.js';
 import { nowMs, sleep } from './stats.js';
 import { MessageFactory } from './synth.js';

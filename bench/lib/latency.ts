@@ -1,7 +1,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { cpuSince, cpuSnapshot, type CpuDelta, type CpuSnapshot } from './cpu.js';
-import type { PacedProducerMessage, PacedProducerParams } from './pacedProducer.js';
+import type { PacedProducerMessage, PacedProducerParams } from './pacedProducerTypes.js';
 import type { Progress } from './types.js';
 import { endOffsets, kafkaClient, waitCommitted, withAdmin } from './kafka.js';
 import { fmt, max, percentile } from './stats.js';

@@ -7,23 +7,7 @@
  */
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { javaPacedProduce } from './javaPacedProducer.js';
-
-export interface PacedProducerParams {
-  brokers: string[];
-  topic: string;
-  rate: number;
-  seconds: number;
-  keys: number;
-  payloadBytes: number;
-  tickMs: number;
-  label: string;
-}
-
-export type PacedProducerMessage =
-  | { kind: 'started'; startMs: number }
-  | { kind: 'progress'; sent: number }
-  | { kind: 'done'; sent: number; achievedRate: number }
-  | { kind: 'error'; message: string };
+import type { PacedProducerMessage, PacedProducerParams } from './pacedProducerTypes.js';
 
 async function produce(o: PacedProducerParams, post: (m: PacedProducerMessage) => void): Promise<void> {
   const done = await javaPacedProduce(
