@@ -125,8 +125,13 @@ export class Service extends Component {
 
   protected async onStart(): Promise<void> {
     await this.pipeline.start();
-    const { applied, functions } = await migrate(this.pipeline.engine.pool);
-    this.log.info({ applied, functions }, 'migrations applied');
+    const { applied, functions, newerSchema } = await migrate(this.pipeline.engine.pool);
+    if (newerSchema !== undefined) {
+      this.log.warn(
+        { newerSchema },
+        "the database's schema is a newer release's: this broker runs on it as that release's predecessor and leaves its function files alone (docs/sql-layout.md)",
+      );
+    } else this.log.info({ applied, functions }, 'migrations applied');
     // After the migrations (their tables), before the API (nothing depends on them).
     await this.retention?.start();
     await this.timers?.start();

@@ -72,8 +72,24 @@ export async function loadFunctionFiles(dir = SQL_DIR): Promise<FunctionFile[]> 
  *    before the files that no longer hold it. A file is idempotent
  *    (CREATE OR REPLACE), so one applied twice, or half a fleet's worth of
  *    times, leaves the same definitions (docs/sql-layout.md).
+ *
+ * A broker of an older release that starts (or restarts) during a rolling
+ * upgrade finds migrations recorded that it does not ship: the database is a
+ * newer release's. It applies no function file then. The newer files hold
+ * every version it calls (the rolling-upgrade predecessor rule), and its own
+ * older files would put back versions a newer migration dropped, and re-record
+ * checksums the next new broker would apply again.
  */
-export async function migrate(pool: pg.Pool, dir = SQL_DIR): Promise<{ applied: number[]; functions: string[] }> {
+export interface MigrateResult {
+  /** The numbered migrations this run applied. */
+  applied: number[];
+  /** The function files this run applied. */
+  functions: string[];
+  /** Set when the database holds a migration newer than this release ships (then no function file was applied). */
+  newerSchema?: number;
+}
+
+export async function migrate(pool: pg.Pool, dir = SQL_DIR): Promise<MigrateResult> {
   const migrations = await loadMigrations(dir);
   const functionFiles = await loadFunctionFiles(dir);
   const client = await pool.connect();
@@ -106,6 +122,10 @@ export async function migrate(pool: pg.Pool, dir = SQL_DIR): Promise<{ applied: 
         });
         applied.push(m.version);
       }
+
+      const shipped = migrations.at(-1)?.version ?? 0;
+      const newest = Math.max(0, ...done.keys());
+      if (newest > shipped) return { applied, functions, newerSchema: newest };
 
       const recordedFiles = new Map<string, string>();
       for (const r of (await client.query('SELECT name, checksum FROM queen.function_files')).rows) {

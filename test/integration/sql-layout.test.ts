@@ -272,6 +272,38 @@ type Push = (c: Queryable, pid: string, items: readonly Item[], verified: number
 const entries = <K extends string | number, V>(m: ReadonlyMap<K, V>) =>
   [...m.entries()].sort(([a], [b]) => (typeof a === 'number' && typeof b === 'number' ? a - b : String(a).localeCompare(String(b))));
 
+test("a broker of an older release, starting on a newer release's schema, leaves the function files alone", async (t) => {
+  const newer = await mkdtemp(join(tmpdir(), 'queen-sql-newer-'));
+  const db = await createTestDatabase('sql_older_broker', { empty: true });
+  const pool = new pg.Pool({ connectionString: db.url, max: 1 });
+  try {
+    // The newer release: one more migration, which drops a version its
+    // files no longer define; and a changed function file.
+    await cp(SQL_DIR, `${newer}/`, { recursive: true });
+    const last = (await loadMigrations()).at(-1)!.version;
+    const next = String(last + 1).padStart(6, '0');
+    await writeFile(`${newer}/${next}_newer_release.sql`, 'CREATE TABLE queen.newer_release_marker (id int);\n');
+    const lagFile = `${functionsDirOf(`${newer}/`)}lag.sql`;
+    await writeFile(
+      lagFile,
+      (await readFile(lagFile, 'utf8')).replace('AS $$\n', () => 'AS $$\n    -- newer release\n'),
+    );
+    t.deepEqual((await migrate(pool, `${newer}/`)).applied.at(-1), last + 1);
+    const before = { files: await recordedFiles(pool), fns: await functionsOf(pool) };
+
+    // A broker of this release restarts mid-upgrade: its files are older.
+    const r = await migrate(pool);
+    t.deepEqual(r, { applied: [], functions: [], newerSchema: last + 1 });
+    t.deepEqual(await recordedFiles(pool), before.files, 'no checksum re-recorded');
+    t.deepEqual(await functionsOf(pool), before.fns, "the newer release's definitions stay");
+    t.true((await functionsOf(pool)).find((f) => f.name === 'consumer_lag_v1')!.src.includes('-- newer release'));
+  } finally {
+    await pool.end();
+    await db.drop();
+    await rm(newer, { recursive: true, force: true });
+  }
+});
+
 test('rolling upgrade: log_push_v1 and log_push_v11 interleaved on one partition give exact verdicts', async (t) => {
   const db = await createTestDatabase('sql_rolling');
   const pool = new pg.Pool({ connectionString: db.url, max: 3 });
