@@ -20,7 +20,7 @@ export class WorkerLink implements FleetView {
   private local: (() => Promise<{ ready: boolean; reasons: string[] }>) | undefined;
 
   constructor(
-    private readonly slot: number,
+    readonly slot: number,
     private readonly timeoutMs: number,
   ) {
     process.on('message', (m: unknown) => {

@@ -29,6 +29,8 @@ export interface FleetReadiness {
  * worker gets the same pod-wide answer (docs/scaling.md).
  */
 export interface FleetView {
+  /** This worker's slot (named in /health/live, which answers for the process it reached). */
+  readonly slot: number;
   /** Prometheus text summed over the workers (prom-client's AggregatorRegistry, in the primary). */
   metrics(): Promise<string>;
   /** Never rejects: a primary that does not answer in time yields not ready. */
@@ -86,7 +88,9 @@ export function registerOps(
   fleet?: FleetView,
 ): void {
   const startedAt = Date.now();
-  const live = async () => ({ status: 'alive', uptimeSeconds: Math.floor((Date.now() - startedAt) / 1000) });
+  // With workers, liveness names the worker that answered: the probe checked that process, no other.
+  const self = fleet ? { worker: { slot: fleet.slot, pid: process.pid } } : {};
+  const live = async () => ({ status: 'alive', uptimeSeconds: Math.floor((Date.now() - startedAt) / 1000), ...self });
   app.get('/health/live', live);
   app.get('/livez', live);
 
