@@ -162,6 +162,38 @@ test.serial('/metrics sums over the workers, each holds its share of the budgets
   t.is(svc.lines.filter((l) => l.msg === 'worker stopped').length, 2);
 });
 
+test.serial('a worker that keeps dying is replaced after a growing backoff; one that dies during start-up fails the start', async (t) => {
+  const svc = start(t, {});
+  await svc.ready('workers started', 120_000);
+  const replacements = () => svc.lines.filter((l) => l.msg === 'worker exited; replacing it' && l.slot === 1);
+  // First death: the worker had run, so it is replaced at once; the second comes before the first
+  // replacement has lived 30 s, a crash loop, so the primary waits.
+  for (let kill = 1; kill <= 2; kill++) {
+    const victim = workerPid(svc, 1)!;
+    process.kill(victim, 'SIGKILL');
+    await waitFor(
+      `replacement ${kill} of worker 1`,
+      () => {
+        const pid = workerPid(svc, 1);
+        return pid !== undefined && pid !== victim;
+      },
+      120_000,
+    );
+  }
+  const [first, second] = replacements();
+  t.is(first!.delayMs, 0, 'the first death is replaced at once');
+  t.true((second!.delayMs as number) >= 500, `a second early death waits (${String(second!.delayMs)} ms)`);
+  t.true((second!.livedMs as number) < 30_000);
+  svc.kill('SIGTERM');
+  t.is((await svc.exited).code, 0);
+
+  // A database that does not exist: every worker fails its start, and the pod exits 1 as the single process does.
+  const bad = new ServiceProcess({ DATABASE_URL: `${t.context.db.url}_missing`, QUEEN_WORKERS: '2' });
+  t.context.procs.push(bad);
+  t.is((await bad.exited).code, 1);
+  t.true(bad.lines.some((l) => l.msg === 'start-up failed' && l.pid === bad.child.pid));
+});
+
 /** Records with derived transactionIds (topic/partition/offset): the commit invariant is checkable per offset. */
 const wave = (from: number, n: number): Message[] =>
   Array.from({ length: n }, (_, i) => ({ key: `k${(from + i) % 24}`, value: `v${from + i}` }));
