@@ -139,7 +139,7 @@ export class WorkerFleet extends Component {
       return;
     }
     if (!this.isUp) {
-      this.log.error({ slot: s.slot, workerPid: pid, code, signal }, 'worker exited during start-up');
+      // Logged once, by main, where the failed start is handled.
       this.rejectUp(new Error(`worker ${s.slot} (pid ${pid}) exited during start-up (code ${code}, signal ${signal})`));
       return;
     }
