@@ -247,7 +247,10 @@ test.serial('SIGKILL of one worker mid-stream: it is replaced, nothing is lost o
   const atKill = await storedCount(sql, topic);
   await producing;
   t.true(atKill < WAVE, `the kill landed mid-stream (${atKill} of ${WAVE} stored)`);
-  await assertCommitsBehindLog(t, topic, group);
+  const committedAtKill = await assertCommitsBehindLog(t, topic, group);
+  t.log(
+    `worker 1 (pid ${victim}) killed with ${atKill} of ${WAVE} stored; ${committedAtKill} committed (all in the log) once the wave was produced`,
+  );
 
   const replacement = await waitFor(
     'the primary to replace worker 1',
