@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError } from './errors.js';
+import { availableCpus } from './util/cpus.js';
 
 /**
  * The one place the environment is read. Every variable has a named default
@@ -67,6 +68,19 @@ export interface TopicMapping {
 }
 
 export interface Config {
+  /**
+   * Broker processes in this pod (QUEEN_WORKERS; default: the CPUs the
+   * process may use). 1 is the single process; above 1 a primary forks this
+   * many workers (docs/scaling.md), each a whole broker with a 1/N share of
+   * QUEEN_DEDUP_CACHE_MB and QUEEN_PG_POOL_SIZE.
+   */
+  workers: number;
+  /**
+   * Which worker this process is (0 .. workers-1), or undefined in the
+   * primary and in a single process. Set by the primary when it forks a
+   * worker (QUEEN_WORKER_SLOT); not an operator setting.
+   */
+  workerSlot: number | undefined;
   databaseUrl: string | undefined;
   kafkaBrokers: string[];
   httpPort: number;
@@ -215,6 +229,8 @@ export function loadConfig(env: Env = process.env): Config {
     if (!/^[^:\s]+:\d{1,5}$/.test(b)) throw new ConfigError(`KAFKA_BROKERS must be a comma-separated list of host:port, got "${b}"`);
   }
   const cfg: Config = {
+    workers: int(env, 'QUEEN_WORKERS', availableCpus(), 1, 256),
+    workerSlot: env.QUEEN_WORKER_SLOT ? int(env, 'QUEEN_WORKER_SLOT', 0, 0, 255) : undefined,
     databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
     kafkaBrokers: brokers,
     httpPort: int(env, 'QUEEN_HTTP_PORT', DEFAULTS.httpPort, 0, 65535),

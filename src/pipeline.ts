@@ -11,7 +11,7 @@ import { Component } from './util/lifecycle.js';
 export interface WritePipelineOptions {
   databaseUrl: string;
   poolSize: number;
-  /** Dedup cache budget in MB, or false for no cache (every push probes the full window with -1). */
+  /** Dedup cache budget in MB (a worker's share may be fractional), or false for no cache (every push probes the full window with -1). */
   cacheMb: number | false;
   maxPayloadBytes: number;
   metadataTtlMs: number;
@@ -75,16 +75,20 @@ export class WritePipeline extends Component {
   readonly cache: DedupCache | undefined;
   readonly writer: LogWriter;
   readonly fusion: Fusion;
+  /** The dedup cache's cap in bytes (0: no cache). */
+  readonly cacheCapBytes: number;
 
   constructor(opts: WritePipelineOptions) {
     super('WritePipeline');
     this.metrics = opts.metrics;
     this.engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: opts.poolSize, metrics: opts.metrics });
-    this.cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onWarn: opts.onCacheWarning });
+    const capBytes = opts.cacheMb === false ? 0 : Math.floor(opts.cacheMb * 1024 * 1024);
+    this.cacheCapBytes = capBytes;
+    this.cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes, onWarn: opts.onCacheWarning });
     poolMetrics(this.engine.pool, opts.metrics);
     opts.metrics
       .gauge('queen_dedup_cache_budget_bytes', 'Memory budget of the dedup cache (QUEEN_DEDUP_CACHE_MB; 0 = no cache)')
-      .set(opts.cacheMb === false ? 0 : opts.cacheMb * 1024 * 1024);
+      .set(capBytes);
     const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine.pool, opts.metrics, opts.onHydrationError) : undefined;
     this.writer = new LogWriter(this.engine, { maxPayloadBytes: opts.maxPayloadBytes, metadataTtlMs: opts.metadataTtlMs, watermarks });
     this.fusion = new Fusion(this.writer, {
@@ -120,17 +124,22 @@ function poolMetrics(pool: pg.Pool, metrics: MetricsRegistry): void {
     [{ state: 'idle' }, pool.idleCount],
   ]);
   metrics.gauge('queen_pg_pool_waiting_requests', 'Callers waiting for a PostgreSQL pool connection').collect(() => pool.waitingCount);
-  metrics.gaugeAsync('queen_postgres_up', 'Whether PostgreSQL answered SELECT 1 within 2 s at scrape time (1) or not (0)', async () => {
-    let timer: NodeJS.Timeout | undefined;
-    const q = pool.query('SELECT 1').then(
-      () => 1,
-      () => 0,
-    );
-    const timeout = new Promise<number>((resolve) => (timer = setTimeout(() => resolve(0), 2_000)));
-    try {
-      return await Promise.race([q, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
-  });
+  metrics.gaugeAsync(
+    'queen_postgres_up',
+    'Whether PostgreSQL answered SELECT 1 within 2 s at scrape time (1) or not (0)',
+    async () => {
+      let timer: NodeJS.Timeout | undefined;
+      const q = pool.query('SELECT 1').then(
+        () => 1,
+        () => 0,
+      );
+      const timeout = new Promise<number>((resolve) => (timer = setTimeout(() => resolve(0), 2_000)));
+      try {
+        return await Promise.race([q, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    'min',
+  );
 }

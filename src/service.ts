@@ -1,6 +1,7 @@
 import type { Config } from './config.js';
 import { migrate } from './engine/migrate.js';
-import { HttpApi } from './http/server.js';
+import { HTTP_DEFAULTS, HttpApi } from './http/server.js';
+import { localReadiness, type FleetView } from './http/routes/ops.js';
 import { KafkaIngress } from './ingress/kafkaIngress.js';
 import { LagMonitor } from './ingress/lagMonitor.js';
 import { buildInfo } from './telemetry/buildInfo.js';
@@ -11,6 +12,23 @@ import { ReadPath } from './read/readPath.js';
 import type { Logger } from './telemetry/logger.js';
 import { MetricsRegistry } from './telemetry/metrics.js';
 import { Component } from './util/lifecycle.js';
+
+/**
+ * What this broker is within its pod (docs/scaling.md). Absent: the single
+ * process (QUEEN_WORKERS=1), slot 0 with housekeeping and no fleet.
+ */
+export interface BrokerRole {
+  /** Worker slot, 0 .. QUEEN_WORKERS-1. */
+  slot: number;
+  /**
+   * Runs the pod's one timer sweeper and Kafka lag monitor (slot 0): both are
+   * per pod, not per worker, so N workers keep the database's timer polls
+   * and the broker's lag reads at today's rate.
+   */
+  housekeeping: boolean;
+  /** The pod as a whole, answered by the primary: /metrics and /health/ready use it. */
+  fleet?: FleetView;
+}
 
 /**
  * The whole service. Start order: write pipeline (engine, cache, fusion) and
@@ -31,6 +49,7 @@ export class Service extends Component {
   constructor(
     readonly config: Config,
     private readonly log: Logger,
+    role: BrokerRole = { slot: 0, housekeeping: true },
   ) {
     super('Service');
     this.metrics.collectDefaults();
@@ -62,7 +81,14 @@ export class Service extends Component {
       port: config.httpPort,
       logger: log.child({ component: 'http' }),
       ingressReadiness: () => this.ingress?.status(),
+      fleet: role.fleet,
     });
+    workerGauges(this.metrics, role.slot, this.pipeline.cacheCapBytes, config.pgPoolSize);
+    // Every worker runs one: leadership is a PostgreSQL session advisory lock
+    // plus a fence (RetentionService), so N workers are N contenders exactly
+    // as N brokers are, still one leader; and when the leader's worker dies,
+    // another worker takes over at its next pass without waiting for the
+    // replacement.
     if (config.retentionEnabled) {
       this.retention = new RetentionService({
         connectionString: config.databaseUrl!,
@@ -75,7 +101,7 @@ export class Service extends Component {
         logger: log.child({ component: 'retention' }),
       });
     }
-    if (config.timersEnabled) {
+    if (config.timersEnabled && role.housekeeping) {
       this.timers = new TimerSweeper({
         pool: this.pipeline.engine.pool,
         pollMs: config.timerPollMs,
@@ -107,20 +133,26 @@ export class Service extends Component {
         log.child({ component: 'ingress' }),
         this.metrics,
       );
-      this.lag = new LagMonitor(
-        {
-          brokers: config.kafkaBrokers,
-          groupId: config.ingressGroup,
-          topics: config.ingressTopics.map((t) => t.topic),
-          intervalMs: config.lagIntervalMs,
-          clientId: config.kafkaClientId,
-          ssl: config.kafkaTls,
-          sasl: config.kafkaSasl,
-        },
-        log.child({ component: 'lag' }),
-        this.metrics,
-      );
+      if (role.housekeeping)
+        this.lag = new LagMonitor(
+          {
+            brokers: config.kafkaBrokers,
+            groupId: config.ingressGroup,
+            topics: config.ingressTopics.map((t) => t.topic),
+            intervalMs: config.lagIntervalMs,
+            clientId: config.kafkaClientId,
+            ssl: config.kafkaTls,
+            sasl: config.kafkaSasl,
+          },
+          log.child({ component: 'lag' }),
+          this.metrics,
+        );
     }
+  }
+
+  /** This process's own readiness (a worker's answer to the primary): PostgreSQL and the Kafka consumer. */
+  readiness(): Promise<{ ready: boolean; reasons: string[] }> {
+    return localReadiness(this.pipeline.engine.pool, HTTP_DEFAULTS.healthTimeoutMs, () => this.ingress?.status());
   }
 
   protected async onStart(): Promise<void> {
@@ -139,7 +171,7 @@ export class Service extends Component {
     await this.http.start();
     if (this.ingress) await this.ingress.start();
     if (this.lag) await this.lag.start();
-    else this.log.info('no QUEEN_INGRESS_TOPICS: Kafka ingress not started');
+    if (!this.ingress) this.log.info('no QUEEN_INGRESS_TOPICS: Kafka ingress not started');
   }
 
   protected async onStop(): Promise<void> {
@@ -151,4 +183,23 @@ export class Service extends Component {
     await this.read.stop();
     await this.pipeline.stop();
   }
+}
+
+/**
+ * Per-worker series: each carries its own labels, so summing over a pod's
+ * workers keeps one series per worker. `queen_workers` is 1 in each worker,
+ * so the pod's /metrics reads how many answered the scrape.
+ */
+function workerGauges(metrics: MetricsRegistry, slot: number, cacheCapBytes: number, pgPoolSize: number): void {
+  metrics.gauge('queen_workers', 'Broker worker processes that answered this scrape (QUEEN_WORKERS when all are up)').set(1);
+  metrics.gauge('queen_worker_info', 'One series per worker process of this pod: its slot and pid (always 1)', ['slot', 'pid']).set(1, {
+    slot,
+    pid: process.pid,
+  });
+  metrics
+    .gauge('queen_worker_dedup_cache_budget_bytes', "This worker's dedup cache cap: its share of QUEEN_DEDUP_CACHE_MB", ['slot'])
+    .set(cacheCapBytes, { slot });
+  metrics
+    .gauge('queen_worker_pg_pool_max_connections', "This worker's PostgreSQL pool size: its share of QUEEN_PG_POOL_SIZE", ['slot'])
+    .set(pgPoolSize, { slot });
 }

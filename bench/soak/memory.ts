@@ -107,6 +107,9 @@ async function main(): Promise<void> {
       QUEEN_HTTP_PORT: String(port),
       QUEEN_HTTP_HOST: '127.0.0.1',
       QUEEN_LOG_LEVEL: 'warn',
+      // The soak's subject is one process's memory (its probe samples the heap
+      // of the process it is preloaded into): one broker, no workers.
+      QUEEN_WORKERS: '1',
       QUEEN_SOAK_PROBE_FILE: probeFile,
       QUEEN_SOAK_PROBE_MS: '1000',
       ...(cacheMb ? { QUEEN_DEDUP_CACHE_MB: cacheMb } : {}),

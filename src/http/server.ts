@@ -9,7 +9,7 @@ import { recording } from '../telemetry/tracing.js';
 import { trace } from '@opentelemetry/api';
 import { BearerAuth } from './auth.js';
 import { clientErrorResponse, toHttpError } from './errorStatus.js';
-import { registerOps, type IngressReadiness } from './routes/ops.js';
+import { registerOps, type FleetView, type IngressReadiness } from './routes/ops.js';
 import { registerPush, type PushPath } from './routes/push.js';
 import { registerQueues } from './routes/queues.js';
 import { registerTimers } from './routes/timers.js';
@@ -43,6 +43,8 @@ export interface HttpApiOptions {
   requestTimeoutMs?: number | undefined;
   /** The Kafka ingress's state for /health/ready (absent: no ingress). */
   ingressReadiness?: IngressReadiness | undefined;
+  /** Set in a worker process (QUEEN_WORKERS > 1): /health/ready and /metrics answer for the whole pod. */
+  fleet?: FleetView | undefined;
 }
 
 export const HTTP_DEFAULTS = { maxItemsPerPush: 10_000, healthTimeoutMs: 2_000, retryAfterSeconds: 1, requestTimeoutMs: 60_000 } as const;
@@ -226,7 +228,7 @@ export class HttpApi extends Component {
       if (o.read) registerConsume(api, o.read, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush);
       if (o.read) registerMessages(api, o.pool, o.read);
     });
-    registerOps(app, o.pool, o.metrics, o.healthTimeoutMs ?? HTTP_DEFAULTS.healthTimeoutMs, o.ingressReadiness);
+    registerOps(app, o.pool, o.metrics, o.healthTimeoutMs ?? HTTP_DEFAULTS.healthTimeoutMs, o.ingressReadiness, o.fleet);
     return app;
   }
 }

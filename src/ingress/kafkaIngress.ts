@@ -242,7 +242,8 @@ export class KafkaIngress extends Component {
     );
     // 1 while the supervisor's consumer is a live group member (its consumer is replaced on restart, so read the supervisor).
     metrics
-      ?.gauge('queen_kafka_consumer_up', 'Whether the Kafka consumer is a live member of its group (1) or not (0)')
+      // min over a pod's workers: 0 while any worker's consumer is not a member (the alert on == 0 still fires).
+      ?.gauge('queen_kafka_consumer_up', 'Whether the Kafka consumer is a live member of its group (1) or not (0)', [], 'min')
       .collect(() => (this.state === 'running' && this.status().member ? 1 : 0));
   }
 

@@ -93,7 +93,13 @@ export class ConsumerSupervisor {
       ?.gauge('queen_ingress_consumer_stuck', '1 while the Kafka consumer is a member that makes no progress')
       .collect(() => (this.status().stuck ? 1 : 0));
     metrics
-      ?.gauge('queen_ingress_consumer_ready', '1 while the Kafka consumer is a live group member, not stuck, no partition halted')
+      // min over a pod's workers, as readiness: 1 only when every worker's consumer is ready.
+      ?.gauge(
+        'queen_ingress_consumer_ready',
+        '1 while the Kafka consumer is a live group member, not stuck, no partition halted',
+        [],
+        'min',
+      )
       .collect(() => (this.status().ready ? 1 : 0));
     metrics
       ?.gauge('queen_ingress_halted_partitions', 'Partitions halted by QUEEN_INGRESS_ERRORS_TOLERANCE=none')

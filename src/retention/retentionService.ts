@@ -166,24 +166,32 @@ export class RetentionService extends Component {
         return this.opts.intervalMs;
       },
     );
-    this.lastPassSeconds = m.gauge('queen_retention_last_pass_seconds', 'Duration of the last retention pass');
-    // Per queue, from the leader's last pass (a follower exports none).
-    m.gauge('queen_retention_purge_lag_seconds', 'Seconds the oldest kept log_txns row is past its purge horizon', [
-      'queue',
-    ]).collectLabeled(() => [...this.lag].map(([queue, l]) => [{ queue }, l.purgeLagSeconds]));
-    m.gauge('queen_retention_oldest_retained_age_seconds', 'Age of the oldest retained segment', ['queue']).collectLabeled(() =>
+    this.lastPassSeconds = m.gauge('queen_retention_last_pass_seconds', 'Duration of the last retention pass', [], 'max');
+    // Per queue, from the leader's last pass (a follower exports none). `max`
+    // over a pod's workers: a series one worker reports is never multiplied.
+    m.gauge(
+      'queen_retention_purge_lag_seconds',
+      'Seconds the oldest kept log_txns row is past its purge horizon',
+      ['queue'],
+      'max',
+    ).collectLabeled(() => [...this.lag].map(([queue, l]) => [{ queue }, l.purgeLagSeconds]));
+    m.gauge('queen_retention_oldest_retained_age_seconds', 'Age of the oldest retained segment', ['queue'], 'max').collectLabeled(() =>
       [...this.lag].map(([queue, l]) => [{ queue }, l.oldestRetainedAgeSeconds]),
     );
     // Consumer lag rides on the leader's pass: one broker reads it, so a sum
     // over brokers is not double-counted, and a scrape costs no query.
-    m.gauge('queen_consumer_lag_messages', 'Retained messages a consumer group has not yet passed, per queue (leader, each pass)', [
-      'queue',
-      'consumer_group',
-    ]).collectLabeled(() => this.groupLag.map((l) => [{ queue: l.queue, consumer_group: l.group }, l.lagMessages]));
-    m.gauge('queen_consumer_partitions_behind', 'Partitions where a consumer group has messages left to read (leader, each pass)', [
-      'queue',
-      'consumer_group',
-    ]).collectLabeled(() => this.groupLag.map((l) => [{ queue: l.queue, consumer_group: l.group }, l.partitionsBehind]));
+    m.gauge(
+      'queen_consumer_lag_messages',
+      'Retained messages a consumer group has not yet passed, per queue (leader, each pass)',
+      ['queue', 'consumer_group'],
+      'max',
+    ).collectLabeled(() => this.groupLag.map((l) => [{ queue: l.queue, consumer_group: l.group }, l.lagMessages]));
+    m.gauge(
+      'queen_consumer_partitions_behind',
+      'Partitions where a consumer group has messages left to read (leader, each pass)',
+      ['queue', 'consumer_group'],
+      'max',
+    ).collectLabeled(() => this.groupLag.map((l) => [{ queue: l.queue, consumer_group: l.group }, l.partitionsBehind]));
   }
 
   get isLeader(): boolean {

@@ -80,6 +80,17 @@ export class CounterFrom {
   }
 }
 
+/**
+ * How a gauge's series combine when /metrics sums a pod's worker processes
+ * (prom-client's AggregatorRegistry, docs/scaling.md). Counters and
+ * histograms always sum. A gauge sums by default (bytes, connections,
+ * suppressed or halted partitions: each worker holds its own); a 0/1 health
+ * gauge takes `min`, so it reads 0 when any worker is down and the alerts on
+ * `== 0` still fire; a gauge that several workers would each report for the
+ * same thing (a duration, an age) takes `max`, never a multiple.
+ */
+export type GaugeAggregator = 'sum' | 'min' | 'max' | 'first';
+
 export class Gauge {
   private fn: (() => number) | undefined;
   private labeledFn: (() => Iterable<[Labels, number]>) | undefined;
@@ -90,6 +101,7 @@ export class Gauge {
     readonly help: string,
     private readonly labelKeys: readonly string[],
     registry: client.Registry,
+    aggregator: GaugeAggregator = 'sum',
   ) {
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
@@ -98,6 +110,7 @@ export class Gauge {
       help,
       labelNames: labelKeys,
       registers: [registry],
+      aggregator,
       collect() {
         if (self.fn) this.set(self.fn());
         if (self.labeledFn) {
@@ -202,12 +215,13 @@ export class MetricsRegistry {
     return this.lookup(name, CounterFrom, () => new CounterFrom(name, read, help, this.registry));
   }
 
-  gauge(name: string, help: string, labelKeys?: readonly string[]): Gauge {
-    return this.lookup(name, Gauge, () => new Gauge(name, help, labelKeys ?? [], this.registry));
+  /** A gauge; `aggregator` says how a pod's workers combine (GaugeAggregator; default sum). */
+  gauge(name: string, help: string, labelKeys?: readonly string[], aggregator?: GaugeAggregator): Gauge {
+    return this.lookup(name, Gauge, () => new Gauge(name, help, labelKeys ?? [], this.registry, aggregator));
   }
 
   /** A gauge computed asynchronously at scrape time (e.g. a database ping); registering the name again replaces the reader. */
-  gaugeAsync(name: string, help: string, read: () => Promise<number>): void {
+  gaugeAsync(name: string, help: string, read: () => Promise<number>, aggregator: GaugeAggregator = 'sum'): void {
     const existing = this.asyncReaders.get(name);
     this.asyncReaders.set(name, read);
     if (existing) return;
@@ -216,6 +230,7 @@ export class MetricsRegistry {
       name,
       help,
       registers: [this.registry],
+      aggregator,
       async collect() {
         this.set(await readers.get(name)!());
       },
@@ -254,6 +269,8 @@ export class MetricsRegistry {
       help: 'The running build (always 1)',
       labelNames: ['version', 'commit'],
       registers: [this.registry],
+      // Every worker runs the same build: one series of 1, not N.
+      aggregator: 'first',
     });
     g.set({ version, commit }, 1);
   }

@@ -1,0 +1,228 @@
+import cluster, { type Worker } from 'node:cluster';
+import type { FleetReadiness, WorkerReadiness } from '../http/routes/ops.js';
+import type { Logger } from '../telemetry/logger.js';
+import { ClusterMetrics } from '../telemetry/clusterMetrics.js';
+import { backoffMs } from '../util/backoff.js';
+import { Component } from '../util/lifecycle.js';
+import { isWorkerMessage, type PrimaryMessage } from './protocol.js';
+
+export interface WorkerFleetOptions {
+  workers: number;
+  logger: Logger;
+  /** How long the primary waits for one worker's readiness answer (a silent worker is not ready). */
+  readinessTimeoutMs: number;
+  /** Longest wait before replacing a worker that keeps crashing (exponential backoff from 1 s). */
+  restartBackoffMaxMs?: number;
+  /** A worker that ran this long before it died starts the backoff over (its crash is not a loop). */
+  stableAfterMs?: number;
+}
+
+/** One worker position. States: forked (no `startedAt`) -> started -> exited -> (backoff) -> forked ... */
+interface Slot {
+  readonly slot: number;
+  worker: Worker | undefined;
+  forkedAt: number;
+  /** When the worker said its service runs; undefined while it starts. */
+  startedAt: number | undefined;
+  /** Consecutive crashes that came sooner than stableAfterMs after their fork. */
+  crashes: number;
+  replaceTimer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * The primary process of a pod with QUEEN_WORKERS > 1 (docs/scaling.md). It
+ * runs no broker itself: it forks one worker per slot (each a whole broker,
+ * its own Kafka consumer in the group, fusion, writer, pool and cache share),
+ * replaces a worker that dies, and answers for the pod what no single worker
+ * can: /metrics summed over the workers and readiness over all of them.
+ *
+ * Fleet states (besides the Component lifecycle):
+ *   coming-up --every slot started once--> up
+ *   coming-up --a worker exits--> failed (`up` rejects; main exits 1, as a
+ *                                 single process whose start-up failed)
+ *   up --a worker exits--> up, its slot replaced after a backoff: none after
+ *        a worker that ran stableAfterMs, then 1 s, 2 s, ... up to
+ *        restartBackoffMaxMs while it keeps dying young (a crash loop does
+ *        not spin)
+ *   any --stop()--> stopping: SIGTERM to every worker (each drains as the
+ *        single process does), then stopped when all have exited
+ *
+ * Nothing is lost or doubled when a worker dies: it committed Kafka offsets
+ * only behind PostgreSQL's answers, so its partitions are redelivered to the
+ * survivors (after the group's session timeout) or its replacement, and a
+ * re-pushed record answers duplicate.
+ */
+export class WorkerFleet extends Component {
+  private readonly slots: Slot[];
+  private readonly log: Logger;
+  private readonly metrics = new ClusterMetrics();
+  private readonly exitWaiters = new Set<() => void>();
+  private nextAsk = 0;
+  private readonly asks = new Map<number, (a: WorkerReadiness) => void>();
+  private draining = false;
+  private isUp = false;
+  private cleanExits = true;
+  private resolveUp!: () => void;
+  private rejectUp!: (err: Error) => void;
+  /** Resolves when every slot's worker has started once; rejects when one exits before that. */
+  readonly up: Promise<void>;
+
+  constructor(private readonly opts: WorkerFleetOptions) {
+    super('WorkerFleet');
+    if (!cluster.isPrimary) throw new Error('WorkerFleet runs in the primary process only');
+    this.log = opts.logger;
+    this.slots = Array.from({ length: opts.workers }, (_, slot) => ({
+      slot,
+      worker: undefined,
+      forkedAt: 0,
+      startedAt: undefined,
+      crashes: 0,
+      replaceTimer: undefined,
+    }));
+    this.up = new Promise((resolve, reject) => {
+      this.resolveUp = resolve;
+      this.rejectUp = reject;
+    });
+    this.up.catch(() => undefined);
+  }
+
+  /** false when a worker did not end its drain cleanly (exit 0) after stop()'s SIGTERM: the primary's exit code. */
+  get clean(): boolean {
+    return this.cleanExits;
+  }
+
+  protected async onStart(): Promise<void> {
+    cluster.on('message', (worker, m: unknown) => this.onMessage(worker, m));
+    cluster.on('exit', (worker, code, signal) => this.onExit(worker, code, signal));
+    for (const s of this.slots) this.fork(s);
+  }
+
+  protected async onStop(): Promise<void> {
+    this.draining = true;
+    this.rejectUp(new Error('stopped before every worker started'));
+    for (const s of this.slots) {
+      clearTimeout(s.replaceTimer);
+      s.replaceTimer = undefined;
+    }
+    const alive = () => this.slots.filter((s) => s.worker !== undefined);
+    for (const s of alive()) s.worker!.process.kill('SIGTERM');
+    while (alive().length > 0) await new Promise<void>((resolve) => this.exitWaiters.add(resolve));
+  }
+
+  /** Last resort after the shutdown timeout: SIGKILL whatever worker is left. */
+  killAll(): void {
+    for (const s of this.slots) s.worker?.process.kill('SIGKILL');
+  }
+
+  private fork(s: Slot): void {
+    s.replaceTimer = undefined;
+    s.startedAt = undefined;
+    s.forkedAt = Date.now();
+    s.worker = cluster.fork({ QUEEN_WORKER_SLOT: String(s.slot) });
+    this.log.info({ slot: s.slot, workerPid: s.worker.process.pid }, 'worker forked');
+  }
+
+  private slotOf(worker: Worker): Slot | undefined {
+    return this.slots.find((s) => s.worker === worker);
+  }
+
+  private onExit(worker: Worker, code: number | null, signal: string | null): void {
+    const s = this.slotOf(worker);
+    if (!s) return;
+    s.worker = undefined;
+    for (const wake of this.exitWaiters) wake();
+    this.exitWaiters.clear();
+    const pid = worker.process.pid;
+    if (this.draining) {
+      if (code !== 0) this.cleanExits = false;
+      this.log.info({ slot: s.slot, workerPid: pid, code, signal }, 'worker stopped');
+      return;
+    }
+    if (!this.isUp) {
+      // Logged once, by main, where the failed start is handled.
+      this.rejectUp(new Error(`worker ${s.slot} (pid ${pid}) exited during start-up (code ${code}, signal ${signal})`));
+      return;
+    }
+    const lived = Date.now() - s.forkedAt;
+    if (lived >= (this.opts.stableAfterMs ?? 30_000)) s.crashes = 0;
+    const delayMs = s.crashes === 0 ? 0 : backoffMs(s.crashes - 1, 1_000, this.opts.restartBackoffMaxMs ?? 30_000);
+    s.crashes++;
+    this.log.warn({ slot: s.slot, workerPid: pid, code, signal, livedMs: lived, delayMs }, 'worker exited; replacing it');
+    s.replaceTimer = setTimeout(() => {
+      if (!this.draining) this.fork(s);
+    }, delayMs);
+  }
+
+  private onMessage(worker: Worker, m: unknown): void {
+    if (!isWorkerMessage(m)) return;
+    const s = this.slotOf(worker);
+    switch (m.type) {
+      case 'queen:started':
+        if (!s) return;
+        s.startedAt = Date.now();
+        this.log.info({ slot: s.slot, workerPid: worker.process.pid }, 'worker started');
+        if (!this.isUp && this.slots.every((x) => x.startedAt !== undefined)) {
+          this.isUp = true;
+          this.resolveUp();
+        }
+        return;
+      case 'queen:fleet-metrics':
+        this.metrics.render().then(
+          (text) => reply(worker, { type: 'queen:fleet-metrics-answer', id: m.id, text }),
+          (err: unknown) => reply(worker, { type: 'queen:fleet-metrics-answer', id: m.id, error: (err as Error).message }),
+        );
+        return;
+      case 'queen:fleet-ready':
+        void this.readiness().then((verdict) => reply(worker, { type: 'queen:fleet-ready-answer', id: m.id, verdict }));
+        return;
+      case 'queen:ready-answer':
+        this.asks.get(m.id)?.(m.answer);
+        this.asks.delete(m.id);
+        return;
+    }
+  }
+
+  /**
+   * The pod is ready when every slot holds a started worker that answers
+   * ready in time: a slot being replaced, a worker still starting, one whose
+   * event loop does not answer and one whose own checks fail (PostgreSQL, a
+   * stuck or halted consumer) each make it not ready, with the reason.
+   */
+  async readiness(): Promise<FleetReadiness> {
+    const workers = await Promise.all(
+      this.slots.map(async (s): Promise<WorkerReadiness> => {
+        const pid = s.worker?.process.pid ?? 0;
+        if (!s.worker?.isConnected()) return { slot: s.slot, pid, ready: false, reasons: ['not running (being replaced)'] };
+        if (s.startedAt === undefined) return { slot: s.slot, pid, ready: false, reasons: ['starting'] };
+        return this.ask(s.slot, s.worker);
+      }),
+    );
+    const reasons = workers.filter((w) => !w.ready).map((w) => `worker ${w.slot} (pid ${w.pid}): ${w.reasons.join('; ')}`);
+    return { ready: reasons.length === 0, reasons, workers };
+  }
+
+  private ask(slot: number, worker: Worker): Promise<WorkerReadiness> {
+    const id = this.nextAsk++;
+    const pid = worker.process.pid ?? 0;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.asks.delete(id);
+        resolve({ slot, pid, ready: false, reasons: [`did not answer within ${this.opts.readinessTimeoutMs} ms`] });
+      }, this.opts.readinessTimeoutMs);
+      this.asks.set(id, (a) => {
+        clearTimeout(timer);
+        resolve(a);
+      });
+      reply(worker, { type: 'queen:ready-ask', id });
+    });
+  }
+}
+
+function reply(worker: Worker, m: PrimaryMessage): void {
+  if (!worker.isConnected()) return;
+  try {
+    worker.send(m, undefined, () => undefined);
+  } catch {
+    // The worker is gone; its exit event does the bookkeeping.
+  }
+}
