@@ -19,7 +19,7 @@ const ALLOWED: Record<string, { value: string[]; types?: string[] }> = {
   errors: { value: [] },
   util: { value: ['errors'] },
   telemetry: { value: [] },
-  config: { value: ['errors'] },
+  config: { value: ['errors', 'util'] },
   engine: { value: ['errors', 'util', 'telemetry'] },
   dedup: { value: ['util'] },
   fusion: { value: ['engine', 'errors', 'util', 'telemetry'], types: ['dedup'] },
@@ -46,7 +46,8 @@ const ALLOWED: Record<string, { value: string[]; types?: string[] }> = {
       'dedup',
     ],
   },
-  main: { value: ['service', 'config', 'telemetry', 'errors'] },
+  cluster: { value: ['config', 'http', 'telemetry', 'util', 'errors'] },
+  main: { value: ['cluster', 'service', 'config', 'telemetry', 'errors'] },
   client: { value: [] },
   cli: { value: ['client', 'errors', 'engine'] },
 };
