@@ -62,7 +62,11 @@ grep -q 'memory: "1536Mi"' "$OUT/default.yaml" || die "default memory limit is n
 "$HELM" template qi "$CHART" --kube-version "$KUBE_VERSION" --set dedup.cacheMb=4096 --set memory.headroomMb=768 >"$OUT/mem.yaml"
 grep -q 'memory: "4864Mi"' "$OUT/mem.yaml" || die "memory limit is not derived from dedup.cacheMb=4096 + 768"
 grep -q 'memory: "4Gi"' "$OUT/explicit-memory.yaml" || die "an explicit memory limit is not used as given"
-ok "memory limit derived (1536Mi, 4864Mi) or explicit (4Gi)"
+"$HELM" template qi "$CHART" --kube-version "$KUBE_VERSION" --set workers=3 >"$OUT/workers.yaml"
+grep -q 'memory: "2048Mi"' "$OUT/workers.yaml" || die "memory limit is not 512 + 1024 + 2 x 256 = 2048Mi with 3 workers"
+grep -q '{ name: QUEEN_WORKERS, value: "3" }' "$OUT/workers.yaml" || die "workers=3 does not reach QUEEN_WORKERS"
+grep -q '{ name: QUEEN_WORKERS, value: "1" }' "$OUT/default.yaml" || die "the default does not pin QUEEN_WORKERS=1"
+ok "memory limit derived (1536Mi, 4864Mi, 2048Mi with 3 workers) or explicit (4Gi); workers reach QUEEN_WORKERS"
 
 # 4. the PrometheusRule carries the alert rules of observability/ unchanged.
 obs_rules=$(ls "$ROOT"/observability/alerts.yml "$ROOT"/observability/alerts.yaml "$ROOT"/observability/*/alerts.yml 2>/dev/null | head -1 || true)

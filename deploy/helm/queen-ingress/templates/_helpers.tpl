@@ -80,14 +80,15 @@ plain decimal between 0 and 1): Go would print 0.00001 as "1e-05".
 
 {{/*
 The container memory limit. "auto" derives it from the dedup cache budget
-(QUEEN_DEDUP_CACHE_MB) plus headroom for the Node heap, fusion buffers
-(QUEEN_MAX_INFLIGHT_BYTES) and the PostgreSQL/Kafka clients; an explicit
-quantity is used as given.
+(QUEEN_DEDUP_CACHE_MB, split between the workers) plus headroom for the Node
+heap, fusion buffers (QUEEN_MAX_INFLIGHT_BYTES) and the PostgreSQL/Kafka
+clients, plus memory.perWorkerMb for each worker beyond the first; an
+explicit quantity is used as given.
 */}}
 {{- define "queen-ingress.memoryLimit" -}}
 {{- $limit := .Values.resources.limits.memory | toString -}}
 {{- if eq $limit "auto" -}}
-{{- printf "%dMi" (add (int .Values.dedup.cacheMb) (int .Values.memory.headroomMb)) -}}
+{{- printf "%dMi" (add (int .Values.dedup.cacheMb) (int .Values.memory.headroomMb) (mul (sub (int .Values.workers) 1) (int .Values.memory.perWorkerMb))) -}}
 {{- else -}}
 {{- $limit -}}
 {{- end -}}
