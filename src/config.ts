@@ -39,6 +39,8 @@ export const DEFAULTS = {
   timerBatch: 1000,
   kafkaClientId: 'queen-ingress',
   ingressErrorsTolerance: 'all',
+  ingressDlqErrorsTolerance: 'none',
+  ingressMissingId: 'dlq',
   ingressStuckAfterMs: 120_000,
   ingressRestartBackoffMaxMs: 30_000,
   lagIntervalMs: 15_000,
@@ -109,6 +111,10 @@ export interface Config {
   kafkaTls: KafkaTls | undefined;
   kafkaSasl: KafkaSasl | undefined;
   ingressErrorsTolerance: 'all' | 'none';
+  /** A failing dead-letter write: 'none' halts its partition (retrying, resumes by itself); 'all' skips its records (logged, counted). */
+  ingressDlqErrorsTolerance: 'all' | 'none';
+  /** A Kafka record without a transactionId: dead-lettered, its partition halted, or stored under topic/partition/offset. */
+  ingressMissingId: 'dlq' | 'fail' | 'offset';
   ingressStuckAfterMs: number;
   ingressRestartBackoffMaxMs: number;
   /** How often consumer lag is read from the broker. */
@@ -254,6 +260,11 @@ export function loadConfig(env: Env = process.env): Config {
     kafkaTls: kafkaTls(env),
     kafkaSasl: kafkaSasl(env),
     ingressErrorsTolerance: oneOf(env, 'QUEEN_INGRESS_ERRORS_TOLERANCE', DEFAULTS.ingressErrorsTolerance, ['all', 'none'] as const),
+    ingressDlqErrorsTolerance: oneOf(env, 'QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE', DEFAULTS.ingressDlqErrorsTolerance, [
+      'none',
+      'all',
+    ] as const),
+    ingressMissingId: oneOf(env, 'QUEEN_INGRESS_MISSING_ID', DEFAULTS.ingressMissingId, ['dlq', 'fail', 'offset'] as const),
     ingressStuckAfterMs: int(env, 'QUEEN_INGRESS_STUCK_AFTER_MS', DEFAULTS.ingressStuckAfterMs, 1_000, 3_600_000),
     ingressRestartBackoffMaxMs: int(env, 'QUEEN_INGRESS_RESTART_BACKOFF_MAX_MS', DEFAULTS.ingressRestartBackoffMaxMs, 1_000, 600_000),
     lagIntervalMs: int(env, 'QUEEN_LAG_INTERVAL_MS', DEFAULTS.lagIntervalMs, 100, 3_600_000),

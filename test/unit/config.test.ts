@@ -19,6 +19,8 @@ test('managed Kafka: SASL and TLS settings, per-topic dead-letter topic, errors 
     KAFKA_SSL: 'true',
     KAFKA_CLIENT_ID: 'ingest-1',
     QUEEN_INGRESS_ERRORS_TOLERANCE: 'none',
+    QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE: 'all',
+    QUEEN_INGRESS_MISSING_ID: 'offset',
     QUEEN_INGRESS_TOPICS: 'orders:o:orders-errors,pay',
     KAFKA_BROKERS: 'h:1',
   });
@@ -26,6 +28,8 @@ test('managed Kafka: SASL and TLS settings, per-topic dead-letter topic, errors 
   t.deepEqual(c.kafkaTls, { rejectUnauthorized: true });
   t.is(c.kafkaClientId, 'ingest-1');
   t.is(c.ingressErrorsTolerance, 'none');
+  t.is(c.ingressDlqErrorsTolerance, 'all');
+  t.is(c.ingressMissingId, 'offset');
   t.deepEqual(c.ingressTopics, [
     { topic: 'orders', queue: 'o', dlq: 'orders-errors' },
     { topic: 'pay', queue: 'pay' },
@@ -34,6 +38,8 @@ test('managed Kafka: SASL and TLS settings, per-topic dead-letter topic, errors 
   t.is(d.kafkaSasl, undefined);
   t.is(d.kafkaTls, undefined);
   t.is(d.ingressErrorsTolerance, 'all');
+  t.is(d.ingressDlqErrorsTolerance, 'none', 'a failing dead-letter write halts by default');
+  t.is(d.ingressMissingId, 'dlq', 'no silent fallback to offsets');
 });
 
 test('a bad value names the variable and its limit', (t) => {
@@ -50,6 +56,8 @@ test('a bad value names the variable and its limit', (t) => {
     [{ QUEEN_INGRESS_TOPICS: 'a:b:bad name', KAFKA_BROKERS: 'h:1' }, /QUEEN_INGRESS_TOPICS entries must be/],
     [{ QUEEN_INGRESS_TOPICS: 'a:b:a', KAFKA_BROKERS: 'h:1' }, /cannot be its own dead-letter topic/],
     [{ QUEEN_INGRESS_ERRORS_TOLERANCE: 'some' }, /QUEEN_INGRESS_ERRORS_TOLERANCE must be one of all, none/],
+    [{ QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE: 'some' }, /QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE must be one of none, all/],
+    [{ QUEEN_INGRESS_MISSING_ID: 'key' }, /QUEEN_INGRESS_MISSING_ID must be one of dlq, fail, offset/],
     [{ KAFKA_SASL_MECHANISM: 'gssapi' }, /KAFKA_SASL_MECHANISM must be one of plain, scram-sha-256, scram-sha-512/],
     [{ KAFKA_SASL_MECHANISM: 'scram-sha-256', KAFKA_SASL_PASSWORD: 'x' }, /needs KAFKA_SASL_USERNAME/],
     [{ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u' }, /needs KAFKA_SASL_PASSWORD/],
