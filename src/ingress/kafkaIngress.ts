@@ -15,6 +15,7 @@ import { OffsetCommitter, type PartitionOffset } from './offsetCommitter.js';
 import { PartitionLane, type LaneChunk } from './partitionLane.js';
 import { registerCodecs, undecodableReason } from './codecs.js';
 import { ConsumerSupervisor, type HaltedPartition, type IngressStatus } from './supervisor.js';
+import { kafkajsLogCreator } from './kafkaLog.js';
 
 export type { IngressStatus } from './supervisor.js';
 
@@ -207,13 +208,7 @@ export class KafkaIngress extends Component {
       ssl: opts.ssl,
       sasl: opts.sasl,
       logLevel: logLevel.WARN,
-      logCreator: () => (entry) => {
-        const { message, ...rest } = entry.log;
-        // A consumer crash is logged once, by the supervisor, with its cause.
-        if (message.startsWith('Crash: ') || message.startsWith('Restarting the consumer')) return;
-        if (entry.level <= logLevel.ERROR) this.log.error({ kafka: rest }, `kafkajs: ${message}`);
-        else if (entry.level === logLevel.WARN) this.log.warn({ kafka: rest }, `kafkajs: ${message}`);
-      },
+      logCreator: kafkajsLogCreator(this.log),
       retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
     });
     this.consumer = this.newConsumer();
