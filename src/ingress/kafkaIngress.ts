@@ -1,6 +1,6 @@
 import { Kafka, logLevel, type Consumer, type EachBatchPayload, type KafkaConfig, type KafkaMessage } from 'kafkajs';
 import type { TopicMapping } from '../config.js';
-import { isRetriable, LifecycleError } from '../errors.js';
+import { ConfigError, isRetriable, LifecycleError } from '../errors.js';
 import type { PushItem, PushResult } from '../engine/writer.js';
 import type { Fusion } from '../fusion/fusion.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -10,7 +10,8 @@ import { Component } from '../util/lifecycle.js';
 import { DeadLetterProducer, DeadLetterWriteError, type DeadLetter } from './deadLetter.js';
 import { inSpan, parentOrLinks, recording, spanContextOf, SpanKind } from '../telemetry/tracing.js';
 import { trace, type SpanContext } from '@opentelemetry/api';
-import { mapRecord, type MissingIdPolicy } from './recordMapping.js';
+import { mapRecord, type MappingOptions, type MissingIdPolicy } from './recordMapping.js';
+import { checkPartitionName } from '../engine/limits.js';
 import { OffsetCommitter, type PartitionOffset } from './offsetCommitter.js';
 import { PartitionLane, type LaneChunk } from './partitionLane.js';
 import { registerCodecs, undecodableReason } from './codecs.js';
@@ -43,7 +44,7 @@ export interface KafkaIngressOptions {
    * commits past it, as Connect does when its dead-letter produce fails.
    */
   deadLetterErrorsTolerance?: 'all' | 'none';
-  /** A record without a transactionId: 'dlq' (default), 'fail' (halt its partition) or 'offset' (topic/partition/offset). */
+  /** A record without a transactionId: 'dlq' (default), 'fail' (halt its partition) or 'offset' (topic/partition/offset); a topic's own mapping may say otherwise. */
   missingId?: MissingIdPolicy;
   /** A batch waiting longer than this for its verdicts marks the consumer stuck (readiness, metric). */
   stuckAfterMs?: number;
@@ -153,6 +154,8 @@ export class KafkaIngress extends Component {
   private consumer: Consumer;
   private readonly deadLetters: DeadLetterProducer;
   private readonly queueOf: Map<string, string>;
+  /** Each topic's mapping (QUEEN_INGRESS_MAPPING, the missing-id policy). */
+  private readonly mappingOf: Map<string, MappingOptions>;
   private readonly supervisor: ConsumerSupervisor;
   private restarting: Promise<void> | undefined;
   private readonly abort = new AbortController();
@@ -220,6 +223,24 @@ export class KafkaIngress extends Component {
       opts.groupId,
     );
     this.queueOf = new Map(opts.topics.map((t) => [t.topic, t.queue]));
+    this.mappingOf = new Map(
+      opts.topics.map((t) => {
+        const p = t.mapping?.partition;
+        if (p && 'constant' in p) {
+          try {
+            checkPartitionName(p.constant);
+          } catch (err) {
+            throw new ConfigError(`QUEEN_INGRESS_MAPPING["${t.topic}"].partition: constant:${p.constant}: ${(err as Error).message}`);
+          }
+        }
+        const m: MappingOptions = { missingId: t.mapping?.missingId ?? opts.missingId ?? 'dlq' };
+        if (t.mapping) {
+          m.transactionId = t.mapping.transactionId;
+          m.partition = t.mapping.partition;
+        }
+        return [t.topic, m];
+      }),
+    );
     this.supervisor = new ConsumerSupervisor(
       {
         restart: () => this.restartConsumer(),
@@ -600,7 +621,7 @@ export class KafkaIngress extends Component {
     const letters: DeadLetter[] = [];
     const items: PushItem[] = [];
     const itemRecords: KafkaMessage[] = [];
-    const missingId = this.opts.missingId ?? 'dlq';
+    const mapping = this.mappingOf.get(batch.topic)!;
     /** The first record that must halt the partition instead of being dead-lettered. */
     let haltAt: DeadLetter | undefined;
     const mustHalt = (l: DeadLetter, halt: boolean) => {
@@ -622,7 +643,7 @@ export class KafkaIngress extends Component {
         mustHalt(l, false);
         continue;
       }
-      const mapped = mapRecord(batch.topic, queue, batch.partition, m, { missingId });
+      const mapped = mapRecord(batch.topic, queue, batch.partition, m, mapping);
       if (mapped.ok) {
         items.push(mapped.item);
         itemRecords.push(m);

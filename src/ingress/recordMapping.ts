@@ -1,3 +1,4 @@
+import { DEFAULT_ID_SOURCES, type IdSource, type PartitionSource } from '../config.js';
 import type { PushItem } from '../engine/writer.js';
 import { LIMITS } from '../engine/limits.js';
 
@@ -30,6 +31,10 @@ export type MissingIdPolicy = 'dlq' | 'fail' | 'offset';
 
 export interface MappingOptions {
   missingId: MissingIdPolicy;
+  /** Where the id comes from, first yielding source wins (QUEEN_INGRESS_MAPPING); default: the transactionId header, then /transactionId. */
+  transactionId?: readonly IdSource[];
+  /** Where the log partition comes from; default: the key. */
+  partition?: PartitionSource;
 }
 
 /**
@@ -58,12 +63,17 @@ function headerString(headers: KafkaRecord['headers'], name: string): string | u
 /**
  * Kafka record -> log item (documented in docs/kafka-ingress.md):
  *   queue          the topic's mapped queue
- *   partition      the record key as UTF-8; a null key -> "Default". Kafka's
- *                  key partitioner keeps one key on one Kafka partition, hence
- *                  one consumer instance, so that instance's cache stays vouching.
- *   transactionId  the `transactionId` header; else a string `transactionId`
- *                  field of a JSON object value; else the missing-id policy
- *                  (dlq, fail, or topic/partition/offset where chosen).
+ *   partition      by default the record key as UTF-8 (Kafka's key
+ *                  partitioner keeps one key on one Kafka partition, hence one
+ *                  consumer instance, so that instance's cache stays
+ *                  vouching); or a header, a JSON pointer into the value, a
+ *                  constant. A source that yields nothing (null key, absent
+ *                  header or field) gives "Default".
+ *   transactionId  the first source that yields: by default the
+ *                  `transactionId` header, then a `transactionId` field of a
+ *                  JSON value; or a named header, the key, any JSON pointer,
+ *                  the offset where chosen. None: the missing-id policy (dlq,
+ *                  fail, or topic/partition/offset where chosen).
  *   payload        the value bytes as they are; a Confluent-framed JSON value
  *                  (magic byte 0, 4-byte schema id) without its 5-byte header.
  *   traceContext   `traceparent` (+ ";" + `tracestate`) headers.
@@ -76,40 +86,90 @@ export function mapRecord(topic: string, queue: string, kafkaPartition: number, 
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
   if (rec.value === null || rec.value === undefined)
     return reject('record value is null (a tombstone carries no message)', 'VALUE_CONVERTER');
-  let partition: string = LIMITS.defaultPartition;
+  const value = readValue(rec.value);
+  if (!value.ok) return reject(value.reason, 'VALUE_CONVERTER');
+  let key: string | undefined;
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
-  if (rec.key !== null && rec.key !== undefined) {
+  const keyBytes = rec.key === undefined ? null : rec.key;
+  const partitionFrom = opts.partition ?? KEY;
+  const idFrom = opts.transactionId ?? DEFAULT_ID_SOURCES;
+  if (keyBytes !== null && ('key' in partitionFrom || idFrom.some((s) => 'key' in s))) {
     try {
-      partition = utf8.decode(rec.key);
+      key = utf8.decode(keyBytes);
     } catch {
       return reject('record key is not valid UTF-8', 'KEY_CONVERTER');
     }
   }
   let transactionId: string | undefined;
+  let partition: string | undefined;
   let traceContext: string | undefined;
   try {
-    transactionId = headerString(rec.headers, 'transactionId');
+    for (const source of idFrom) {
+      if ('header' in source) transactionId = headerString(rec.headers, source.header);
+      else if ('key' in source) transactionId = key;
+      else if ('jsonPointer' in source) transactionId = scalarAt(value.json(), source.jsonPointer);
+      else transactionId = `${topic}/${kafkaPartition}/${rec.offset}`;
+      if (transactionId !== undefined) break;
+    }
+    if ('key' in partitionFrom) partition = key;
+    else if ('header' in partitionFrom) partition = headerString(rec.headers, partitionFrom.header);
+    else if ('jsonPointer' in partitionFrom) partition = scalarAt(value.json(), partitionFrom.jsonPointer);
+    else partition = partitionFrom.constant;
     const traceparent = headerString(rec.headers, 'traceparent');
     if (traceparent) {
       const tracestate = headerString(rec.headers, 'tracestate');
       traceContext = tracestate ? `${traceparent};${tracestate}` : traceparent;
     }
   } catch {
-    return reject('a transactionId/traceparent/tracestate header is not valid UTF-8', 'HEADER_CONVERTER');
+    return reject(
+      'a mapped header is not valid UTF-8 (transactionId, traceparent, tracestate, or one QUEEN_INGRESS_MAPPING names)',
+      'HEADER_CONVERTER',
+    );
   }
-  const value = readValue(rec.value);
-  if (!value.ok) return reject(value.reason, 'VALUE_CONVERTER');
-  transactionId ??= value.transactionId;
   if (transactionId === undefined) {
     if (opts.missingId === 'offset') transactionId = `${topic}/${kafkaPartition}/${rec.offset}`;
     else
       return reject(
-        `no transactionId: no transactionId header and no string transactionId field in a JSON object value (QUEEN_INGRESS_MISSING_ID=${opts.missingId})`,
+        `no transactionId: none of ${idFrom.map(describe).join(', ')} gave one (QUEEN_INGRESS_MISSING_ID=${opts.missingId})`,
         'TRANSFORMATION',
         opts.missingId === 'fail',
       );
   }
-  return { ok: true, item: { queue, partition, transactionId, payload: value.payload, traceContext } };
+  return {
+    ok: true,
+    item: { queue, partition: partition ?? LIMITS.defaultPartition, transactionId, payload: value.payload, traceContext },
+  };
+}
+
+const KEY: PartitionSource = { key: true };
+
+function describe(s: IdSource): string {
+  if ('header' in s) return `header ${s.header}`;
+  if ('key' in s) return 'the key';
+  if ('jsonPointer' in s) return `JSON ${s.jsonPointer}`;
+  return 'the offset';
+}
+
+/**
+ * The string or integer at an RFC 6901 pointer, as a string; undefined when
+ * the value is not JSON, the path is absent, or what is there is anything
+ * else (an empty string, an object, a fraction): no such value is an id.
+ */
+function scalarAt(doc: { ok: true; value: unknown } | { ok: false }, pointer: string): string | undefined {
+  if (!doc.ok) return undefined;
+  let at: unknown = doc.value;
+  if (pointer !== '') {
+    for (const raw of pointer.slice(1).split('/')) {
+      const token = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+      if (Array.isArray(at) && /^(0|[1-9]\d*)$/.test(token)) at = at[Number(token)];
+      else if (at && typeof at === 'object' && !Array.isArray(at) && Object.prototype.hasOwnProperty.call(at, token))
+        at = (at as Record<string, unknown>)[token];
+      else return undefined;
+    }
+  }
+  if (typeof at === 'string') return at.length > 0 ? at : undefined;
+  if (typeof at === 'number' && Number.isSafeInteger(at)) return String(at);
+  return undefined;
 }
 
 /**
@@ -121,7 +181,9 @@ export function mapRecord(topic: string, queue: string, kafkaPartition: number, 
  */
 const FRAME_HEADER = 5;
 
-type ValueRead = { ok: true; payload: Buffer; transactionId: string | undefined } | { ok: false; reason: string };
+type Json = { ok: true; value: unknown } | { ok: false };
+/** The payload to store, and its JSON (parsed once, on first use: only a JSON source needs it). */
+type ValueRead = { ok: true; payload: Buffer; json: () => Json } | { ok: false; reason: string };
 
 function readValue(value: Buffer): ValueRead {
   if (value.length >= FRAME_HEADER && value[0] === 0) {
@@ -133,12 +195,13 @@ function readValue(value: Buffer): ValueRead {
         ok: false,
         reason: `Confluent-framed value (schema id ${schemaId}) is not JSON: an Avro or Protobuf value needs a schema registry, and none is configured`,
       };
-    return { ok: true, payload: body, transactionId: idField(parsed.value) };
+    return { ok: true, payload: body, json: () => parsed };
   }
-  // Only a JSON object can carry the field; skip the parse for anything else.
-  if (value[firstNonSpace(value)] !== 0x7b /* { */) return { ok: true, payload: value, transactionId: undefined };
-  const parsed = parseJson(value);
-  return { ok: true, payload: value, transactionId: parsed.ok ? idField(parsed.value) : undefined };
+  let parsed: Json | undefined;
+  // Only a JSON object or array can hold a field; anything else is not parsed at all.
+  const json = (): Json =>
+    (parsed ??= value[firstNonSpace(value)] === 0x7b || value[firstNonSpace(value)] === 0x5b ? parseJson(value) : { ok: false });
+  return { ok: true, payload: value, json };
 }
 
 function firstNonSpace(b: Buffer): number {
@@ -153,12 +216,4 @@ function parseJson(b: Buffer): { ok: true; value: unknown } | { ok: false } {
   } catch {
     return { ok: false };
   }
-}
-
-function idField(parsed: unknown): string | undefined {
-  if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
-    const t = (parsed as Record<string, unknown>).transactionId;
-    if (typeof t === 'string' && t.length > 0) return t;
-  }
-  return undefined;
 }

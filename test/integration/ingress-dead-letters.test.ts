@@ -2,6 +2,7 @@ import anyTest, { type TestFn } from 'ava';
 import kafkajs, { type Kafka, type KafkaMessage } from 'kafkajs';
 import pg from 'pg';
 import { pino, type Logger } from 'pino';
+import { parseMappings } from '../../src/config.js';
 import { HttpApi } from '../../src/http/server.js';
 import { CONNECT_HEADERS, QUEEN_HEADERS } from '../../src/ingress/deadLetter.js';
 import type { KafkaIngressOptions } from '../../src/ingress/kafkaIngress.js';
@@ -453,3 +454,81 @@ test.serial('errors tolerance "all" for dead-letter writes: the record is skippe
     await stack.stop();
   }
 });
+
+test.serial(
+  'per-topic mapping (QUEEN_INGRESS_MAPPING): id from a named header or a JSON pointer, or the key; partition from a field or a constant',
+  async (t) => {
+    const { kafka, db, sql } = t.context;
+    const orders = uniqueName('map-orders');
+    const clicks = uniqueName('map-clicks');
+    const group = uniqueName('g-map');
+    await createTopic(kafka, orders, 1);
+    await createTopic(kafka, clicks, 1);
+    const mappings = parseMappings(
+      JSON.stringify({
+        [orders]: { transactionId: ['header:eventId', 'json:/meta/id'], partition: 'json:/customer' },
+        [clicks]: { transactionId: 'key', partition: 'constant:all' },
+      }),
+      [
+        { topic: orders, queue: orders },
+        { topic: clicks, queue: clicks },
+      ],
+      'dlq',
+    );
+    await javaProduce(
+      brokers(),
+      orders,
+      [
+        { key: 'k', value: '{"meta":{"id":"ignored"},"customer":"c1"}', headers: { eventId: 'e-1' } },
+        { key: 'k', value: '{"meta":{"id":"m-2"},"customer":"c2"}' },
+        { key: 'k', value: '{"meta":{"id":"m-2"},"customer":"c2"}' },
+        { key: 'k', value: '{"customer":"c3"}', headers: { transactionId: 'not-a-source-here' } },
+      ],
+      { compression: 'zstd' },
+    );
+    await javaProduce(
+      brokers(),
+      clicks,
+      [
+        { key: 'click-1', value: '{"x":1}' },
+        { key: 'click-2', value: '{"x":2}' },
+        { key: 'click-1', value: '{"x":1}' },
+      ],
+      { compression: 'snappy' },
+    );
+    const stack = await startIngestStack({
+      databaseUrl: db.url,
+      topic: orders,
+      group,
+      ingress: { topics: [orders, clicks].map((topic) => ({ topic, queue: topic, mapping: mappings.get(topic)! })) },
+    });
+    try {
+      await waitFor(
+        'both topics committed to the end',
+        async () => (await caughtUp(kafka, group, orders)) && caughtUp(kafka, group, clicks),
+        120_000,
+        100,
+      );
+      t.deepEqual(
+        (await storedFrames(sql, orders)).map((f) => [f.partition, f.transactionId]),
+        [
+          ['c1', 'e-1'],
+          ['c2', 'm-2'],
+        ],
+        'the header wins over the field; the field is the id without it; the re-send is a duplicate',
+      );
+      t.deepEqual(
+        (await storedFrames(sql, clicks)).map((f) => [f.partition, f.transactionId]),
+        [
+          ['all', 'click-1'],
+          ['all', 'click-2'],
+        ],
+      );
+      const [letter] = await readTopic(kafka, `${orders}.dlq`, 1);
+      t.regex(letter!.headers![CONNECT_HEADERS.exceptionMessage]!.toString(), /none of header eventId, JSON \/meta\/id gave one/);
+      t.is(stack.metrics.counter('queen_ingress_records_total', '').get('duplicate'), 2);
+    } finally {
+      await stack.stop();
+    }
+  },
+);

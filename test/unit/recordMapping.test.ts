@@ -1,4 +1,5 @@
 import test from 'ava';
+import type { IdSource } from '../../src/config.js';
 import { mapRecord, type KafkaRecord, type MappingOptions } from '../../src/ingress/recordMapping.js';
 
 const rec = (o: Partial<KafkaRecord>): KafkaRecord => ({
@@ -37,7 +38,7 @@ test('transactionId: header, then JSON field', (t) => {
 });
 
 test('a missing transactionId follows the policy: dlq (default) and fail reject, offset derives topic/partition/offset', (t) => {
-  for (const value of ['[1,2]', 'not json', '{"transactionId": 5}', '{"transactionId": ""}', '{broken']) {
+  for (const value of ['[1,2]', 'not json', '{"transactionId": 5.5}', '{"transactionId": ""}', '{"transactionId": {}}', '{broken']) {
     const d = mapRecord('orders', 'q', 3, rec({ value: Buffer.from(value) }), DLQ);
     t.false(d.ok, value);
     t.like(d, { ok: false, halt: false, stage: 'TRANSFORMATION' }, value);
@@ -95,4 +96,43 @@ test('a Confluent-framed value that is not JSON (Avro, Protobuf) is rejected wit
   // A short value starting with a 0 byte is not a frame: stored as it is (under an explicit id).
   const short = mapRecord('o', 'q', 0, rec({ value: Buffer.from([0, 1]), headers: { transactionId: 'b' } }), DLQ);
   t.true(short.ok);
+});
+
+test('configured id sources: a named header, the key, a JSON pointer, in order; offset only where written', (t) => {
+  const value = Buffer.from('{"meta":{"id":"m-1","n":42,"a/b":"slash"},"items":[{"sku":"s-9"}]}');
+  const opts = (...sources: IdSource[]): MappingOptions => ({ missingId: 'dlq', transactionId: sources });
+  const r = rec({ key: Buffer.from('key-id'), value, headers: { eventId: 'h-1', transactionId: 'ignored' } });
+  const id = (o: MappingOptions) => {
+    const m = mapRecord('orders', 'q', 3, r, o);
+    return m.ok ? String(m.item.transactionId) : `rejected: ${m.reason}`;
+  };
+  t.is(id(opts({ header: 'eventId' })), 'h-1');
+  t.is(id(opts({ key: true })), 'key-id');
+  t.is(id(opts({ jsonPointer: '/meta/id' })), 'm-1');
+  t.is(id(opts({ jsonPointer: '/meta/n' })), '42', 'an integer is an id');
+  t.is(id(opts({ jsonPointer: '/meta/a~1b' })), 'slash', 'RFC 6901 escapes');
+  t.is(id(opts({ jsonPointer: '/items/0/sku' })), 's-9', 'array index');
+  t.is(id(opts({ header: 'absent' }, { jsonPointer: '/nope' }, { jsonPointer: '/meta/id' })), 'm-1', 'the first source that yields');
+  t.is(id(opts({ header: 'absent' }, { offset: true })), 'orders/3/7');
+  t.regex(
+    id(opts({ header: 'absent' }, { jsonPointer: '/meta' })),
+    /^rejected: no transactionId: none of header absent, JSON \/meta gave one/,
+  );
+  const noKey = mapRecord('orders', 'q', 3, rec({ key: null, value }), opts({ key: true }));
+  t.like(noKey, { ok: false, stage: 'TRANSFORMATION' }, 'a null key yields no id');
+});
+
+test('configured partition sources: key (default), a header, a JSON pointer, a constant; nothing yielded -> Default', (t) => {
+  const value = Buffer.from('{"transactionId":"t","customer":"c-7"}');
+  const r = rec({ key: Buffer.from([0xff]), value, headers: { tenant: 'acme' } });
+  const partition = (p: MappingOptions['partition']) => {
+    const m = mapRecord('o', 'q', 0, r, { missingId: 'dlq', partition: p });
+    return m.ok ? String(m.item.partition) : `rejected: ${m.reason}`;
+  };
+  t.is(partition({ header: 'tenant' }), 'acme', 'a non-UTF-8 key does not matter when the key is not read');
+  t.is(partition({ jsonPointer: '/customer' }), 'c-7');
+  t.is(partition({ constant: 'all' }), 'all');
+  t.is(partition({ header: 'absent' }), 'Default');
+  t.is(partition({ jsonPointer: '/absent' }), 'Default');
+  t.regex(partition({ key: true }), /^rejected: record key is not valid UTF-8/);
 });
