@@ -75,6 +75,8 @@ const VARINT = 5;
 /** Room kept for the truncation headers themselves when cutting. */
 const TRUNCATION_HEADERS_ROOM = 256;
 const MIN_MESSAGE_CHARS = 256;
+/** Longest a max.message.bytes lookup may take before the last known limit is used. */
+const LIMIT_LOOKUP_TIMEOUT_MS = 5_000;
 
 /** A dead-letter write failed; `remaining` were not written (those before them were, with acks=all). */
 export class DeadLetterWriteError extends QueenError {
@@ -163,10 +165,19 @@ export class DeadLetterProducer extends Component {
   async refreshLimits(dlqTopics: Iterable<string>): Promise<void> {
     for (const name of new Set(dlqTopics)) {
       try {
-        const r = await this.admin.describeConfigs({
+        const describe = this.admin.describeConfigs({
           resources: [{ type: ConfigResourceTypes.TOPIC, name, configNames: ['max.message.bytes'] }],
           includeSynonyms: false,
         });
+        // Bounded: against an unreachable broker kafkajs's own retries take tens of seconds, and a retry loop (or a shutdown) waits for this.
+        describe.catch(() => undefined);
+        let timer: NodeJS.Timeout | undefined;
+        const r = await Promise.race([
+          describe,
+          new Promise<never>(
+            (_, reject) => (timer = setTimeout(() => reject(new Error('DescribeConfigs timed out')), LIMIT_LOOKUP_TIMEOUT_MS)),
+          ),
+        ]).finally(() => clearTimeout(timer));
         const entry = r.resources[0]?.configEntries.find((e) => e.configName === 'max.message.bytes');
         const n = Number(entry?.configValue);
         if (Number.isSafeInteger(n) && n >= 0) this.limits.set(name, n);

@@ -140,7 +140,10 @@ interface Submission {
  * Retriable failures (PostgreSQL restarting, a dead-letter write failing) are
  * retried with backoff inside the chunk, before anything after it in its lane
  * is submitted, until they succeed or the consumer stops; an abandoned chunk
- * is simply not committed, and neither is anything after it in its lane.
+ * is simply not committed, and neither is anything after it in its lane. A
+ * failing dead-letter write also halts its partition visibly from the first
+ * failure (readiness, queen_ingress_halted_partitions, fetching of that
+ * partition paused) until it succeeds (writeDeadLetters).
  *
  * States: Component lifecycle. start() connects the dead-letter producer and
  * the consumer, subscribes and runs; stop() stops fetching, lets in-flight
