@@ -127,6 +127,8 @@ export class Service extends Component {
           ssl: config.kafkaTls,
           sasl: config.kafkaSasl,
           errorsTolerance: config.ingressErrorsTolerance,
+          deadLetterErrorsTolerance: config.ingressDlqErrorsTolerance,
+          missingId: config.ingressMissingId,
           stuckAfterMs: config.ingressStuckAfterMs,
           restartBackoffMaxMs: config.ingressRestartBackoffMaxMs,
         },

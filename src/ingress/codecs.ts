@@ -159,7 +159,7 @@ function standInBatch(codec: CodecName, compressed: Buffer, err: unknown): Buffe
 /** When `rec` is a stand-in for an undecodable batch made by this process: the reason. */
 export function undecodableReason(rec: KafkaRecord): string | undefined {
   const v = rec.headers?.[UNDECODABLE_HEADER];
-  if (v === undefined || Array.isArray(v)) return undefined;
+  if (v === undefined || v === null || Array.isArray(v)) return undefined;
   const s = v.toString();
   const [nonce, , reason] = s.split('\x1f');
   return nonce === NONCE && reason ? reason : undefined;

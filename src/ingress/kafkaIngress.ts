@@ -1,20 +1,22 @@
 import { Kafka, logLevel, type Consumer, type EachBatchPayload, type KafkaConfig, type KafkaMessage } from 'kafkajs';
 import type { TopicMapping } from '../config.js';
-import { isRetriable, LifecycleError } from '../errors.js';
+import { ConfigError, isRetriable, LifecycleError } from '../errors.js';
 import type { PushItem, PushResult } from '../engine/writer.js';
 import type { Fusion } from '../fusion/fusion.js';
 import type { Logger } from '../telemetry/logger.js';
 import { messageVerdicts, type MetricsRegistry } from '../telemetry/metrics.js';
 import { backoffMs, pause } from '../util/backoff.js';
 import { Component } from '../util/lifecycle.js';
-import { DeadLetterProducer, type DeadLetter } from './deadLetter.js';
+import { DeadLetterProducer, DeadLetterWriteError, type DeadLetter } from './deadLetter.js';
 import { inSpan, parentOrLinks, recording, spanContextOf, SpanKind } from '../telemetry/tracing.js';
 import { trace, type SpanContext } from '@opentelemetry/api';
-import { mapRecord } from './recordMapping.js';
+import { mapRecord, type MappingOptions, type MissingIdPolicy } from './recordMapping.js';
+import { checkPartitionName } from '../engine/limits.js';
 import { OffsetCommitter, type PartitionOffset } from './offsetCommitter.js';
 import { PartitionLane, type LaneChunk } from './partitionLane.js';
 import { registerCodecs, undecodableReason } from './codecs.js';
-import { ConsumerSupervisor, type IngressStatus } from './supervisor.js';
+import { ConsumerSupervisor, type HaltedPartition, type IngressStatus } from './supervisor.js';
+import { kafkajsLogCreator } from './kafkaLog.js';
 
 export type { IngressStatus } from './supervisor.js';
 
@@ -33,6 +35,17 @@ export interface KafkaIngressOptions {
    * readiness false, logged and counted) until an operator intervenes.
    */
   errorsTolerance?: 'all' | 'none';
+  /**
+   * What a dead-letter write that fails does (Connect's errors.tolerance,
+   * applied to the dead-letter write itself): 'none' (default) halts the
+   * record's partition visibly from the first failure and retries with
+   * backoff, resuming by itself once the write succeeds; 'all' skips the
+   * record (logged and counted, queen_ingress_dead_letter_skips_total) and
+   * commits past it, as Connect does when its dead-letter produce fails.
+   */
+  deadLetterErrorsTolerance?: 'all' | 'none';
+  /** A record without a transactionId: 'dlq' (default), 'fail' (halt its partition) or 'offset' (topic/partition/offset); a topic's own mapping may say otherwise. */
+  missingId?: MissingIdPolicy;
   /** A batch waiting longer than this for its verdicts marks the consumer stuck (readiness, metric). */
   stuckAfterMs?: number;
   /** kafkajs's own retries of a failing fetch/batch before the consumer crashes (default 10). */
@@ -69,7 +82,7 @@ export interface KafkaIngressOptions {
 export interface CommittedChunk {
   topic: string;
   partition: number;
-  records: { offset: string; timestamp: string; status: 'queued' | 'duplicate' | 'dead_lettered' }[];
+  records: { offset: string; timestamp: string; status: 'queued' | 'duplicate' | 'dead_lettered' | 'skipped' }[];
   /** Whether Kafka accepted the commit (false: a rebalance refused it; the records will be redelivered). */
   committed: boolean;
   /** Stages of the chunk, Date.now() each: cut from its fetched batch, started by its lane, all verdicts in, commit acknowledged. */
@@ -85,8 +98,14 @@ interface QueuedChunk extends LaneChunk {
   messages: KafkaMessage[];
   bytes: number;
   /** Its entry in batchStarts (stuck detection). */
-  fetched: { at: number };
+  fetched: Fetched;
   fetchedAt: bigint;
+}
+
+/** When a chunk was fetched, and its partition ("topic\x1fpartition"): a halted partition's chunks do not count as stuck. */
+interface Fetched {
+  at: number;
+  key: string;
 }
 
 /** The chunks one lane step verifies together: their records as one submission, committed as one. */
@@ -121,7 +140,10 @@ interface Submission {
  * Retriable failures (PostgreSQL restarting, a dead-letter write failing) are
  * retried with backoff inside the chunk, before anything after it in its lane
  * is submitted, until they succeed or the consumer stops; an abandoned chunk
- * is simply not committed, and neither is anything after it in its lane.
+ * is simply not committed, and neither is anything after it in its lane. A
+ * failing dead-letter write also halts its partition visibly from the first
+ * failure (readiness, queen_ingress_halted_partitions, fetching of that
+ * partition paused) until it succeeds (writeDeadLetters).
  *
  * States: Component lifecycle. start() connects the dead-letter producer and
  * the consumer, subscribes and runs; stop() stops fetching, lets in-flight
@@ -135,6 +157,8 @@ export class KafkaIngress extends Component {
   private consumer: Consumer;
   private readonly deadLetters: DeadLetterProducer;
   private readonly queueOf: Map<string, string>;
+  /** Each topic's mapping (QUEEN_INGRESS_MAPPING, the missing-id policy). */
+  private readonly mappingOf: Map<string, MappingOptions>;
   private readonly supervisor: ConsumerSupervisor;
   private restarting: Promise<void> | undefined;
   private readonly abort = new AbortController();
@@ -144,13 +168,17 @@ export class KafkaIngress extends Component {
   /** eachBatch calls running plus chunks still waiting for their verdicts; stop and restart wait for 0. */
   private active = 0;
   /** Start time of each chunk waiting for its verdicts (stuck detection). */
-  private readonly batchStarts = new Set<{ at: number }>();
+  private readonly batchStarts = new Set<Fetched>();
   /** The verification pipeline of each Kafka partition, by "topic\x1fpartition" (see handleBatch). */
   private lanes = new Map<string, PartitionLane<QueuedChunk>>();
   /** A non-retriable failure of a pipelined chunk: the consumer must restart from its commits. */
   private fatal: Error | undefined;
-  /** Partitions halted under errorsTolerance 'none', by "topic\x1fpartition". */
-  private readonly halted = new Map<string, { topic: string; partition: number; offset: string; reason: string; at: number }>();
+  /**
+   * Halted partitions, by "topic\x1fpartition": a bad record under
+   * errorsTolerance 'none' or missingId 'fail' (until a restart), or a
+   * dead-letter write that keeps failing (until it succeeds).
+   */
+  private readonly halted = new Map<string, HaltedPartition>();
   private idleWaiters: (() => void)[] = [];
   /** Batches waiting for room in a lane. */
   private settleWaiters: (() => void)[] = [];
@@ -165,6 +193,8 @@ export class KafkaIngress extends Component {
   private readonly commits;
   private readonly retries;
   private readonly dead;
+  private readonly deadFailures;
+  private readonly deadSkips;
   private readonly pauses;
   private readonly laneWaits;
   private readonly messages;
@@ -184,13 +214,7 @@ export class KafkaIngress extends Component {
       ssl: opts.ssl,
       sasl: opts.sasl,
       logLevel: logLevel.WARN,
-      logCreator: () => (entry) => {
-        const { message, ...rest } = entry.log;
-        // A consumer crash is logged once, by the supervisor, with its cause.
-        if (message.startsWith('Crash: ') || message.startsWith('Restarting the consumer')) return;
-        if (entry.level <= logLevel.ERROR) this.log.error({ kafka: rest }, `kafkajs: ${message}`);
-        else if (entry.level === logLevel.WARN) this.log.warn({ kafka: rest }, `kafkajs: ${message}`);
-      },
+      logCreator: kafkajsLogCreator(this.log),
       retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
     });
     this.consumer = this.newConsumer();
@@ -199,14 +223,34 @@ export class KafkaIngress extends Component {
       this.kafka,
       opts.dlqSuffix,
       new Map(opts.topics.filter((t) => t.dlq).map((t) => [t.topic, t.dlq!])),
+      opts.groupId,
     );
     this.queueOf = new Map(opts.topics.map((t) => [t.topic, t.queue]));
+    this.mappingOf = new Map(
+      opts.topics.map((t) => {
+        const p = t.mapping?.partition;
+        if (p && 'constant' in p) {
+          try {
+            checkPartitionName(p.constant);
+          } catch (err) {
+            throw new ConfigError(`QUEEN_INGRESS_MAPPING["${t.topic}"].partition: constant:${p.constant}: ${(err as Error).message}`);
+          }
+        }
+        const m: MappingOptions = { missingId: t.mapping?.missingId ?? opts.missingId ?? 'dlq' };
+        if (t.mapping) {
+          m.transactionId = t.mapping.transactionId;
+          m.partition = t.mapping.partition;
+        }
+        return [t.topic, m];
+      }),
+    );
     this.supervisor = new ConsumerSupervisor(
       {
         restart: () => this.restartConsumer(),
         activeBatchSince: () => {
           let oldest: number | undefined;
-          for (const b of this.batchStarts) if (oldest === undefined || b.at < oldest) oldest = b.at;
+          // A halted partition's chunks wait by design; readiness names the halt instead.
+          for (const b of this.batchStarts) if (!this.halted.has(b.key) && (oldest === undefined || b.at < oldest)) oldest = b.at;
           return oldest;
         },
         halted: () => [...this.halted.values()],
@@ -227,6 +271,14 @@ export class KafkaIngress extends Component {
     );
     this.retries = metrics?.counter('queen_ingress_retries_total', 'Batch attempts retried after a retriable failure');
     this.dead = metrics?.counter('queen_ingress_dead_letters_total', 'Records written to a dead-letter topic');
+    this.deadFailures = metrics?.counter(
+      'queen_ingress_dead_letter_failures_total',
+      'Dead-letter writes that failed (each halts its partition, or skips its records under QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE=all)',
+    );
+    this.deadSkips = metrics?.counter(
+      'queen_ingress_dead_letter_skips_total',
+      'Records skipped because their dead-letter write failed (QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE=all); committed past, in neither the log nor the dead-letter topic',
+    );
     this.pauses = metrics?.counter(
       'queen_ingress_pauses_total',
       'Times fetching was paused because the fusion layer was over its in-flight byte budget',
@@ -358,6 +410,8 @@ export class KafkaIngress extends Component {
     } finally {
       await admin.disconnect();
     }
+    // Each dead-letter topic's max.message.bytes: a dead letter is cut to fit it.
+    await this.deadLetters.refreshLimits(this.opts.topics.map((t) => this.deadLetters.topicFor(t.topic)));
   }
 
   /**
@@ -444,9 +498,10 @@ export class KafkaIngress extends Component {
       const maxBytes = this.opts.maxQueuedBytes ?? 64 * 1024 * 1024;
       const chunk = this.opts.commitEvery ?? 5000;
       for (let i = 0; i < batch.messages.length; i += chunk) {
-        if (this.mustWait(lane, depth, maxBytes)) {
+        if (this.mustWait(lane, key, depth, maxBytes)) {
           this.laneWaits?.inc();
-          while (this.mustWait(lane, depth, maxBytes)) await this.chunkSettled();
+          // A partition halting meanwhile wakes this wait (haltPartition), so a halted lane never holds up fetching.
+          while (this.mustWait(lane, key, depth, maxBytes)) await this.chunkSettled();
         }
         this.throwIfFailed();
         // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() sets it while this batch waits for room
@@ -479,7 +534,7 @@ export class KafkaIngress extends Component {
 
   /** Appends one chunk to its partition's lane (see handleBatch). */
   private enqueue(lane: PartitionLane<QueuedChunk>, payload: EachBatchPayload, messages: KafkaMessage[]): void {
-    const fetched = { at: Date.now() };
+    const fetched = { at: Date.now(), key: `${payload.batch.topic}\x1f${payload.batch.partition}` };
     let bytes = 0;
     for (const m of messages) bytes += m.value?.length ?? 0;
     this.batchStarts.add(fetched);
@@ -515,8 +570,13 @@ export class KafkaIngress extends Component {
   }
 
   /** A batch waits for room: its lane is full, or the lanes together hold too many bytes (one chunk per lane always fits). */
-  private mustWait(lane: PartitionLane<QueuedChunk>, depth: number, maxBytes: number): boolean {
-    return !this.draining && !this.fatal && (lane.pendingRecords >= depth || (lane.pending > 0 && this.queuedBytes > maxBytes));
+  private mustWait(lane: PartitionLane<QueuedChunk>, key: string, depth: number, maxBytes: number): boolean {
+    return (
+      !this.draining &&
+      !this.fatal &&
+      !this.halted.has(key) &&
+      (lane.pendingRecords >= depth || (lane.pending > 0 && this.queuedBytes > maxBytes))
+    );
   }
 
   private throwIfFailed(): void {
@@ -565,30 +625,50 @@ export class KafkaIngress extends Component {
     const letters: DeadLetter[] = [];
     const items: PushItem[] = [];
     const itemRecords: KafkaMessage[] = [];
+    const mapping = this.mappingOf.get(batch.topic)!;
+    /** The first record that must halt the partition instead of being dead-lettered. */
+    let haltAt: DeadLetter | undefined;
+    const mustHalt = (l: DeadLetter, halt: boolean) => {
+      if ((halt || this.opts.errorsTolerance === 'none') && (!haltAt || BigInt(l.record.offset) < BigInt(haltAt.record.offset))) haltAt = l;
+    };
     for (const m of messages) {
       const undecodable = undecodableReason(m);
       if (undecodable) {
-        letters.push({
+        const l: DeadLetter = {
           topic: batch.topic,
           partition: batch.partition,
           record: m,
           reason: undecodable,
           errorClass: 'UndecodableBatchError',
-        });
+          stage: 'KAFKA_CONSUME',
+          className: 'queen.ingress.Codecs',
+        };
+        letters.push(l);
+        mustHalt(l, false);
         continue;
       }
-      const mapped = mapRecord(batch.topic, queue, batch.partition, m);
+      const mapped = mapRecord(batch.topic, queue, batch.partition, m, mapping);
       if (mapped.ok) {
         items.push(mapped.item);
         itemRecords.push(m);
       } else {
-        letters.push({ topic: batch.topic, partition: batch.partition, record: m, reason: mapped.reason, errorClass: 'ValidationError' });
+        const l: DeadLetter = {
+          topic: batch.topic,
+          partition: batch.partition,
+          record: m,
+          reason: mapped.reason,
+          errorClass: 'ValidationError',
+          stage: mapped.stage,
+          className: 'queen.ingress.RecordMapping',
+        };
+        letters.push(l);
+        mustHalt(l, mapped.halt);
       }
     }
 
-    if (letters.length > 0 && this.opts.errorsTolerance === 'none') {
-      // Halting: store nothing past the first bad record (records before it are stored, not committed: duplicates later).
-      const firstBad = BigInt(letters[0]!.record.offset);
+    if (haltAt) {
+      // Halting: store nothing past the first halting record (records before it are stored, not committed: duplicates later).
+      const firstBad = BigInt(haltAt.record.offset);
       const keep = itemRecords.findIndex((m) => BigInt(m.offset) > firstBad);
       if (keep >= 0) {
         items.length = keep;
@@ -602,41 +682,58 @@ export class KafkaIngress extends Component {
     // Each record's verdict, only for an observer (tests, benchmarks): a Map
     // entry and an object per record that the commit itself does not need.
     const observed = this.opts.onCommitted !== undefined;
-    const statusOf = new Map<string, 'queued' | 'duplicate'>();
+    const statusOf = new Map<string, 'queued' | 'duplicate' | 'skipped'>();
     results.forEach((r: PushResult, i) => {
-      if (r.status === 'failed')
-        letters.push({
+      if (r.status === 'failed') {
+        const l: DeadLetter = {
           topic: batch.topic,
           partition: batch.partition,
           record: itemRecords[i]!,
           reason: r.error ?? 'rejected by the log',
           errorClass: 'RejectedByLog',
-        });
-      else {
+          stage: 'TASK_PUT',
+          className: 'queen.engine.LogWriter',
+        };
+        letters.push(l);
+        mustHalt(l, false);
+      } else {
         if (observed) statusOf.set(itemRecords[i]!.offset, r.status);
         if (r.status === 'queued') queued++;
         else duplicates++;
       }
     });
-    if (letters.length > 0 && this.opts.errorsTolerance === 'none') {
+    if (haltAt) {
       // Halt instead of dead-lettering: nothing of this chunk is committed
       // (verdicts already stored come back as duplicates after the fix).
-      letters.sort((a, b) => (BigInt(a.record.offset) < BigInt(b.record.offset) ? -1 : 1));
-      this.halt(batch.topic, batch.partition, letters[0]!.record.offset, letters[0]!.reason);
+      this.haltPartition({
+        topic: batch.topic,
+        partition: batch.partition,
+        offset: haltAt.record.offset,
+        reason: haltAt.reason,
+        at: Date.now(),
+        cause: 'bad-record',
+      });
       return false;
     }
+    let skipped = 0;
     if (letters.length > 0) {
-      const sent = await this.untilDone(() => this.deadLetters.send(letters).then(() => true), isRunning, isStale, 'dead-lettering');
-      if (!sent) return false;
-      this.dead?.inc(letters.length);
-      this.log.warn(
-        { topic: batch.topic, partition: batch.partition, count: letters.length, first: letters[0]!.reason },
-        'records dead-lettered',
-      );
+      const outcome = await this.writeDeadLetters(batch, letters, isRunning, isStale);
+      if (!outcome) return false;
+      skipped = outcome.skipped.length;
+      for (const l of outcome.skipped) if (observed) statusOf.set(l.record.offset, 'skipped');
+      const written = letters.length - skipped;
+      if (written > 0) {
+        this.dead?.inc(written);
+        this.log.warn(
+          { topic: batch.topic, partition: batch.partition, count: written, first: letters[0]!.reason },
+          'records dead-lettered',
+        );
+      }
     }
     this.records?.inc(queued, 'queued');
     this.records?.inc(duplicates, 'duplicate');
-    this.records?.inc(letters.length, 'dead_lettered');
+    this.records?.inc(letters.length - skipped, 'dead_lettered');
+    this.records?.inc(skipped, 'skipped');
     this.messages?.inc(queued, { source: 'kafka', status: 'queued' });
     this.messages?.inc(duplicates, { source: 'kafka', status: 'duplicate' });
     this.messages?.inc(letters.length, { source: 'kafka', status: 'failed' });
@@ -672,20 +769,120 @@ export class KafkaIngress extends Component {
     return true;
   }
 
-  /** errorsTolerance 'none': stops one partition visibly (log, metric, readiness); never silently. */
-  private halt(topic: string, partition: number, offset: string, reason: string): void {
-    const key = `${topic}\x1f${partition}`;
-    if (this.halted.has(key)) return;
-    this.halted.set(key, { topic, partition, offset, reason, at: Date.now() });
+  /**
+   * Stops one partition visibly (log, metric, readiness), never silently: a
+   * bad record under errorsTolerance 'none' or missingId 'fail' (until a
+   * restart), or a dead-letter write that keeps failing (until it succeeds,
+   * resumePartition). Fetching of the partition pauses; the others go on.
+   */
+  private haltPartition(h: HaltedPartition): void {
+    const key = `${h.topic}\x1f${h.partition}`;
+    const first = !this.halted.has(key);
+    this.halted.set(key, h);
+    if (!first) return;
     try {
-      this.consumer.pause([{ topic, partitions: [partition] }]);
+      this.consumer.pause([{ topic: h.topic, partitions: [h.partition] }]);
     } catch {
       // No group right now (a crash): runConsumer re-applies the pause.
     }
-    this.log.error(
-      { topic, partition, offset, reason },
-      'partition halted (QUEEN_INGRESS_ERRORS_TOLERANCE=none): a record cannot be stored; not committed; fix the cause or move the group offset past it, then restart',
-    );
+    // A batch of this partition waiting for room in its lane must not hold up fetching for the others.
+    this.wakeSettleWaiters();
+    const { topic, partition, offset, reason } = h;
+    if (h.cause === 'dead-letter-write')
+      this.log.error(
+        { topic, partition, offset, reason },
+        'partition halted: a dead-letter write failed; retrying with backoff, resumes by itself once it succeeds (QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE=all skips such records instead)',
+      );
+    else
+      this.log.error(
+        { topic, partition, offset, reason },
+        'partition halted: a record cannot be stored and the settings say halt (QUEEN_INGRESS_ERRORS_TOLERANCE=none or QUEEN_INGRESS_MISSING_ID=fail); not committed; fix the cause or move the group offset past it, then restart',
+      );
+  }
+
+  /** Ends a dead-letter halt: the write went through, or the chunk was abandoned (a restart or rebalance reads it again). */
+  private resumePartition(topic: string, partition: number, why: 'written' | 'abandoned'): void {
+    const key = `${topic}\x1f${partition}`;
+    if (this.halted.get(key)?.cause !== 'dead-letter-write') return;
+    this.halted.delete(key);
+    if (!this.paused && this.supervisor.status().member) {
+      try {
+        this.consumer.resume([{ topic, partitions: [partition] }]);
+      } catch {
+        // No group right now: the restarted consumer starts unpaused.
+      }
+    }
+    if (why === 'written') this.log.info({ topic, partition }, 'dead-letter write succeeded; partition resumed');
+  }
+
+  /**
+   * Writes a submission's dead letters. A failed write (after kafkajs's own
+   * retries) re-reads the dead-letter topics' limits (a raised
+   * max.message.bytes is seen at once), then, under deadLetterErrorsTolerance
+   * 'none', halts the partition visibly from this first failure and retries
+   * with backoff until the write succeeds (the partition resumes) or the chunk
+   * is abandoned (shutdown, rebalance, restart: nothing committed, so a
+   * restarted service reads the record again and halts again at once).
+   * Under 'all' the unwritten records are skipped: each is logged and counted.
+   * Undefined: abandoned.
+   */
+  private async writeDeadLetters(
+    batch: { topic: string; partition: number },
+    letters: DeadLetter[],
+    isRunning: () => boolean,
+    isStale: () => boolean,
+  ): Promise<{ skipped: DeadLetter[] } | undefined> {
+    let pending = letters;
+    let since: string | undefined;
+    for (let attempt = 0; ; attempt++) {
+      if (this.draining || !isRunning() || isStale() || this.abort.signal.aborted) {
+        this.resumePartition(batch.topic, batch.partition, 'abandoned');
+        return undefined;
+      }
+      try {
+        await this.deadLetters.send(pending);
+        this.resumePartition(batch.topic, batch.partition, 'written');
+        return { skipped: [] };
+      } catch (err) {
+        if (err instanceof LifecycleError) {
+          this.resumePartition(batch.topic, batch.partition, 'abandoned');
+          return undefined;
+        }
+        if (err instanceof DeadLetterWriteError) pending = err.remaining;
+        const dlqTopic = err instanceof DeadLetterWriteError ? err.dlqTopic : this.deadLetters.topicFor(batch.topic);
+        this.deadFailures?.inc();
+        const limitBefore = this.deadLetters.maxMessageBytes(dlqTopic);
+        await this.deadLetters.refreshLimits([dlqTopic]);
+        const limitChanged = this.deadLetters.maxMessageBytes(dlqTopic) !== limitBefore;
+        const message = (err as Error).message;
+        if (this.opts.deadLetterErrorsTolerance === 'all') {
+          if (attempt === 0 && limitChanged) continue; // cut again to the limit now in force, once
+          for (const l of pending)
+            this.log.error(
+              { topic: l.topic, partition: l.partition, offset: l.record.offset, reason: l.reason, err: message },
+              'record skipped: its dead-letter write failed (QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE=all); it is in neither the log nor the dead-letter topic',
+            );
+          this.deadSkips?.inc(pending.length);
+          return { skipped: pending };
+        }
+        since ??= new Date().toISOString();
+        const first = pending[0]!;
+        this.haltPartition({
+          topic: batch.topic,
+          partition: batch.partition,
+          offset: first.record.offset,
+          reason: `dead-letter write to ${dlqTopic} failing since ${since} (${attempt + 1} attempts, retrying with backoff): ${message}; the record was being dead-lettered because: ${first.reason}`,
+          at: Date.now(),
+          cause: 'dead-letter-write',
+        });
+        if (attempt > 0 && attempt % 10 === 0)
+          this.log.warn(
+            { topic: batch.topic, partition: batch.partition, attempt, err: message },
+            'dead-letter write still failing; retrying',
+          );
+        await pause(backoffMs(attempt, 500, 10_000), this.abort.signal);
+      }
+    }
   }
 
   /** Messaging semantic conventions for a chunk's consumer span; the per-record ones only for a single record. */

@@ -21,17 +21,24 @@ import { backoffMs } from '../util/backoff.js';
  * consecutive crashes and resets once a consumer stayed a member for a
  * minute. "Stuck" means a member that cannot make progress: a batch has
  * waited longer than stuckAfterMs for its verdicts, or no heartbeat went out
- * for a whole session timeout. A halted partition (errors tolerance "none")
- * also makes readiness false.
+ * for a whole session timeout. A halted partition also makes readiness false,
+ * from the moment it halts, naming the partition, the offset and the cause.
  */
 export type SupervisorState = 'joining' | 'member' | 'crashed' | 'restarting' | 'stopped';
 
 export interface HaltedPartition {
   topic: string;
   partition: number;
+  /** The record it stopped at. */
   offset: string;
   reason: string;
+  /** When it halted (ms since the epoch), or last failed again. */
   at: number;
+  /**
+   * bad-record: QUEEN_INGRESS_ERRORS_TOLERANCE=none or QUEEN_INGRESS_MISSING_ID=fail; stays until a restart.
+   * dead-letter-write: the record's dead-letter write failed; retried with backoff, resumes by itself once it succeeds.
+   */
+  cause: 'bad-record' | 'dead-letter-write';
 }
 
 export interface IngressStatus {
@@ -102,7 +109,10 @@ export class ConsumerSupervisor {
       )
       .collect(() => (this.status().ready ? 1 : 0));
     metrics
-      ?.gauge('queen_ingress_halted_partitions', 'Partitions halted by QUEEN_INGRESS_ERRORS_TOLERANCE=none')
+      ?.gauge(
+        'queen_ingress_halted_partitions',
+        'Kafka partitions halted: a record that cannot be stored under QUEEN_INGRESS_ERRORS_TOLERANCE=none or QUEEN_INGRESS_MISSING_ID=fail, or a failing dead-letter write',
+      )
       .collect(() => this.ingress.halted().length);
   }
 
@@ -210,7 +220,7 @@ export class ConsumerSupervisor {
       reasons.push(`no heartbeat for ${now - this.lastHeartbeat} ms (session timeout ${this.opts.sessionTimeoutMs} ms)`);
     }
     const halted = this.ingress.halted();
-    for (const h of halted) reasons.push(`partition ${h.topic}[${h.partition}] halted at offset ${h.offset}: ${h.reason}`);
+    for (const h of halted) reasons.push(`partition ${h.topic}[${h.partition}] halted at offset ${h.offset} (${h.cause}): ${h.reason}`);
     return {
       state: this.stateValue,
       member,

@@ -10,16 +10,24 @@ export function kafkaClasspath(): string {
 
 export interface JavaRecord {
   key: string;
-  value: string;
-  headers?: Record<string, string>;
+  /** null: a tombstone. */
+  value: string | null;
+  /** A null value is Kafka's null header value. */
+  headers?: Record<string, string | null>;
 }
+
+/** The console reader's null.marker: a key, value or header value equal to it is produced as null. */
+const NULL_MARKER = '~null~';
 
 /**
  * Produces records with Kafka's own Java producer (org.apache.kafka.tools.ConsoleProducer
  * from the broker's jars), e.g. with compression.type lz4, zstd or snappy, the way an
  * upstream Java service would. Records go in one process run, batched by the producer
  * (linger lets one batch hold many records). Keys, values and header values must not
- * contain tabs, commas, colons or newlines (the console reader's separators).
+ * contain tabs, commas, colons or newlines (the console reader's separators), and are
+ * sent as their UTF-8 bytes (so a binary value must stay below 0x80, as a Confluent
+ * frame with a small schema id does). A null value or header value is sent as
+ * Kafka's null (the reader's null.marker).
  */
 export async function javaProduce(
   brokers: string[],
@@ -51,6 +59,8 @@ export async function javaProduce(
     'parse.key=true',
     '--reader-property',
     'parse.headers=true',
+    '--reader-property',
+    `null.marker=${NULL_MARKER}`,
     ...Object.entries(props).flatMap(([k, v]) => ['--command-property', `${k}=${v}`]),
   ];
   const child = spawn('java', args, { stdio: ['pipe', 'ignore', 'pipe'] });
@@ -59,10 +69,10 @@ export async function javaProduce(
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   for (const r of records) {
     const h = Object.entries(r.headers ?? {})
-      .map(([k, v]) => `${k}:${v}`)
+      .map(([k, v]) => `${k}:${v ?? NULL_MARKER}`)
       .join(',');
-    // An empty header field reads as "no headers" only when written as the null-free empty string.
-    child.stdin.write(`${h}\t${r.key}\t${r.value}\n`);
+    // The reader splits any header field into pairs; a record without headers says so with the null marker.
+    child.stdin.write(`${h || NULL_MARKER}\t${r.key}\t${r.value ?? NULL_MARKER}\n`);
   }
   child.stdin.end();
   const code = await exited;

@@ -152,7 +152,9 @@ test('6: a Kafka header string with a lone surrogate is refused by the writer (d
     offset,
     headers: { transactionId: txn },
   });
-  const mapped = ['ls-\ud800', 'ls-\udc00', 'ls-ok'].map((txn, i) => mapRecord('topic', 'kq', 0, rec(txn, String(i))));
+  const mapped = ['ls-\ud800', 'ls-\udc00', 'ls-ok'].map((txn, i) =>
+    mapRecord('topic', 'kq', 0, rec(txn, String(i)), { missingId: 'dlq' }),
+  );
   const items = mapped.map((m) => (m.ok ? m.item : undefined)).filter((x) => x !== undefined);
   const results = await t.context.writer.push(items);
   t.deepEqual(

@@ -1,7 +1,7 @@
 import anyTest, { type TestFn } from 'ava';
 import type { Kafka, KafkaMessage } from 'kafkajs';
 import pg from 'pg';
-import { CONNECT_HEADERS } from '../../src/ingress/deadLetter.js';
+import { CONNECT_HEADERS, QUEEN_HEADERS } from '../../src/ingress/deadLetter.js';
 import { codecStats } from '../../src/ingress/codecs.js';
 import { HttpApi } from '../../src/http/server.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -150,14 +150,22 @@ test.serial("dead letters carry Kafka Connect's headers and go to the topic's ow
       { key: 'a', value: '{"ok":2}', headers: { transactionId: 'good-2' } },
     ]);
     await waitFor('caught up', () => caughtUp(kafka, group, topic), 60_000, 50);
+    const originals = (await readTopic(kafka, topic, 3)).sort((a, b) => Number(a.offset) - Number(b.offset));
     const [letter] = await readTopic(kafka, dlq, 1);
     const h = (k: string) => letter!.headers![k]?.toString();
     t.is(h(CONNECT_HEADERS.topic), topic);
     t.is(h(CONNECT_HEADERS.partition), '0');
     t.is(h(CONNECT_HEADERS.offset), '1');
+    t.is(h(CONNECT_HEADERS.connectorName), group, 'the connector is the consumer group');
+    t.is(h(CONNECT_HEADERS.taskId), '0');
+    t.is(h(CONNECT_HEADERS.stage), 'VALUE_CONVERTER');
+    t.is(h(CONNECT_HEADERS.className), 'queen.ingress.RecordMapping');
     t.is(h(CONNECT_HEADERS.exceptionClass), 'ValidationError');
     t.regex(h(CONNECT_HEADERS.exceptionMessage)!, /tombstone/);
-    t.true(Math.abs(Number(h(CONNECT_HEADERS.timestamp)) - Date.now()) < 600_000, 'a timestamp in ms');
+    t.regex(h(CONNECT_HEADERS.exceptionStacktrace)!, /^ValidationError: .*tombstone[^]*at queen\.ingress\.RecordMapping/);
+    t.true(Math.abs(Number(h(QUEEN_HEADERS.deadLetteredAt)) - Date.now()) < 600_000, 'when it was dead-lettered, in ms');
+    t.is(h(QUEEN_HEADERS.originalTimestamp), originals[1]!.timestamp, "the original record's timestamp");
+    t.is(letter!.timestamp, originals[1]!.timestamp, "the dead letter's own timestamp is the original's, as in Connect");
     t.regex(h('queen-dlq-reason')!, /tombstone/);
     t.is(h('transactionId'), 'tomb', 'the original headers are kept');
     t.is(stack.metrics.counter('queen_ingress_records_total', '').get('queued'), 2);

@@ -153,16 +153,17 @@ test.serial('bad records of many kinds are dead-lettered with reasons; good ones
   await createTopic(kafka, topic, 2);
   const bad: { m: Message; reason: RegExp }[] = [
     { m: { key: 'k', value: null }, reason: /null/ },
-    { m: { key: Buffer.from([0xff, 0xfe, 0xfd]), value: '{}' }, reason: /key is not valid UTF-8/ },
-    { m: { key: 'x'.repeat(300), value: '{}' }, reason: /partition must be at most 256/ },
-    { m: { key: 'ctl\u0002key', value: '{}' }, reason: /partition must not contain control/ },
-    { m: { key: 'k', value: Buffer.alloc(5000, 0x61) }, reason: /over the limit of 4096/ },
+    { m: { key: Buffer.from([0xff, 0xfe, 0xfd]), value: '{}', headers: { transactionId: 'b1' } }, reason: /key is not valid UTF-8/ },
+    { m: { key: 'x'.repeat(300), value: '{}', headers: { transactionId: 'b2' } }, reason: /partition must be at most 256/ },
+    { m: { key: 'ctl\u0002key', value: '{}', headers: { transactionId: 'b3' } }, reason: /partition must not contain control/ },
+    { m: { key: 'k', value: Buffer.alloc(5000, 0x61), headers: { transactionId: 'b4' } }, reason: /over the limit of 4096/ },
     { m: { key: 'k', value: '{}', headers: { transactionId: '' } }, reason: /transactionId must be a non-empty/ },
     { m: { key: 'k', value: '{}', headers: { transactionId: 't'.repeat(600) } }, reason: /transactionId must be at most 512/ },
     { m: { key: 'k', value: '{}', headers: { transactionId: 'tab\tid' } }, reason: /transactionId must not contain control/ },
     { m: { key: 'k', value: '{}', headers: { transactionId: Buffer.from([0xc3, 0x28]) } }, reason: /header is not valid UTF-8/ },
     { m: { key: 'k', value: JSON.stringify({ transactionId: 'j'.repeat(700) }) }, reason: /transactionId must be at most 512/ },
-    { m: { key: 'k', value: '{}', headers: { traceparent: 'p'.repeat(2000) } }, reason: /traceContext is over/ },
+    { m: { key: 'k', value: '{}', headers: { transactionId: 'b5', traceparent: 'p'.repeat(2000) } }, reason: /traceContext is over/ },
+    { m: { key: 'k', value: 'no id anywhere' }, reason: /no transactionId/ },
   ];
   const messages: Message[] = [];
   const good: string[] = [];
@@ -322,10 +323,10 @@ test.serial('committed offsets never pass what PostgreSQL holds (derived transac
   const topic = uniqueName('derived');
   const group = uniqueName('g-derived');
   await createTopic(kafka, topic, 4);
-  // No transactionId header and a non-object value: the id is topic/partition/offset.
+  // No transactionId header and a non-object value: under missingId 'offset' (chosen here) the id is topic/partition/offset.
   const messages: Message[] = Array.from({ length: 8000 }, (_, i) => ({ key: `k${i % 16}`, value: String(i) }));
   await produce(kafka, topic, messages);
-  const stack = await startIngestStack({ databaseUrl: db.url, topic, group });
+  const stack = await startIngestStack({ databaseUrl: db.url, topic, group, ingress: { missingId: 'offset' } });
   try {
     let checks = 0;
     await waitFor(

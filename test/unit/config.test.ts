@@ -1,5 +1,5 @@
 import test from 'ava';
-import { loadConfig, parseTopics, redactUrl } from '../../src/config.js';
+import { loadConfig, parseMappings, parseTopics, redactUrl } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 
 test('defaults: dedup cache on, 512 MB, port 6632, no topics', (t) => {
@@ -19,6 +19,8 @@ test('managed Kafka: SASL and TLS settings, per-topic dead-letter topic, errors 
     KAFKA_SSL: 'true',
     KAFKA_CLIENT_ID: 'ingest-1',
     QUEEN_INGRESS_ERRORS_TOLERANCE: 'none',
+    QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE: 'all',
+    QUEEN_INGRESS_MISSING_ID: 'offset',
     QUEEN_INGRESS_TOPICS: 'orders:o:orders-errors,pay',
     KAFKA_BROKERS: 'h:1',
   });
@@ -26,6 +28,8 @@ test('managed Kafka: SASL and TLS settings, per-topic dead-letter topic, errors 
   t.deepEqual(c.kafkaTls, { rejectUnauthorized: true });
   t.is(c.kafkaClientId, 'ingest-1');
   t.is(c.ingressErrorsTolerance, 'none');
+  t.is(c.ingressDlqErrorsTolerance, 'all');
+  t.is(c.ingressMissingId, 'offset');
   t.deepEqual(c.ingressTopics, [
     { topic: 'orders', queue: 'o', dlq: 'orders-errors' },
     { topic: 'pay', queue: 'pay' },
@@ -34,6 +38,8 @@ test('managed Kafka: SASL and TLS settings, per-topic dead-letter topic, errors 
   t.is(d.kafkaSasl, undefined);
   t.is(d.kafkaTls, undefined);
   t.is(d.ingressErrorsTolerance, 'all');
+  t.is(d.ingressDlqErrorsTolerance, 'none', 'a failing dead-letter write halts by default');
+  t.is(d.ingressMissingId, 'dlq', 'no silent fallback to offsets');
 });
 
 test('a bad value names the variable and its limit', (t) => {
@@ -50,6 +56,8 @@ test('a bad value names the variable and its limit', (t) => {
     [{ QUEEN_INGRESS_TOPICS: 'a:b:bad name', KAFKA_BROKERS: 'h:1' }, /QUEEN_INGRESS_TOPICS entries must be/],
     [{ QUEEN_INGRESS_TOPICS: 'a:b:a', KAFKA_BROKERS: 'h:1' }, /cannot be its own dead-letter topic/],
     [{ QUEEN_INGRESS_ERRORS_TOLERANCE: 'some' }, /QUEEN_INGRESS_ERRORS_TOLERANCE must be one of all, none/],
+    [{ QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE: 'some' }, /QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE must be one of none, all/],
+    [{ QUEEN_INGRESS_MISSING_ID: 'key' }, /QUEEN_INGRESS_MISSING_ID must be one of dlq, fail, offset/],
     [{ KAFKA_SASL_MECHANISM: 'gssapi' }, /KAFKA_SASL_MECHANISM must be one of plain, scram-sha-256, scram-sha-512/],
     [{ KAFKA_SASL_MECHANISM: 'scram-sha-256', KAFKA_SASL_PASSWORD: 'x' }, /needs KAFKA_SASL_USERNAME/],
     [{ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u' }, /needs KAFKA_SASL_PASSWORD/],
@@ -76,4 +84,49 @@ test('topic mapping: topic or topic:queue', (t) => {
 test('redactUrl hides the password', (t) => {
   t.is(redactUrl('postgres://u:secret@h:5432/db'), 'postgres://u:***@h:5432/db');
   t.false(redactUrl('postgres://u:secret@h/db').includes('secret'));
+});
+
+test('QUEEN_INGRESS_MAPPING: per-topic id and partition sources, validated', (t) => {
+  const c = loadConfig({
+    KAFKA_BROKERS: 'h:1',
+    QUEEN_INGRESS_TOPICS: 'orders,clicks,plain',
+    QUEEN_INGRESS_MISSING_ID: 'fail',
+    QUEEN_INGRESS_MAPPING: JSON.stringify({
+      orders: { transactionId: ['header:eventId', 'json:/meta/id'], partition: 'json:/customer' },
+      clicks: { transactionId: 'key', partition: 'constant:all', missingId: 'offset' },
+    }),
+  });
+  t.deepEqual(c.ingressTopics, [
+    {
+      topic: 'orders',
+      queue: 'orders',
+      mapping: {
+        transactionId: [{ header: 'eventId' }, { jsonPointer: '/meta/id' }],
+        partition: { jsonPointer: '/customer' },
+        missingId: 'fail',
+      },
+    },
+    { topic: 'clicks', queue: 'clicks', mapping: { transactionId: [{ key: true }], partition: { constant: 'all' }, missingId: 'offset' } },
+    { topic: 'plain', queue: 'plain' },
+  ]);
+  const topics = [{ topic: 'a', queue: 'a' }];
+  const bad: [string, RegExp][] = [
+    ['not json', /must be a JSON object from topic to mapping/],
+    ['[]', /must be a JSON object/],
+    ['{"b":{}}', /\["b"\]: topic is not in QUEEN_INGRESS_TOPICS/],
+    ['{"a":{"id":"key"}}', /unknown field "id"/],
+    ['{"a":{"transactionId":[]}}', /at least one source/],
+    ['{"a":{"transactionId":"body"}}', /must be one of header:<name>, key, json:<pointer>, offset/],
+    ['{"a":{"transactionId":"header"}}', /must be written header:<name>/],
+    ['{"a":{"transactionId":"key:x"}}', /must be written key/],
+    ['{"a":{"transactionId":"json:id"}}', /not a JSON pointer/],
+    ['{"a":{"transactionId":"json:/a~2"}}', /not a JSON pointer/],
+    ['{"a":{"transactionId":["offset","key"]}}', /can only be the last source/],
+    ['{"a":{"partition":"offset"}}', /must be one of key, header:<name>, json:<pointer>, constant:<name>/],
+    ['{"a":{"missingId":"skip"}}', /missingId must be one of dlq, fail, offset/],
+  ];
+  for (const [raw, re] of bad) {
+    const err = t.throws(() => parseMappings(raw, topics, 'dlq'), { instanceOf: ConfigError }, raw);
+    t.regex(err.message, re, raw);
+  }
 });
