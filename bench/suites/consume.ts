@@ -240,7 +240,7 @@ export const consume: Suite = {
         if (held.messages.length !== 1) throw new Error('consume bench: hand-off pop found no message');
         const waiting = popOne(30_000);
         // The second pop has found the partition leased and waits for a wake.
-        while (read.waiters.parked < 1) await new Promise((res) => setImmediate(res));
+        while (read.waiters.parkedOn(handQ) < 1) await new Promise((res) => setImmediate(res));
         const t = performance.now();
         await ackAll(held);
         const got = await waiting;

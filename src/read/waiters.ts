@@ -108,4 +108,11 @@ export class PopWaiters {
     for (const s of this.byQueue.values()) for (const t of s) if (t.parked) n++;
     return n;
   }
+
+  /** Tickets of one queue waiting for a wake (see parked). */
+  parkedOn(queue: string): number {
+    let n = 0;
+    for (const t of this.byQueue.get(queue) ?? []) if (t.parked) n++;
+    return n;
+  }
 }

@@ -606,7 +606,7 @@ test('long poll is woken by a push (event-driven), and answers 204 at its timeou
   const started = Date.now();
   // The safety re-check is 10 minutes and the timeout 5: only a wake-up can answer before.
   const waiting = s.client.queue('poll').pop({ group: 'g', wait: true, timeoutMs: 300_000 });
-  await waitUntilWaiting(s, 1);
+  await waitUntilWaiting(s, 1, 'poll');
   await pushN(s, 'poll', 1);
   const got = await waiting;
   t.is(got.length, 1);
@@ -625,7 +625,7 @@ test('a long poll on another broker is woken through LISTEN/NOTIFY', async (t) =
   try {
     await s.client.queue('cross').configure({});
     const waiting = other.client.queue('cross').pop({ group: 'g', wait: true, timeoutMs: 300_000 });
-    await waitUntilWaiting(other, 1);
+    await waitUntilWaiting(other, 1, 'cross');
     await pushN(s, 'cross', 1);
     t.is((await waiting).length, 1);
     t.is(other.metrics.counter('queen_pop_wakes_total', '').get('notify'), 1);
@@ -639,7 +639,7 @@ test('a failed ack wakes a long poll waiting for the released message', async (t
   await pushN(s, 'release', 1);
   const [m] = await s.client.queue('release').pop({ group: 'g' });
   const waiting = s.client.queue('release').pop({ group: 'g', wait: true, timeoutMs: 300_000 });
-  await waitUntilWaiting(s, 1);
+  await waitUntilWaiting(s, 1, 'release');
   await s.client.ack(m!, 'retry');
   const [again] = await waiting;
   t.is(again!.offset, m!.offset);
@@ -651,7 +651,7 @@ test('a completed ack wakes a long poll waiting behind the lease it ends', async
   const [m] = await s.client.queue('handoff').pop({ group: 'g', batch: 1 });
   // The partition is leased to the first consumer: this one finds nothing and parks.
   const waiting = s.client.queue('handoff').pop({ group: 'g', batch: 10, wait: true, timeoutMs: 60_000 });
-  await waitUntilWaiting(s, 1);
+  await waitUntilWaiting(s, 1, 'handoff');
   const wakes = s.metrics.counter('queen_pop_wakes_total', '').get('local');
   await s.client.ack(m!);
   // The re-check is 10 minutes: only the ack's wake-up can hand it the next message before its timeout.
@@ -668,7 +668,7 @@ test('an ack inside a transaction wakes a long poll waiting behind the lease it 
   await pushN(s, 'handoff-tx', 2);
   const [m] = await s.client.queue('handoff-tx').pop({ group: 'g', batch: 1 });
   const waiting = s.client.queue('handoff-tx').pop({ group: 'g', batch: 10, wait: true, timeoutMs: 60_000 });
-  await waitUntilWaiting(s, 1);
+  await waitUntilWaiting(s, 1, 'handoff-tx');
   await s.client.transaction().ack(m!).commit();
   const next = await waiting;
   t.deepEqual(
@@ -792,9 +792,15 @@ test('bad input is a 400 naming the problem, and changes nothing', async (t) => 
   t.is((await s.sql.query("SELECT count(*)::int AS n FROM queen.log_groups WHERE consumer_group = 'h'")).rows[0].n, 0);
 });
 
-/** Until n long polls have run their query, found nothing and wait for a wake (a push now can only reach them by one). */
-async function waitUntilWaiting(s: HttpStack, n: number): Promise<void> {
-  await waitFor('a long poll to be waiting', () => s.read.waiters.parked >= n, 10_000, 5);
+/**
+ * Until n long polls (of `queue`, when given) have run their query, found
+ * nothing and wait for a wake (a push now can only reach them by one). Tests
+ * of a file run concurrently: a count over every queue can be another
+ * test's waiter.
+ */
+async function waitUntilWaiting(s: HttpStack, n: number, queue?: string): Promise<void> {
+  const parked = () => (queue === undefined ? s.read.waiters.parked : s.read.waiters.parkedOn(queue));
+  await waitFor(`a long poll${queue === undefined ? '' : ` on ${queue}`} to be waiting`, () => parked() >= n, 10_000, 5);
 }
 
 test('a cursor below log_start skips to it, says so in the pop response and counts it', async (t) => {
