@@ -1,7 +1,7 @@
 /**
  * One partition's in-window hash occurrences in ~3.7 bytes each: for every
- * occurrence, a 12-bit keyed fingerprint of its hash and its offset as a
- * 16-bit delta, in cuckoo buckets, in generations that each cover a
+ * occurrence, a keyed fingerprint of its hash and its offset as a delta,
+ * together 28 bits, in cuckoo buckets, in generations that each cover a
  * contiguous range of offsets. A superset index, never an authority.
  *
  * What a lookup promises: it names every live occurrence of the queried hash
@@ -15,26 +15,28 @@
  * SQL change that makes it cheap.
  *
  * Why that is all 3.7 bytes can say: naming an exact offset among a window
- * of N offsets takes log2(N) bits, and a false-candidate rate f takes about
- * log2(1/f) more, so bits per hash >= log2(N) + log2(1/f) whatever the
- * layout. Here a generation spans at most 2^16 offsets (the delta), and the
- * fingerprint gets the remaining 12 bits of a 28-bit slot; a lookup compares
- * 8 slots per live generation, so f ~ 8 x 2^-12 per generation.
+ * of W offsets takes log2(W) bits, and a false-candidate rate f takes about
+ * log2(1/f) more, so bits per hash >= log2(W) + log2(1/f) whatever the
+ * layout. Here a generation of capacity C spends ceil(log2 C) + 1 bits (at
+ * most deltaBits, 16 by default) on the delta and the rest of the 28 on the
+ * fingerprint; a lookup compares 8 slots per live generation, so f is about
+ * 8 x load / 2^(28 - delta bits) per generation, and about 15 x W / 2^28 in
+ * all once generations are full-size.
  *
- * Layout. A slot is 28 bits, v = fp << deltaBits | delta (fp in 1..2^(28 -
- * deltaBits) - 1; v = 0 marks a free slot). A bucket is 4 slots in 7 16-bit
- * words (14 bytes): the slots' low 16 bits in words 0..3, their high 12 bits
- * packed in words 4..6. A page is a Uint16Array of at most 4 681 buckets
- * (64 KiB, the largest allocation); a generation is 2^pageBits pages,
- * allocated once when it opens, never resized, rehashed or rebuilt.
+ * Layout. A slot is 28 bits, v = fp << db | delta (db the generation's
+ * delta bits, fp in 1..2^(28 - db) - 1; v = 0 marks a free slot). A bucket
+ * is 4 slots in 7 16-bit words (14 bytes): the slots' low 16 bits in words
+ * 0..3, their high 12 bits packed in words 4..6. A page is a Uint16Array of
+ * at most 4 681 buckets (64 KiB, the largest allocation); a generation is
+ * 2^pageBits pages, allocated once when it opens, never resized, rehashed
+ * or rebuilt.
  *
  * Placement is keyed, as in the occurrence table: the page and the first
  * bucket come from m1 = mix(first 8 bytes, secret), the fingerprint from
  * m2 = mix(last 8 bytes, another secret) folded with m1, and the second
- * bucket is
- * (tag(fp) - b1) mod nb, which is its own inverse, so an entry can move
- * between its two buckets knowing only its fingerprint (partial-key cuckoo
- * hashing). Client-chosen ids cannot aim at a bucket or a fingerprint
+ * bucket is (tag(fp) - b1) mod nb, which is its own inverse, so an entry
+ * can move between its two buckets knowing only its fingerprint
+ * (partial-key cuckoo hashing). Client-chosen ids cannot aim at a bucket or a fingerprint
  * without the secret words; only equal hashes share both, and a lookup must
  * name all of those anyway.
  *
@@ -85,8 +87,10 @@ export const COMPACT_TARGET_LOAD = 0.95;
 const MAX_KICKS = 500;
 /** Homeless entries a generation keeps; when full, the generation seals. */
 export const STASH_MAX = 8;
-/** Default delta width: a generation spans at most 2^16 offsets; the fingerprint then has 12 bits. */
+/** Most delta bits a generation uses by default: it spans at most 2^16 offsets, and its fingerprint has at least 12 bits. */
 export const DEFAULT_DELTA_BITS = 16;
+/** Fewest delta bits a generation uses (at most 2^20 fingerprint values). */
+const MIN_DELTA_BITS = 8;
 /** Smallest and largest generation (entries). */
 const MIN_GEN_ENTRIES = 256;
 const MAX_GEN_ENTRIES = 1 << 20;
@@ -104,6 +108,12 @@ export const COMPACT_GEN_OVERHEAD_BYTES = 160;
 interface Gen {
   /** Offset of delta 0. */
   readonly lo: number;
+  /** Delta bits of its slots (the fingerprint has the other 28 - db): just enough for its capacity. */
+  readonly db: number;
+  /** Fingerprint values 1..fpValues. */
+  readonly fpValues: number;
+  /** Offsets it can cover: 2^(db + spanBits). */
+  readonly span: number;
   /** Highest offset appended (lo - 1 while empty). */
   last: number;
   /** Entries it takes before it seals. */
@@ -124,7 +134,7 @@ export interface CompactTierOptions {
   secret?: readonly [number, number, number, number, number];
   /** Offsets are named as spans of 2^spanBits (0: exact offsets, what log_push_v11 takes). */
   spanBits?: number;
-  /** Bits of the (scaled) offset delta; the fingerprint gets 28 minus these. */
+  /** Most bits of the (scaled) offset delta (a generation uses just enough for its capacity; the fingerprint gets 28 minus these). */
   deltaBits?: number;
   /** Tests: fingerprints take only values 1..fingerprintValues (forced collisions). */
   fingerprintValues?: number;
@@ -230,10 +240,8 @@ export class CompactTier {
   private readonly s4: number;
   readonly spanBits: number;
   readonly deltaBits: number;
-  private readonly deltaMask: number;
-  private readonly fpValues: number;
-  /** Offsets one generation can span: 2^(deltaBits + spanBits). */
-  private readonly genSpan: number;
+  /** The test option narrowing fingerprints (Infinity: none). */
+  private readonly fpCap: number;
   private readonly maxGen: number;
   /** Live generations are gens[head..]. */
   private gens: Gen[] = [];
@@ -258,11 +266,8 @@ export class CompactTier {
     this.deltaBits = opts.deltaBits ?? DEFAULT_DELTA_BITS;
     if (!(this.deltaBits >= 8 && this.deltaBits <= 20) || !(this.spanBits >= 0 && this.spanBits <= 10))
       throw new RangeError('CompactTier: deltaBits must be in 8..20 and spanBits in 0..10');
-    this.deltaMask = 2 ** this.deltaBits - 1;
-    const widest = 2 ** (COMPACT_SLOT_BITS - this.deltaBits) - 1;
-    this.fpValues = Math.min(widest, opts.fingerprintValues ?? widest);
-    if (!(this.fpValues >= 1)) throw new RangeError('CompactTier: fingerprintValues must be >= 1');
-    this.genSpan = 2 ** (this.deltaBits + this.spanBits);
+    this.fpCap = opts.fingerprintValues ?? Infinity;
+    if (!(this.fpCap >= 1)) throw new RangeError('CompactTier: fingerprintValues must be >= 1');
     this.maxGen = Math.max(1, Math.min(opts.maxGenEntries ?? MAX_GEN_ENTRIES, MAX_GEN_ENTRIES));
   }
 
@@ -312,13 +317,14 @@ export class CompactTier {
       return;
     }
     const m1 = mix(k0, k1, this.s0, this.s1);
-    const fp = this.fingerprint(m1, k2, k3);
+    const fw = this.fingerprintWord(m1, k2, k3);
     let gen = this.gens.length > this.head ? this.gens[this.gens.length - 1]! : undefined;
-    if (gen === undefined || gen.sealed || gen.count >= gen.capacity || offset - gen.lo >= this.genSpan) {
+    if (gen === undefined || gen.sealed || gen.count >= gen.capacity || offset - gen.lo >= gen.span) {
       if (gen !== undefined) gen.sealed = true;
       gen = this.openGen(offset);
     }
-    const v = (fp << this.deltaBits) | Math.floor((offset - gen.lo) / 2 ** this.spanBits);
+    const fp = 1 + (fw % gen.fpValues);
+    const v = (fp << gen.db) | Math.floor((offset - gen.lo) / 2 ** this.spanBits);
     this.place(gen, m1, fp, v);
     gen.count++;
     gen.last = offset;
@@ -328,13 +334,13 @@ export class CompactTier {
   }
 
   /**
-   * The fingerprint, 1..fpValues: a keyed mix of the last 8 bytes folded
-   * with m1 (the first 8 bytes' placement word), so it depends on all 16
-   * bytes and on the secret: hashes sharing any chosen bytes still spread
-   * over fingerprints.
+   * The fingerprint word: a keyed mix of the last 8 bytes folded with m1
+   * (the first 8 bytes' placement word), so it depends on all 16 bytes and
+   * on the secret; hashes sharing any chosen bytes still spread over
+   * fingerprints. A generation's fingerprint is 1 + word mod its fpValues.
    */
-  private fingerprint(m1: number, k2: number, k3: number): number {
-    return 1 + (fmix(mix(k2, k3, this.s2, this.s3) ^ Math.imul(m1, 0x9e3779b1)) % this.fpValues);
+  private fingerprintWord(m1: number, k2: number, k3: number): number {
+    return fmix(mix(k2, k3, this.s2, this.s3) ^ Math.imul(m1, 0x9e3779b1));
   }
 
   /** Entries at or below `offset` are dead from now on (the floor only rises); generations wholly below it are dropped. */
@@ -364,15 +370,15 @@ export class CompactTier {
 
   private scan(k0: number, k1: number, k2: number, k3: number, out: number[] | undefined): number {
     const m1 = mix(k0, k1, this.s0, this.s1);
-    const fp = this.fingerprint(m1, k2, k3);
-    const tag = fmix(fp ^ this.s4);
-    const db = this.deltaBits;
-    const mask = this.deltaMask;
+    const fw = this.fingerprintWord(m1, k2, k3);
     const unit = 2 ** this.spanBits;
     const floor = this.floor;
     let n = 0;
     for (let g = this.head; g < this.gens.length; g++) {
       const gen = this.gens[g]!;
+      const db = gen.db;
+      const fp = 1 + (fw % gen.fpValues);
+      const tag = fmix(fp ^ this.s4);
       const p = gen.pageBits === 0 ? 0 : m1 >>> (32 - gen.pageBits);
       const w = gen.pages[p]!;
       const nb = gen.nb;
@@ -383,7 +389,7 @@ export class CompactTier {
       const st = gen.stash;
       for (let i = 0; i < st.length; i += 3) {
         if (st[i] !== p || (st[i + 1] !== b1 && st[i + 1] !== b2) || st[i + 2]! >>> db !== fp) continue;
-        const first = gen.lo + (st[i + 2]! & mask) * unit;
+        const first = gen.lo + (st[i + 2]! & ((1 << db) - 1)) * unit;
         if (first + unit - 1 <= floor) continue;
         n++;
         out?.push(first);
@@ -412,7 +418,7 @@ export class CompactTier {
       const out = slotGet(w, at, j);
       slotSet(w, at, j, cur);
       cur = out;
-      b = otherBucket(b, fmix((cur >>> this.deltaBits) ^ this.s4) % nb, nb);
+      b = otherBucket(b, fmix((cur >>> gen.db) ^ this.s4) % nb, nb);
       if (tryPut(w, b, cur)) return;
     }
     gen.stash.push(p, b, cur);
@@ -423,7 +429,11 @@ export class CompactTier {
   private openGen(offset: number): Gen {
     const share = Math.ceil(this.stored / GEN_FRACTION);
     const want = this.pending > 0 ? this.pending : 2 ** Math.ceil(Math.log2(Math.max(1, share)));
-    const capacity = Math.min(this.maxGen, this.genSpan, Math.max(MIN_GEN_ENTRIES, want));
+    const capacity = Math.min(this.maxGen, 2 ** (this.deltaBits + this.spanBits), Math.max(MIN_GEN_ENTRIES, want));
+    // Delta bits for twice its capacity (room for offset holes), no more:
+    // every bit it does not need goes to the fingerprint.
+    const db = Math.max(MIN_DELTA_BITS, Math.min(this.deltaBits, Math.ceil(Math.log2(capacity / 2 ** this.spanBits)) + 1));
+    const fpValues = Math.min(2 ** (COMPACT_SLOT_BITS - db) - 1, this.fpCap);
     const buckets = Math.max(2, Math.ceil(capacity / COMPACT_TARGET_LOAD / SLOTS));
     const pageBits = Math.ceil(Math.log2(Math.ceil(buckets / COMPACT_MAX_PAGE_BUCKETS)));
     const nb = Math.max(2, Math.ceil(buckets / 2 ** pageBits));
@@ -434,7 +444,21 @@ export class CompactTier {
       this.pageBytes += w.byteLength;
       this.pageCount++;
     }
-    const gen: Gen = { lo: offset, last: offset - 1, capacity, count: 0, pageBits, nb, pages, stash: [], sealed: false };
+    const span = 2 ** (db + this.spanBits);
+    const gen: Gen = {
+      lo: offset,
+      db,
+      fpValues,
+      span,
+      last: offset - 1,
+      capacity,
+      count: 0,
+      pageBits,
+      nb,
+      pages,
+      stash: [],
+      sealed: false,
+    };
     this.gens.push(gen);
     return gen;
   }
@@ -478,8 +502,8 @@ export class CompactTier {
             const v = slotGet(w, b * WORDS_PER_BUCKET, j);
             if (v === 0) continue;
             occupied++;
-            if (gen.lo + (v & this.deltaMask) * 2 ** this.spanBits > gen.last) return `generation ${g}: a delta past its last offset`;
-            if (v >>> this.deltaBits > this.fpValues) return `generation ${g}: a fingerprint out of range`;
+            if (gen.lo + (v & ((1 << gen.db) - 1)) * 2 ** this.spanBits > gen.last) return `generation ${g}: a delta past its last offset`;
+            if (v >>> gen.db > gen.fpValues) return `generation ${g}: a fingerprint out of range`;
           }
         }
         pages++;
@@ -495,6 +519,21 @@ export class CompactTier {
     if (pages !== this.pageCount || bytes !== this.pageBytes)
       return `tally: ${this.pageCount} pages / ${this.pageBytes} B, found ${pages} / ${bytes}`;
     return undefined;
+  }
+
+  /**
+   * The expected false candidates of an absent lookup: for each live
+   * generation, 8 slots read at its load, each matching with probability
+   * 1 / fpValues (tests, bench: the model a measured rate is held to).
+   */
+  falseCandidateModel(): number {
+    let f = 0;
+    for (let g = this.head; g < this.gens.length; g++) {
+      const gen = this.gens[g]!;
+      const slots = gen.pages.length * gen.nb * SLOTS;
+      f += (2 * SLOTS * Math.min(1, gen.count / slots)) / gen.fpValues;
+    }
+    return f;
   }
 
   /** The largest typed array the tier holds (tests: the allocation bound). */
