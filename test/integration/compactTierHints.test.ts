@@ -2,6 +2,7 @@ import anyTest, { type TestFn } from 'ava';
 import fc from 'fast-check';
 import pg from 'pg';
 import { CompactTier } from '../../src/dedup/compactTier.js';
+import { DedupCache } from '../../src/dedup/index.js';
 import { HASH_BYTES } from '../../src/dedup/constants.js';
 import { LogEngine, type SegmentOutcome } from '../../src/engine/logEngine.js';
 import {
@@ -14,6 +15,7 @@ import {
   type Vouch,
   type WatermarkSource,
 } from '../../src/engine/writer.js';
+import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { NIL_UUID } from '../../src/util/uuidv7.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -197,5 +199,83 @@ test.serial(
     );
     t.true(source.vouched > 0, 'the tier vouched');
     t.true(refuted > 0, 'false candidates reached SQL and were refuted');
+  },
+);
+
+test.serial(
+  'the cache with the compact tier on, at a cap the exact tier cannot hold the partitions in: verdicts equal -1 verdicts',
+  async (t) => {
+    const cache = new DedupCache({ capBytes: 48 * 1024, compactTier: true });
+    const metrics = new MetricsRegistry();
+    const engine = new LogEngine({ connectionString: t.context.db.url, poolSize: 2, metrics });
+    await engine.start();
+    t.context.engines.push(engine);
+    const cached = new LogWriter(engine, {
+      maxPayloadBytes: 1024,
+      metadataTtlMs: 0,
+      watermarks: new CacheWatermarks(cache, engine.pool, metrics),
+    });
+    const plain = await writerWith(t, undefined);
+    let round = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.oneof(
+            {
+              weight: 6,
+              arbitrary: fc.record({
+                kind: fc.constant('push' as const),
+                fresh: fc.integer({ min: 0, max: 1200 }),
+                dups: fc.array(fc.nat(), { maxLength: 6 }),
+                part: fc.integer({ min: 0, max: 1 }),
+              }),
+            },
+            { weight: 2, arbitrary: fc.record({ kind: fc.constant('window' as const), seconds: fc.constantFrom(0, 60, 600, 3600) }) },
+            { weight: 1, arbitrary: fc.record({ kind: fc.constant('age' as const) }) },
+          ),
+          { minLength: 4, maxLength: 16 },
+        ),
+        async (ops) => {
+          round++;
+          const qa = `ccta${round}`;
+          const qb = `cctb${round}`;
+          const sent: string[] = [];
+          // Each round starts with partitions too big for the exact tier at
+          // this cap, and a window change that makes the cache rebuild them:
+          // the rebuilds are admitted as compact entries.
+          const prefix: typeof ops = [
+            { kind: 'push', fresh: 2500, dups: [], part: 0 },
+            { kind: 'push', fresh: 2500, dups: [], part: 1 },
+            { kind: 'window', seconds: 600 },
+          ];
+          for (const op of [...prefix, ...ops]) {
+            if (op.kind === 'push') {
+              const txns: string[] = [];
+              for (let i = 0; i < op.fresh; i++) txns.push(`f${sent.length + i}`);
+              for (const d of op.dups) if (sent.length > 0) txns.push(sent[d % sent.length]!);
+              sent.push(...txns.slice(0, op.fresh));
+              if (txns.length === 0) continue;
+              const a = await cached.push(txns.map((x) => item(qa, `p${op.part}`, x)));
+              const b = await plain.writer.push(txns.map((x) => item(qb, `p${op.part}`, x)));
+              if (JSON.stringify(verdicts(a)) !== JSON.stringify(verdicts(b))) {
+                throw new Error(`verdicts differ at ${JSON.stringify(op)}: ${verdicts(a).join(',')} vs ${verdicts(b).join(',')}`);
+              }
+            } else if (op.kind === 'window') {
+              await t.context.sql.query('UPDATE queen.queues SET dedup_window_seconds = $2 WHERE name = ANY ($1)', [[qa, qb], op.seconds]);
+            } else {
+              await t.context.sql.query(
+                `UPDATE queen.log_txns SET created_at = created_at - interval '2 hours'
+               WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = ANY ($1))`,
+                [[qa, qb]],
+              );
+            }
+          }
+        },
+      ),
+      { numRuns: 30 },
+    );
+    t.log(JSON.stringify(cache.stats));
+    t.true(cache.stats.compactInstalls > 0, 'compact entries were installed');
+    t.true(cache.stats.hinted > 0 && cache.stats.vouched > 0, 'they vouched and named hits');
   },
 );
