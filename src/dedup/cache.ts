@@ -144,6 +144,7 @@ export class DedupCache {
   endFlush(pid: number): void {
     this.inFlight.delete(pid);
     this.policy.release(pid);
+    this.admittedTier.delete(pid);
   }
 
   /**
@@ -161,8 +162,9 @@ export class DedupCache {
   prepare(pid: number, windowSeconds: number): PrepareAnswer {
     const now = this.now();
     // A new flush of pid: a reservation left by an earlier admission whose
-    // install never came (fetch failed) is void.
+    // install never came (fetch failed) is void, and so is its tier.
     this.policy.release(pid);
+    this.admittedTier.delete(pid);
     if (!(windowSeconds > 0)) {
       this.drop(pid);
       return 'suppressed';
