@@ -3,7 +3,7 @@ import { CompactTier } from '../../src/dedup/compactTier.js';
 
 /**
  * The compact tier (src/dedup/compactTier.ts) at the dedup-cache suite's
- * window, driven directly (it is not wired into the cache yet):
+ * window, driven directly (the cache uses it only with compactTier on):
  * - resident bytes per hash right after a hydration of `total` hashes, and
  *   the worst and median over one more window of appends with the floor
  *   rising by whole units of 4 096, as the entry's expiry raises it;

@@ -23,14 +23,19 @@ import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 /**
  * The compact tier's candidate names through log_push_v11's hint interface
- * as it is (exact offsets per item), against real PostgreSQL. The tier is
- * not wired into the cache yet; this test's watermark source plays the
- * cache's part for partitions only it writes: it knows every hash from
+ * as it is (exact offsets per item), against real PostgreSQL.
+ *
+ * First test: the tier alone, with fingerprints narrowed (the cache gives
+ * no hook for that). This test's watermark source plays the cache's part
+ * for partitions only it writes: it knows every hash from
  * offset 0 (H = -1) up to the last offset it saw appended (V), and names,
  * for every item, every candidate offset the tier gives. False candidates
  * are forced (fingerprints narrowed to a few values): each makes SQL refute
  * the name, the writer re-submits, and the item is then stored as new. The
  * property: verdicts equal those of a broker that always sends -1.
+ *
+ * Second test: the cache itself (CacheWatermarks) with the compact tier on,
+ * at a cap where only compact entries hold the partitions; same property.
  */
 
 interface Ctx {
