@@ -232,6 +232,13 @@ function freshSecret(): [number, number, number, number, number] {
 /** First bucket of placement word m1 in a page of nb buckets (m1's low 16 bits; pages use its top bits). */
 const firstBucket = (m1: number, nb: number): number => ((m1 & 0xffff) * nb) >>> 16;
 
+/**
+ * States: empty (no live generation) -> open (the newest generation takes
+ * appends) -> sealed (full, stash full, or the next offset past its span;
+ * the next append opens a new generation) -> dropped (raiseFloor at or past
+ * its last offset). Only the newest generation is ever open. Every
+ * transition keeps I1-I4 (file header), which make every lookup complete.
+ */
 export class CompactTier {
   private readonly s0: number;
   private readonly s1: number;
