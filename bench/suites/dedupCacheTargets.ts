@@ -11,6 +11,8 @@ import { runDedupCacheBench } from './dedupCache.js';
  *   was held to: a definitive miss must not pay a search per block);
  *   resident bytes per hash <= 22.5 (after hydration and the worst sample of
  *   one window of steady appends with expiry running);
+ *   the compact tier's resident bytes per hash <= 4 (the same two samples;
+ *   issue 38), with its false candidates per absent lookup reported;
  * and reports the table against the seed's bloom-fronted ring for absent
  * probes, scattered hits, appends and hydration.
  */
@@ -26,6 +28,8 @@ export const dedupCacheSuite: Suite = {
     const bloomNs = num('absentProbeNsPerHashSeedBloom');
     const afterHydration = num('bytesPerHashAfterHydration');
     const steadyMax = num('bytesPerHashSteadyMax');
+    const compactAfter = num('compactBytesPerHashAfterHydration');
+    const compactSteadyMax = num('compactBytesPerHashSteadyMax');
     const ns = (k: string): string => `${num(k).toFixed(1)} ns`;
     const targets: Target[] = [
       target('absent probe: seed exact store alone / occurrence table, ns per hash (300 units)', exactNs / tableNs, '>=', 10, {
@@ -38,6 +42,16 @@ export const dedupCacheSuite: Suite = {
         unit: 'B',
         value: `${steadyMax.toFixed(2)} B`,
       }),
+      target('compact tier: resident bytes/hash after hydration', compactAfter, '<=', 4, {
+        unit: 'B',
+        value: `${compactAfter.toFixed(2)} B`,
+        baseline: `${afterHydration.toFixed(2)} B (exact tier)`,
+      }),
+      target('compact tier: resident bytes/hash, worst over a window of appends', compactSteadyMax, '<=', 4, {
+        unit: 'B',
+        value: `${compactSteadyMax.toFixed(2)} B`,
+        baseline: `${steadyMax.toFixed(2)} B (exact tier)`,
+      }),
     ];
     const notes: string[] = [];
     for (const k of [
@@ -45,6 +59,8 @@ export const dedupCacheSuite: Suite = {
       'absentProbeNsPerHashSeedExactOnly',
       'bytesPerHashAfterHydration',
       'bytesPerHashSteadyMax',
+      'compactBytesPerHashAfterHydration',
+      'compactBytesPerHashSteadyMax',
     ]) {
       if (typeof res[k] !== 'number') notes.push(`runDedupCacheBench returned no "${k}": its target is reported as missed (NaN)`);
     }
@@ -83,6 +99,17 @@ export const dedupCacheSuite: Suite = {
           name: 'bytes/hash after hydration: occurrence table / seed ring',
           value: `${afterHydration.toFixed(2)} B`,
           baseline: `${num('bytesPerHashSeedAfterHydration').toFixed(2)} B`,
+        },
+        {
+          name: 'compact tier: false candidates per absent lookup, exact offsets / 256-offset spans',
+          value: num('compactFalseCandidatesPerAbsentLookup').toFixed(5),
+          baseline: num('compactFalseCandidatesPerAbsentLookupSpans256').toFixed(5),
+        },
+        {
+          name: 'absent lookup ns/hash: compact tier (exact offsets) / occurrence table',
+          value: ns('compactAbsentLookupNs'),
+          baseline: ns('absentProbeNsPerHashTable'),
+          ratio: tableNs / num('compactAbsentLookupNs'),
         },
         {
           name: 'absent-probe speed-up over the seed exact store alone',

@@ -1,6 +1,6 @@
 import { HASH_BYTES } from './constants.js';
-import { AdmissionPolicy } from './admission.js';
-import { PartitionEntry, type LocalHit, type TxnRow } from './entry.js';
+import { AdmissionPolicy, estimateFootprintBytes } from './admission.js';
+import { PartitionEntry, type EntryTier, type LocalHit, type TxnRow } from './entry.js';
 import { ResidentSet } from './residentSet.js';
 
 export type { LocalHit, TxnRow } from './entry.js';
@@ -25,6 +25,13 @@ export interface DedupCacheOptions {
   now?: () => number;
   /** Called on suppression, at most once per minute (per cache instance). */
   onWarn?: (message: string) => void;
+  /**
+   * A partition whose rebuild the exact tier cannot admit gets a compact
+   * entry (compactTier.ts, ~4 B a hash) when that fits, instead of being
+   * suppressed (-1). Off by default until measured end to end
+   * (docs/dedup-compact-tier.md).
+   */
+  compactTier?: boolean;
 }
 
 export type PrepareAnswer = 'ready' | 'hydrate' | 'suppressed';
@@ -36,6 +43,8 @@ export interface DedupCacheStats {
   suppressions: number;
   /** Entries evicted to admit a rebuild or to stay under the cap. */
   evictions: number;
+  /** Entries installed as compact (included in hydrations). */
+  compactInstalls: number;
   /** Hashes checked that have a live occurrence of their key in the entry. */
   localHits: number;
   /** Hashes checked that have none. */
@@ -56,10 +65,11 @@ export interface EntryInfo {
   hydratedFrom: number;
   windowSeconds: number;
   state: string;
+  tier: EntryTier;
   /** Expiry units remembered (runs of UNIT_HASHES appended hashes), and the hashes of the one still filling. */
   units: number;
   openUnitHashes: number;
-  /** Pages of the entry's occurrence table. */
+  /** Pages of the entry's store (occurrence table or compact tier). */
   pages: number;
   bytes: number;
 }
@@ -83,6 +93,8 @@ export interface EntryInfo {
  *   the deadline; then absent again.
  * - dedup off (window 0): the entry is dropped; prepare -> 'suppressed'
  *   (not counted as a suppression); verifiedFor -> -1.
+ * A vouching entry is exact or compact (its tier): admitRebuild chooses,
+ * install builds that tier; both vouch by the same rule.
  * Transitions: install() makes any state a vouching entry (clearing the
  * cooldown); recordAppend() moves vouching to gap or rebuild; recordUnknown()
  * and a window change move to rebuild; a failed admitRebuild() moves to
@@ -95,6 +107,7 @@ export interface EntryInfo {
 export class DedupCache {
   readonly stats: DedupCacheStats = {
     hydrations: 0,
+    compactInstalls: 0,
     suppressions: 0,
     evictions: 0,
     localHits: 0,
@@ -111,10 +124,14 @@ export class DedupCache {
   private readonly resident = new ResidentSet();
   private readonly policy: AdmissionPolicy;
   private readonly inFlight = new Set<number>();
+  private readonly compactTier: boolean;
+  /** The tier each admitted rebuild was admitted for, until its install (absent: exact). */
+  private readonly admittedTier = new Map<number, EntryTier>();
 
   constructor(opts: DedupCacheOptions) {
     if (!(opts.capBytes >= 0)) throw new RangeError('DedupCache: capBytes must be >= 0');
     this.capBytes = opts.capBytes;
+    this.compactTier = opts.compactTier ?? false;
     this.now = opts.now ?? Date.now;
     this.policy = new AdmissionPolicy(opts.capBytes, this.now, opts.onWarn);
   }
@@ -127,6 +144,7 @@ export class DedupCache {
   endFlush(pid: number): void {
     this.inFlight.delete(pid);
     this.policy.release(pid);
+    this.admittedTier.delete(pid);
   }
 
   /**
@@ -144,8 +162,9 @@ export class DedupCache {
   prepare(pid: number, windowSeconds: number): PrepareAnswer {
     const now = this.now();
     // A new flush of pid: a reservation left by an earlier admission whose
-    // install never came (fetch failed) is void.
+    // install never came (fetch failed) is void, and so is its tier.
     this.policy.release(pid);
+    this.admittedTier.delete(pid);
     if (!(windowSeconds > 0)) {
       this.drop(pid);
       return 'suppressed';
@@ -188,21 +207,44 @@ export class DedupCache {
   admitRebuild(pid: number, estimatedHashes: number): boolean {
     const now = this.now();
     const e = this.resident.get(pid);
-    if (e !== undefined && !e.rebuild) return true;
+    this.admittedTier.delete(pid);
+    if (e !== undefined && !e.rebuild) {
+      // Cheap: the rebuild replaces bytes already resident, in the same tier.
+      if (e.tier === 'compact') this.admittedTier.set(pid, 'compact');
+      return true;
+    }
     if (this.policy.inCooldown(pid, now)) return false;
     if (!(estimatedHashes > 0)) return true;
     const estimate = this.policy.footprint(pid, estimatedHashes);
     const others = this.resident.totalBytes - (e?.accountedBytes ?? 0) + this.policy.reservedExcept(pid, now);
-    const excess = others + estimate - this.policy.budgetBytes;
-    if (excess > 0) {
-      const victims = this.resident.victims(excess, now, pid);
-      if (victims === undefined) {
-        this.suppress(pid, now, estimate, others);
-        return false;
-      }
-      for (const v of victims) this.evict(v);
+    if (this.fits(pid, others + estimate, now)) {
+      this.policy.reserve(pid, estimate, now);
+      return true;
     }
-    this.policy.reserve(pid, estimate, now);
+    if (this.compactTier) {
+      // The same fit test (headroom, recent-use guard) for a compact entry.
+      const compact = this.policy.compactFootprint(pid, estimatedHashes);
+      if (this.fits(pid, others + compact, now)) {
+        this.admittedTier.set(pid, 'compact');
+        this.policy.reserve(pid, compact, now);
+        return true;
+      }
+    }
+    this.suppress(pid, now, estimate, others);
+    return false;
+  }
+
+  /**
+   * Whether `total` bytes fit the admission budget, after evicting least
+   * recently used entries whose guard has run out; evicts only if that
+   * makes them fit (a partial eviction would admit nobody).
+   */
+  private fits(pid: number, total: number, now: number): boolean {
+    const excess = total - this.policy.budgetBytes;
+    if (excess <= 0) return true;
+    const victims = this.resident.victims(excess, now, pid);
+    if (victims === undefined) return false;
+    for (const v of victims) this.evict(v);
     return true;
   }
 
@@ -218,8 +260,11 @@ export class DedupCache {
       this.drop(pid);
       return;
     }
-    const entry = PartitionEntry.hydrate(windowSeconds, lastOffset, txnsStart, rows, fetchedAtMs);
+    const tier = this.admittedTier.get(pid) ?? 'exact';
+    this.admittedTier.delete(pid);
+    const entry = PartitionEntry.hydrate(windowSeconds, lastOffset, txnsStart, rows, fetchedAtMs, tier);
     this.resident.set(pid, entry, now);
+    if (tier === 'compact') this.stats.compactInstalls++;
     this.policy.clearCooldown(pid);
     this.policy.forgetFootprint(pid);
     this.stats.hydrations++;
@@ -265,7 +310,7 @@ export class DedupCache {
       return { verified: -1, hits: NO_HITS };
     }
     let hits = NO_HITS;
-    if (e.table.size > 0) {
+    if (e.storeSize > 0) {
       const found: LocalHit[] = [];
       e.collectHits(hashes, count, this.stats, found);
       if (found.length > 0) hits = found;
@@ -328,6 +373,7 @@ export class DedupCache {
     this.resident.clear();
     this.policy.clear();
     this.inFlight.clear();
+    this.admittedTier.clear();
   }
 
   /** Gauge: partitions currently suppressed (cooldown not expired). */
@@ -358,9 +404,10 @@ export class DedupCache {
       hydratedFrom: e.hydratedFrom,
       windowSeconds: e.windowSeconds,
       state: e.state,
+      tier: e.tier,
       units: e.unitCount,
       openUnitHashes: e.openUnitHashes,
-      pages: e.table.pages,
+      pages: e.storePages,
       bytes: e.accountedBytes,
     };
   }
@@ -381,10 +428,15 @@ export class DedupCache {
     );
   }
 
-  /** Removes pid's entry (if any), remembering its size as the footprint hint. */
+  /**
+   * Removes pid's entry (if any), remembering its size as the footprint
+   * hint: as an exact entry's bytes (a compact entry's hashes sized as the
+   * exact tier would hold them), so the next exact fit test is not fooled
+   * by a compact footprint.
+   */
   private drop(pid: number): void {
     const e = this.resident.delete(pid);
-    if (e !== undefined) this.policy.rememberFootprint(pid, e.accountedBytes);
+    if (e !== undefined) this.policy.rememberFootprint(pid, e.tier === 'exact' ? e.accountedBytes : estimateFootprintBytes(e.hashCount));
   }
 
   private evict(pid: number): void {

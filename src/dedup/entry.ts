@@ -1,4 +1,5 @@
 import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS, UNIT_HASHES, UNIT_OVERHEAD_BYTES } from './constants.js';
+import { CompactTier } from './compactTier.js';
 import { OccurrenceTable } from './occurrenceTable.js';
 
 /** One row of queen.log_txns as the hydration fetch returns it. */
@@ -12,6 +13,12 @@ export interface TxnRow {
 }
 
 export type EntryState = 'vouching' | 'gap' | 'rebuild';
+/**
+ * Which store holds the entry's hashes: the occurrence table (exact keys,
+ * ~21.5 B a hash) or the compact tier (fingerprints, ~3.7-4 B a hash, whose
+ * lookups may also name false candidates that SQL refutes).
+ */
+export type EntryTier = 'exact' | 'compact';
 /** Why an entry waits for a rebuild; 'range': an offset too far above the table's base to store (after ~4.29 billion messages). */
 export type RebuildReason = 'window' | 'overlap' | 'unknown' | 'range';
 
@@ -66,6 +73,14 @@ interface Unit {
  * sharing the first 8 bytes: it only costs a -1 or a name SQL refutes,
  * never a verdict (occurrenceTable.ts).
  *
+ * A compact entry (tier 'compact') keeps the same fields and rules with the
+ * compact tier as its store (compactTier.ts): every hash of (H, V] goes in
+ * at its offset, in offset order (hydrate and append only add, and append
+ * only at V + 1); its floor follows H; a lookup names every live
+ * occurrence of the hash plus, rarely, false candidates. So "absent" is
+ * still true over (H, V], and a false candidate costs a name SQL refutes,
+ * never a verdict.
+ *
  * States and transitions:
  * - vouching: born by hydrate() (entries are only born complete); stays
  *   vouching while append() sees base == V + 1 (the watermark advances over
@@ -83,7 +98,9 @@ interface Unit {
  */
 export class PartitionEntry {
   readonly windowMs: number;
-  readonly table: OccurrenceTable;
+  /** Exactly one of the two stores is set, by tier. */
+  private readonly exact: OccurrenceTable | undefined;
+  private readonly compact: CompactTier | undefined;
   verifiedUpto: number;
   hydratedFrom: number;
   gap = false;
@@ -115,6 +132,7 @@ export class PartitionEntry {
     readonly hydratedAtMs: number,
     tableBase: number,
     expected: number,
+    readonly tier: EntryTier,
   ) {
     this.windowMs = windowSeconds * 1000;
     this.verifiedUpto = verifiedUpto;
@@ -122,7 +140,29 @@ export class PartitionEntry {
     // Nothing is dead at first: a kept row straddling txnsStart is known
     // whole, because SQL compares whole rows (a row ending above
     // txnsStart - 1 is probed in full). The floor rises only with expiry.
-    this.table = new OccurrenceTable(tableBase, expected);
+    if (tier === 'exact') this.exact = new OccurrenceTable(tableBase, expected);
+    else {
+      this.compact = new CompactTier();
+      this.compact.expect(expected);
+    }
+  }
+
+  /** The occurrence table of an exact entry (tests, bench). */
+  get table(): OccurrenceTable {
+    if (this.exact === undefined) throw new Error('a compact entry has no occurrence table');
+    return this.exact;
+  }
+  /** The compact tier of a compact entry (tests). */
+  get compactTier(): CompactTier | undefined {
+    return this.compact;
+  }
+  /** Entries in the store (dead ones not yet deleted included). */
+  get storeSize(): number {
+    return this.exact?.size ?? this.compact!.size;
+  }
+  /** Pages of the store. */
+  get storePages(): number {
+    return this.exact?.pages ?? this.compact!.pages;
   }
 
   /**
@@ -156,6 +196,7 @@ export class PartitionEntry {
     txnsStart: number,
     rows: readonly TxnRow[],
     fetchedAtMs: number,
+    tier: EntryTier = 'exact',
   ): PartitionEntry {
     let prevEnd = -Infinity;
     let firstKept: number | undefined;
@@ -181,15 +222,24 @@ export class PartitionEntry {
     }
     const hydratedFrom = firstKept === undefined ? lastOffset : Math.max(firstKept - 1, txnsStart - 1);
     // Offsets are stored from the lowest one kept (or the next to be appended when none is).
-    const e = new PartitionEntry(windowSeconds, lastOffset, hydratedFrom, fetchedAtMs, firstKept ?? lastOffset + 1, kept);
-    // Keys and offsets gathered first, then inserted page by page (insertMany).
+    const e = new PartitionEntry(windowSeconds, lastOffset, hydratedFrom, fetchedAtMs, firstKept ?? lastOffset + 1, kept, tier);
+    if (e.compact !== undefined) {
+      // In offset order (rows ascend and do not overlap), as the tier requires.
+      for (const r of rows) {
+        if (r.endOffset < txnsStart) continue;
+        const n = r.endOffset - r.baseOffset + 1;
+        e.addToStore(r.hashes, n, r.baseOffset);
+        e.addUnits(n, r.baseOffset, r.createdMs);
+      }
+      return e;
+    } // Keys and offsets gathered first, then inserted page by page (insertMany).
     const k0s = new Uint32Array(kept);
     const k1s = new Uint32Array(kept);
     const offsets = new Float64Array(kept);
     let at = 0;
     for (const r of rows) {
       if (r.endOffset < txnsStart) continue;
-      if (!e.table.canHold(r.endOffset)) {
+      if (!e.exact!.canHold(r.endOffset)) {
         // Not expected (a window spanning 2^32 offsets); the entry then never vouches.
         e.markRebuild('range');
         return e;
@@ -203,7 +253,7 @@ export class PartitionEntry {
       }
       e.addUnits(n, r.baseOffset, r.createdMs);
     }
-    e.table.insertMany(k0s, k1s, offsets, at);
+    e.exact!.insertMany(k0s, k1s, offsets, at);
     return e;
   }
 
@@ -237,7 +287,7 @@ export class PartitionEntry {
   append(base: number, hashes: Buffer, count: number, createdMs: number): 'appended' | 'gap' | 'overlap' | 'range' | 'ignored' {
     if (this.gap || this.rebuild) return 'ignored';
     if (base === this.verifiedUpto + 1) {
-      if (!this.table.canHold(base + count - 1)) {
+      if (this.exact !== undefined && !this.exact.canHold(base + count - 1)) {
         this.markRebuild('range');
         return 'range';
       }
@@ -257,10 +307,23 @@ export class PartitionEntry {
   private addHashes(hashes: Buffer, count: number, firstOffset: number, createdMs: number): void {
     if (hashes.length < count * HASH_BYTES)
       throw new RangeError(`dedup: ${count} hashes need ${count * HASH_BYTES} bytes, got ${hashes.length}`);
-    const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
-    const table = this.table;
-    for (let i = 0; i < count; i++) table.insert(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4), firstOffset + i);
+    this.addToStore(hashes, count, firstOffset);
     this.addUnits(count, firstOffset, createdMs);
+  }
+
+  /** count hashes (16 bytes each) into the store at firstOffset, firstOffset + 1, ... */
+  private addToStore(hashes: Buffer, count: number, firstOffset: number): void {
+    const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
+    if (this.exact !== undefined) {
+      const table = this.exact;
+      for (let i = 0; i < count; i++) table.insert(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4), firstOffset + i);
+      return;
+    }
+    const tier = this.compact!;
+    for (let i = 0; i < count; i++) {
+      const at = i * HASH_BYTES;
+      tier.append(view.getUint32(at), view.getUint32(at + 4), view.getUint32(at + 8), view.getUint32(at + 12), firstOffset + i);
+    }
   }
 
   /** count offsets from firstOffset (committed at or before createdMs) into the unit bookkeeping, in offset order. */
@@ -315,10 +378,12 @@ export class PartitionEntry {
     }
     if (dropped !== undefined && dropped > this.hydratedFrom) {
       this.hydratedFrom = dropped;
-      this.table.raiseFloor(dropped);
+      this.exact?.raiseFloor(dropped);
+      this.compact?.raiseFloor(dropped);
     }
-    // Dead entries over half the table: sweep a few pages per call.
-    if (this.table.size > 2 * this.unitHashes + UNIT_HASHES) this.table.compact(4);
+    // Dead entries over half the table: sweep a few pages per call. (The
+    // compact tier drops whole generations instead: nothing to sweep.)
+    if (this.exact !== undefined && this.exact.size > 2 * this.unitHashes + UNIT_HASHES) this.exact.compact(4);
   }
 
   /**
@@ -332,9 +397,8 @@ export class PartitionEntry {
    */
   anyLocalHit(hashes: Buffer, count: number, stats: LookupStats): boolean {
     const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
-    const table = this.table;
     for (let i = 0; i < count; i++) {
-      if (table.has(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4))) {
+      if (this.hasAt(view, i * HASH_BYTES)) {
         stats.localHits++;
         return true;
       }
@@ -357,10 +421,15 @@ export class PartitionEntry {
    */
   collectHits(hashes: Buffer, count: number, stats: LookupStats, hits: LocalHit[]): void {
     const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
-    const table = this.table;
+    const table = this.exact;
+    const tier = this.compact;
     let found: number[] = [];
     for (let i = 0; i < count; i++) {
-      const n = table.collect(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4), found);
+      const at = i * HASH_BYTES;
+      const n =
+        table !== undefined
+          ? table.collect(view.getUint32(at), view.getUint32(at + 4), found)
+          : tier!.collect(view.getUint32(at), view.getUint32(at + 4), view.getUint32(at + 8), view.getUint32(at + 12), found);
       if (n === 0) {
         stats.localMisses++;
         continue;
@@ -379,7 +448,13 @@ export class PartitionEntry {
 
   /** Whether the entry holds a live occurrence of the hash's key (tests, bench). */
   knows(hash: Buffer, at = 0): boolean {
-    return this.table.has(hash.readUInt32BE(at), hash.readUInt32BE(at + 4));
+    return this.hasAt(new DataView(hash.buffer, hash.byteOffset, hash.length), at);
+  }
+
+  /** Whether the store names anything for the 16-byte hash at `at` of view. */
+  private hasAt(view: DataView, at: number): boolean {
+    if (this.exact !== undefined) return this.exact.has(view.getUint32(at), view.getUint32(at + 4));
+    return this.compact!.has(view.getUint32(at), view.getUint32(at + 4), view.getUint32(at + 8), view.getUint32(at + 12));
   }
 
   /** Units remembered: closed ones, and the hashes of the one still filling (0 when the last is closed). */
@@ -392,7 +467,8 @@ export class PartitionEntry {
   }
 
   get bytes(): number {
-    return ENTRY_OVERHEAD_BYTES + this.table.bytes + (this.units.length - this.unitHead) * UNIT_OVERHEAD_BYTES;
+    const store = this.exact?.bytes ?? this.compact!.bytes;
+    return ENTRY_OVERHEAD_BYTES + store + (this.units.length - this.unitHead) * UNIT_OVERHEAD_BYTES;
   }
   /** Hashes in the remembered units (what the entry covers; the table may still hold dead ones). */
   get hashCount(): number {

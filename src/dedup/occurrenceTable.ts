@@ -123,7 +123,7 @@ const keyLow = (k0: number, k1: number): number => (k1 === 0 && k0 === 0 ? 1 : k
  * combined and passed through murmur3's 32-bit finaliser, so every bit of m
  * depends on every key bit and on the secret.
  */
-function mix(k0: number, k1: number, s0: number, s1: number): number {
+export function mix(k0: number, k1: number, s0: number, s1: number): number {
   let h = Math.imul(k0 ^ s0, 0xcc9e2d51);
   h = (h << 15) | (h >>> 17);
   h ^= Math.imul(k1 ^ s1, 0x1b873593);

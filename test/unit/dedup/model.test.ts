@@ -228,9 +228,17 @@ function segmentOf(fresh: number, ids: number[], counter: { n: number }): { hash
   return { hashes, count };
 }
 
-function runScenario(skew: number, capBytes: number, window0: number, ops: Op[], totals: Totals, knowledgeCheck: boolean): void {
+function runScenario(
+  skew: number,
+  capBytes: number,
+  window0: number,
+  ops: Op[],
+  totals: Totals,
+  knowledgeCheck: boolean,
+  compactTier = false,
+): void {
   const clock = new FakeClock();
-  const cache = new DedupCache({ capBytes, now: clock.now });
+  const cache = new DedupCache({ capBytes, now: clock.now, compactTier });
   const model = new ModelLog(window0);
   const counter = { n: 0 };
   const dbNow = (): number => clock.ms + skew;
@@ -372,7 +380,7 @@ function runScenario(skew: number, capBytes: number, window0: number, ops: Op[],
       }
     }
   }
-  for (const k of ['hydrations', 'suppressions', 'evictions', 'localHits', 'gaps', 'rebuildsMarked'] as const) {
+  for (const k of ['hydrations', 'compactInstalls', 'suppressions', 'evictions', 'localHits', 'gaps', 'rebuildsMarked'] as const) {
     totals[k] = (totals[k] ?? 0) + cache.stats[k];
   }
 }
@@ -413,4 +421,42 @@ test('model: a vouched watermark and its hints never change a verdict (random hi
   t.true(totals.multiOffsetHints > 0, 'a hash named at several offsets');
   t.true(totals.refutedHints > 0, 'stale (pre-window or purged) hints were refuted and the verdict still matched');
   t.true(totals.gaps! > 0 && totals.suppressions! > 0 && totals.evictions! > 0 && totals.rebuildsMarked! > 0);
+});
+
+test('model (compact tier on): partitions the exact tier cannot hold vouch from a compact entry, and no verdict changes', (t) => {
+  const totals: Totals = {
+    pushes: 0,
+    vouched: 0,
+    probeSkipped: 0,
+    vouchedButDupAbove: 0,
+    duplicates: 0,
+    knowledgeChecks: 0,
+    hintedItems: 0,
+    refutedHints: 0,
+    multiOffsetHints: 0,
+    vouchedWithHints: 0,
+  };
+  fc.assert(
+    fc.property(
+      fc.integer({ min: -SKEW_SLACK_MS, max: SKEW_SLACK_MS }),
+      // Caps at which the exact tier holds little or nothing of a 6 000-hash push and the compact tier does.
+      fc.constantFrom(400 * 1024, 120 * 1024, 60 * 1024, 16 * 1024),
+      fc.constantFrom(1, 10, 60),
+      fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }),
+      fc.boolean(),
+      (skew, cap, window0, ops, knowledgeCheck) => {
+        runScenario(skew, cap, window0, ops, totals, knowledgeCheck, true);
+      },
+    ),
+    { numRuns: 150 },
+  );
+  t.log(JSON.stringify(totals));
+  t.true(totals.compactInstalls! > 0, 'compact entries were installed');
+  t.true(totals.vouched > 0 && totals.probeSkipped > 0, 'the cache vouched and SQL would skip the probe');
+  t.true(totals.duplicates > 0 && totals.localHits! > 0);
+  t.true(totals.knowledgeChecks > 0);
+  t.true(totals.vouchedWithHints > 0 && totals.hintedItems > 0, 'vouches carried hints');
+  t.true(totals.multiOffsetHints > 0, 'a hash named at several offsets');
+  t.true(totals.refutedHints > 0, 'stale hints were refuted and the verdict still matched');
+  t.true(totals.gaps! > 0 && totals.evictions! > 0 && totals.rebuildsMarked! > 0);
 });
