@@ -24,7 +24,7 @@ const ALLOWED: Record<string, { value: string[]; types?: string[] }> = {
   dedup: { value: ['util'] },
   fusion: { value: ['engine', 'errors', 'util', 'telemetry'], types: ['dedup'] },
   read: { value: ['engine', 'errors', 'util', 'telemetry'] },
-  ingress: { value: ['engine', 'errors', 'util', 'telemetry'], types: ['fusion', 'config'] },
+  ingress: { value: ['engine', 'config', 'errors', 'util', 'telemetry'], types: ['fusion'] },
   http: { value: ['engine', 'errors', 'util', 'telemetry'], types: ['read'] },
   retention: { value: ['engine', 'config', 'errors', 'util', 'telemetry'] },
   timers: { value: ['engine', 'util', 'telemetry'] },
