@@ -109,17 +109,17 @@ export interface LogEngineOptions {
 const SIZE_BUCKETS = Array.from({ length: 12 }, (_, i) => 4 ** i);
 
 /** The versioned SQL function every push calls (sql/functions/push.sql): the span attributes name it through this; PUSH_SQL spells it out (no names interpolated into SQL). */
-export const PUSH_FUNCTION = 'queen.log_push_v11';
+export const PUSH_FUNCTION = 'queen.log_push_v12';
 const PUSH_SQL =
   'SELECT seg_index, assigned_base, window_seconds, probed, probe_hashes, hint_offsets, dup_idx, dup_offsets, dup_ids, refuted_idx ' +
-  'FROM queen.log_push_v11($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
+  'FROM queen.log_push_v12($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
 /** The push call's span name: its db.query.summary (OpenTelemetry database conventions). */
 export const PUSH_SPAN = `SELECT ${PUSH_FUNCTION}`;
 /**
  * Most frames in one log_txns row: log_push_v8 (sql/000039) to v11 write a
  * segment's hashes and id copy as rows of at most this many, so every row
  * stays in the heap (000033); the bench's bulk loader writes the same layout.
- * log_push_v11's near lookup for a hinted offset relies on it for speed only:
+ * log_push_v12's near lookup for a hinted offset relies on it for speed only:
  * a longer row (older, or loaded otherwise) is found by its far lookup.
  */
 export const TXNS_ROW_FRAMES = 250;
@@ -146,6 +146,7 @@ export class LogEngine extends Component {
   /** Sizes of the checks SQL ran: stored hashes read per probe, offsets checked per hinted segment. */
   readonly probeSizes = { probe: new Log2Histogram(), hinted: new Log2Histogram() };
   private readonly appendListeners = new Set<(partitionIds: readonly number[]) => void>();
+  private readonly probeListeners = new Set<(partitionId: number, probeHashes: number) => void>();
   /** Database semantic-convention attributes for spans of calls to this engine (no credentials). */
   readonly spanAttributes: Readonly<Record<string, string | number>>;
 
@@ -264,7 +265,7 @@ export class LogEngine extends Component {
       // `via`: a client inside a transaction the caller opened (/transaction);
       // the caller commits, and announces the append once it has.
       res = await (via ?? this.pool).query({
-        name: 'queen_log_push_v11',
+        name: 'queen_log_push_v12',
         text: PUSH_SQL,
         values: [
           intArrayLiteral(segments.map((s) => s.partitionId)),
@@ -308,6 +309,7 @@ export class LogEngine extends Component {
       if (o.probed) {
         this.probeHashes.observe(o.probeHashes);
         this.probeSizes.probe.observe(o.probeHashes);
+        if (o.probeHashes > 0) for (const l of this.probeListeners) l(segments[r.seg_index as number]!.partitionId, o.probeHashes);
       }
       if (o.hintOffsets > 0) {
         this.probesHinted.inc();
@@ -318,6 +320,17 @@ export class LogEngine extends Component {
     }
     if (!via) this.announceAppended(segments.filter((_, i) => out[i]!.assignedBase !== null).map((s) => s.partitionId));
     return out;
+  }
+
+  /**
+   * Registers a listener told each probed segment's partition and how many
+   * stored hashes its tail probe read (the compactor's trigger). Called
+   * before the push's own result is returned; also for pushes inside a
+   * caller's transaction, which is harmless (a compaction step is a request).
+   */
+  onProbed(listener: (partitionId: number, probeHashes: number) => void): () => void {
+    this.probeListeners.add(listener);
+    return () => this.probeListeners.delete(listener);
   }
 
   /**

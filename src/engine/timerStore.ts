@@ -179,7 +179,7 @@ const LOCK_SQL = 'SELECT partition_id, last_offset, window_seconds FROM queen.ti
 // The push every broker path calls (docs/sql-layout.md: one live push version),
 // with no hinted items and no runs: a fire carries only new frames.
 const PUSH_SQL =
-  'SELECT seg_index, assigned_base, probed, dup_idx FROM queen.log_push_v11($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
+  'SELECT seg_index, assigned_base, probed, dup_idx FROM queen.log_push_v12($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
 
 /** Claims (and deletes) up to `limit` due timers, in the caller's open transaction. Ordered by partition id. */
 export async function claimDueTimers(client: pg.ClientBase, limit: number): Promise<ClaimedTimer[]> {

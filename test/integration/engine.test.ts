@@ -168,7 +168,7 @@ test('bundle isolation: a duplicate in one partition does not roll back another 
   t.deepEqual(await counts(t, 'bundle', 'a'), { lastOffset: 0, segments: 1, txns: 1 });
 });
 
-test('log_push_v11 refuses malformed hint runs for the whole bundle, naming the segment, and writes nothing', async (t) => {
+test('log_push_v12 refuses malformed hint runs for the whole bundle, naming the segment, and writes nothing', async (t) => {
   const { writer, sql } = t.context;
   await writer.push([item('badruns', 'a', 'x'), item('badruns', 'b', 'y')]);
   const ids = (
@@ -179,7 +179,7 @@ test('log_push_v11 refuses malformed hint runs for the whole bundle, naming the 
   // Two segments of one frame each; the second also names one expected duplicate (item 1).
   const call = (runCounts: number[], runItems: number[]) =>
     sql.query(
-      `SELECT * FROM queen.log_push_v11($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea,
+      `SELECT * FROM queen.log_push_v12($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea,
                                        $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])`,
       [
         ids,

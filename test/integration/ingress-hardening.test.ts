@@ -109,8 +109,8 @@ test.serial('a consumer crash is counted, shows in readiness, and the consumer r
     await waitFor('ready', async () => (await fetch(`${http.url}/health/ready`)).status === 200, 30_000, 50);
 
     // A condition no retry can fix: the push function is gone. Batches fail non-retriably -> the consumer crashes.
-    await sql.query('ALTER FUNCTION queen.log_push_v11 RENAME TO log_push_v11_away');
-    t.teardown(() => sql.query('ALTER FUNCTION IF EXISTS queen.log_push_v11_away RENAME TO log_push_v11').catch(() => undefined));
+    await sql.query('ALTER FUNCTION queen.log_push_v12 RENAME TO log_push_v12_away');
+    t.teardown(() => sql.query('ALTER FUNCTION IF EXISTS queen.log_push_v12_away RENAME TO log_push_v12').catch(() => undefined));
     await produce(kafka, topic, [{ key: 'a', value: '{"n":1}', headers: { transactionId: 'during' } }]);
     const crashes = stack.metrics.counter('queen_ingress_consumer_crashes_total', '');
     await waitFor('a crash', () => crashes.get() >= 1, 60_000, 50);
@@ -121,11 +121,11 @@ test.serial('a consumer crash is counted, shows in readiness, and the consumer r
     t.true(body.checks.kafka.crashes >= 1);
     t.is((await fetch(`${http.url}/health/live`)).status, 200, 'liveness is unaffected');
     t.is((await fetch(`${http.url}/health`)).status, 503, '/health answers as readiness');
-    t.regex(stack.ingress.status().lastCrash!.error, /log_push_v11/);
+    t.regex(stack.ingress.status().lastCrash!.error, /log_push_v12/);
     t.regex(await (await fetch(`${http.url}/metrics`)).text(), /queen_ingress_consumer_ready 0/);
     await waitFor('a restart', () => stack.metrics.counter('queen_ingress_consumer_restarts_total', '').get() >= 1, 30_000, 50);
 
-    await sql.query('ALTER FUNCTION queen.log_push_v11_away RENAME TO log_push_v11');
+    await sql.query('ALTER FUNCTION queen.log_push_v12_away RENAME TO log_push_v12');
     await waitFor('the restarted consumer to commit the record', () => caughtUp(kafka, group, topic), 90_000, 100);
     await waitFor('ready again', async () => (await fetch(`${http.url}/health/ready`)).status === 200, 30_000, 50);
     const frames = await storedFrames(sql, topic);

@@ -178,7 +178,7 @@ test('the migrator applies a function file again when its checksum changes, and 
   }
 });
 
-// --- The rolling-upgrade pair: log_push_v1 (an old broker's timer fire) and log_push_v11 on one partition.
+// --- The rolling-upgrade pair: log_push_v11 (an old broker) and log_push_v12 (reading the runs below compacted_upto) on one partition.
 
 interface Item {
   txn: string;
@@ -210,23 +210,9 @@ function hashesOf(items: readonly Item[]): Buffer {
 const blobOf = (items: readonly Item[]) =>
   packSegment(items.map((it) => ({ id: it.id, transactionId: Buffer.from(it.txn), traceContext: undefined, payload: Buffer.from('{}') })));
 
-async function pushV1(c: Queryable, pid: string, items: readonly Item[], verified: number): Promise<Verdict> {
-  const blob = blobOf(items);
-  const r = await c.query(
-    `SELECT assigned_base, probed, dup_idx, dup_offsets, dup_ids::text[] AS dup_ids
-     FROM queen.log_push_v1($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::bytea, $6::integer[], $7::bytea)`,
-    [[pid], [verified], [WINDOW], [items.length], hashesOf(items), [blob.length], blob],
-  );
-  const row = r.rows[0];
-  const dups = new Map<number, { off: number; id: string }>();
-  ((row.dup_idx as number[] | null) ?? []).forEach((idx, k) =>
-    dups.set(idx, { off: Number((row.dup_offsets as string[])[k]), id: (row.dup_ids as string[])[k]! }),
-  );
-  return { base: row.assigned_base === null ? null : Number(row.assigned_base), probed: row.probed, dups, refuted: [] };
-}
-
 /** hinted: items that carry no frame, each named at an offset (runs of one), after the frames. */
-async function pushV11(
+async function pushVia(
+  sql: string,
   c: Queryable,
   pid: string,
   items: readonly Item[],
@@ -234,25 +220,20 @@ async function pushV11(
   hinted: readonly { item: Item; off: number }[] = [],
 ): Promise<Verdict> {
   const blob = blobOf(items);
-  const r = await c.query(
-    `SELECT assigned_base, probed, dup_idx, dup_offsets, dup_ids, refuted_idx
-     FROM queen.log_push_v11($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea,
-                             $9::integer[], $10::integer[], $11::bigint[], $12::integer[])`,
-    [
-      [pid],
-      [verified],
-      [WINDOW],
-      [items.length],
-      [hinted.length],
-      Buffer.concat([hashesOf(items), hashesOf(hinted.map((h) => h.item))]),
-      [blob.length],
-      blob,
-      [hinted.length],
-      hinted.map((_, k) => items.length + k),
-      hinted.map((h) => h.off),
-      hinted.map(() => 1),
-    ],
-  );
+  const r = await c.query(sql, [
+    [pid],
+    [verified],
+    [WINDOW],
+    [items.length],
+    [hinted.length],
+    Buffer.concat([hashesOf(items), hashesOf(hinted.map((h) => h.item))]),
+    [blob.length],
+    blob,
+    [hinted.length],
+    hinted.map((_, k) => items.length + k),
+    hinted.map((h) => h.off),
+    hinted.map(() => 1),
+  ]);
   const row = r.rows[0];
   const dups = new Map<number, { off: number; id: string }>();
   ((row.dup_idx as number[] | null) ?? []).forEach((idx, k) =>
@@ -265,6 +246,29 @@ async function pushV11(
     refuted: (row.refuted_idx as number[] | null) ?? [],
   };
 }
+
+const PUSH_V11 = `SELECT assigned_base, probed, dup_idx, dup_offsets, dup_ids, refuted_idx
+  FROM queen.log_push_v11($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea,
+                          $9::integer[], $10::integer[], $11::bigint[], $12::integer[])`;
+const PUSH_V12 = `SELECT assigned_base, probed, dup_idx, dup_offsets, dup_ids, refuted_idx
+  FROM queen.log_push_v12($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea,
+                          $9::integer[], $10::integer[], $11::bigint[], $12::integer[])`;
+const pushV11 = (
+  c: Queryable,
+  pid: string,
+  items: readonly Item[],
+  verified: number,
+  hinted: readonly { item: Item; off: number }[] = [],
+) => pushVia(PUSH_V11, c, pid, items, verified, hinted);
+const pushV12 = (
+  c: Queryable,
+  pid: string,
+  items: readonly Item[],
+  verified: number,
+  hinted: readonly { item: Item; off: number }[] = [],
+) => pushVia(PUSH_V12, c, pid, items, verified, hinted);
+/** One compaction call (a run of everything above compacted_upto, fan-out 2 so merges happen too). */
+const compact = (c: Queryable, pid: string) => c.query('SELECT * FROM queen.log_compact_v1($1, 1, 2)', [pid]);
 
 type Push = (c: Queryable, pid: string, items: readonly Item[], verified: number) => Promise<Verdict>;
 
@@ -304,7 +308,7 @@ test("a broker of an older release, starting on a newer release's schema, leaves
   }
 });
 
-test('rolling upgrade: log_push_v1 and log_push_v11 interleaved on one partition give exact verdicts', async (t) => {
+test('rolling upgrade: log_push_v11 and log_push_v12 interleaved on one partition, with compactions between, give exact verdicts', async (t) => {
   const db = await createTestDatabase('sql_rolling');
   const pool = new pg.Pool({ connectionString: db.url, max: 3 });
   try {
@@ -340,11 +344,14 @@ test('rolling upgrade: log_push_v1 and log_push_v11 interleaved on one partition
       rest.forEach((it, i) => stored.set(it.txn, { off: base! + i, id: uuidToString(it.id) }));
     };
 
-    // 1. Sequential interleave: each round (v1 and v11 in turn) sends three new ids and re-sends one
+    // 1. Sequential interleave: each round (v11 and v12 in turn) sends three new ids and re-sends one
     //    id of each of the three rounds before it: two stored by the other version, one by its own.
+    //    Every third round compacts first, so v12 finds some originals through the runs and some in
+    //    the tail, and v11 (which ignores runs) still reads every row.
     const freshOf: Item[][] = [];
     for (let round = 0; round < 12; round++) {
-      const [push, label] = round % 2 === 0 ? [pushV1, `v1 round ${round}`] : [pushV11, `v11 round ${round}`];
+      const [push, label] = round % 2 === 0 ? [pushV11, `v11 round ${round}`] : [pushV12, `v12 round ${round}`];
+      if (round % 3 === 2) await compact(pool, pid);
       const news = [fresh('seq'), fresh('seq'), fresh('seq')];
       const items = [...news];
       for (const back of [1, 2, 3]) {
@@ -354,23 +361,26 @@ test('rolling upgrade: log_push_v1 and log_push_v11 interleaved on one partition
       await brokerPush(push, label, items);
     }
     t.is(stored.size, 36, 'every new id stored once (12 rounds x 3)');
+    const runs = await pool.query('SELECT count(*)::int AS n FROM queen.log_hash_runs WHERE partition_id = $1', [pid]);
+    t.true(runs.rows[0].n > 0, 'v12 read runs: the partition has some');
 
-    // 2. Races: the same new ids pushed at once through both versions, on two sessions. Both lock the
-    //    partition row before probing, so exactly one stores them and the other answers every one as a
-    //    duplicate of the winner's.
+    // 2. Races: the same new ids pushed at once through both versions, on two sessions, while a
+    //    third session compacts. Both versions lock the partition row before probing, so exactly
+    //    one stores them and the other answers every one as a duplicate of the winner's.
     for (let race = 0; race < 8; race++) {
       const ids = [fresh('race'), fresh('race'), fresh('race'), fresh('race')];
       const a = ids.map(retry);
       const b = ids.map(retry);
-      const [c1, c2] = [await pool.connect(), await pool.connect()];
-      let v1: Verdict, v11: Verdict;
+      const [c1, c2, c3] = [await pool.connect(), await pool.connect(), await pool.connect()];
+      let v11: Verdict, v12: Verdict;
       try {
-        [v1, v11] = await Promise.all([pushV1(c1, pid, a, -1), pushV11(c2, pid, b, -1)]);
+        [v11, v12] = await Promise.all([pushV11(c1, pid, a, -1), pushV12(c2, pid, b, -1), compact(c3, pid)]);
       } finally {
         c1.release();
         c2.release();
+        c3.release();
       }
-      const [winner, winItems, loser] = v1.base !== null ? [v1, a, v11] : [v11, b, v1];
+      const [winner, winItems, loser] = v11.base !== null ? [v11, a, v12] : [v12, b, v11];
       t.not(winner.base, null, `race ${race}: one version stored the ids`);
       t.is(winner.dups.size, 0);
       t.is(loser.base, null, `race ${race}: the other wrote nothing`);
@@ -382,38 +392,21 @@ test('rolling upgrade: log_push_v1 and log_push_v11 interleaved on one partition
       winItems.forEach((it, i) => stored.set(it.txn, { off: winner.base! + i, id: uuidToString(it.id) }));
     }
 
-    // 3. A vouched v11 push whose hints name originals inside a 300-frame row log_push_v1 wrote (one
-    //    row per segment, no id copy: what an old broker's timer fire leaves): v11 verifies them
-    //    positionally, past its 250-offset near lookup, and reads their ids from the blob.
-    const long = Array.from({ length: 300 }, () => fresh('long'));
-    const lv = await pushV1(pool, pid, long, -1);
-    t.not(lv.base, null);
-    long.forEach((it, i) => stored.set(it.txn, { off: lv.base! + i, id: uuidToString(it.id) }));
-    const row = await pool.query(
-      'SELECT end_offset - base_offset + 1 AS n, ids IS NULL AS no_ids FROM queen.log_txns WHERE partition_id = $1 AND base_offset = $2',
-      [pid, lv.base],
-    );
-    t.deepEqual(row.rows[0], { n: '300', no_ids: true });
-    const last = lv.base! + 299;
-    const newOne = fresh('after-long');
-    const hv = await pushV11(pool, pid, [newOne], last, [
-      { item: retry(long[10]!), off: lv.base! + 10 },
-      { item: retry(long[290]!), off: lv.base! + 290 },
-    ]);
-    t.false(hv.probed, 'vouched: no probe');
-    t.deepEqual(hv.refuted, []);
-    t.deepEqual(entries(hv.dups), [
-      [1, stored.get(long[10]!.txn)!],
-      [2, stored.get(long[290]!.txn)!],
-    ]);
-    t.is(hv.base, last + 1, 'the new frame is appended');
-    stored.set(newOne.txn, { off: last + 1, id: uuidToString(newOne.id) });
-    // And the other way: an unvouched v1 push finds what v11 wrote in rows of at most 250 frames.
-    const back = await pushV1(pool, pid, [retry(newOne), retry(long[299]!)], -1);
-    t.deepEqual(entries(back.dups), [
-      [0, stored.get(newOne.txn)!],
-      [1, stored.get(long[299]!.txn)!],
-    ]);
+    // 3. Everything compacted: a v12 probe of every stored id reads no tail at all and still
+    //    answers each one with its original (MIN offset, id); v11 answers the same from log_txns.
+    await compact(pool, pid);
+    const cmp = await pool.query('SELECT compacted_upto = last_offset AS all_in FROM queen.log_partitions WHERE id = $1', [pid]);
+    t.true(cmp.rows[0].all_in, 'the whole log is in runs');
+    const everyId = [...stored.keys()].map((txn) => ({ txn, id: uuidv7Bytes() }));
+    const expectedAll = everyId.map((it, i) => [i, stored.get(it.txn)!] as const);
+    for (const [push, label] of [
+      [pushV12, 'v12'],
+      [pushV11, 'v11'],
+    ] as const) {
+      const v = await push(pool, pid, everyId, -1);
+      t.is(v.base, null, `${label}: all duplicates, nothing written`);
+      t.deepEqual(entries(v.dups), expectedAll, `${label}: every id answers its original's offset and id`);
+    }
 
     // The log holds each transactionId once, at its offset, with the id its answers named.
     const log = await pool.query(

@@ -88,7 +88,7 @@ test.serial(
       'no kafkajs instrumentation spans',
     );
     t.true(
-      spans.some((s) => s.name === 'SELECT queen.log_push_v11' && s.spanContext().traceId === producerTrace),
+      spans.some((s) => s.name === 'SELECT queen.log_push_v12' && s.spanContext().traceId === producerTrace),
       'the push is in the producer trace',
     );
   },

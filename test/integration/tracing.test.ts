@@ -100,7 +100,7 @@ test.serial(
     t.is(parentOf(sends[0]!), producerSpan, 'the producer send span is in the producer trace');
     const chunk = spans.find((s) => s.name === `process ${topic}`);
     const flush = spans.find((s) => s.name === 'queen.fusion.flush' && s.spanContext().traceId === producerTrace);
-    const push = spans.find((s) => s.name === 'SELECT queen.log_push_v11' && s.spanContext().traceId === producerTrace);
+    const push = spans.find((s) => s.name === 'SELECT queen.log_push_v12' && s.spanContext().traceId === producerTrace);
     t.truthy(chunk && flush && push, `spans: ${spans.map((s) => s.name).join(', ')}`);
     t.is(chunk!.spanContext().traceId, producerTrace, 'the chunk is in the producer trace');
     t.is(parentOf(chunk!), idOf(sends[0]!), "the chunk is a child of the record's producer (send) span");
@@ -123,7 +123,7 @@ test.serial(
     t.like(push!.attributes, {
       'db.system.name': 'postgresql',
       'db.operation.name': 'SELECT',
-      'db.query.summary': 'SELECT queen.log_push_v11',
+      'db.query.summary': 'SELECT queen.log_push_v12',
       'server.address': '127.0.0.1',
       'queen.frames': 1,
       'queen.segments': 1,

@@ -151,7 +151,7 @@ test('producer -> consume -> flush -> PostgreSQL push, for a Kafka record and fo
   writeFileSync('.local/tmp/jaeger-trace.json', JSON.stringify({ data: [k] }, null, 2));
   const process = k.spans.find((s) => s.operationName === `process ${topic}`);
   const flush = k.spans.find((s) => s.operationName === 'queen.fusion.flush');
-  const push = k.spans.find((s) => s.operationName === 'SELECT queen.log_push_v11');
+  const push = k.spans.find((s) => s.operationName === 'SELECT queen.log_push_v12');
   t.truthy(process && flush && push, `spans: ${k.spans.map((s) => s.operationName).join(', ')}`);
   t.is(parent(process!), kSpan, 'consume is a child of the producer span');
   t.is(parent(flush!), process!.spanID, 'flush is a child of the consume span');
@@ -163,7 +163,7 @@ test('producer -> consume -> flush -> PostgreSQL push, for a Kafka record and fo
   t.is(tag(process!, 'messaging.kafka.message.key'), 'order-1');
   t.is(tag(process!, 'queen.verdict.queued'), 1);
   t.is(tag(push!, 'db.system.name'), 'postgresql');
-  t.is(tag(push!, 'db.query.summary'), 'SELECT queen.log_push_v11');
+  t.is(tag(push!, 'db.query.summary'), 'SELECT queen.log_push_v12');
   t.truthy(tag(push!, 'db.namespace'));
   t.is(tag(push!, 'server.address'), '127.0.0.1');
   const proc = k.processes[process!.processID]!;
@@ -177,7 +177,7 @@ test('producer -> consume -> flush -> PostgreSQL push, for a Kafka record and fo
   const h = await traceOf(t, hTrace, (tr) => tr.spans.length >= 3);
   const server = h.spans.find((s) => s.operationName === 'POST /api/v1/push');
   const hFlush = h.spans.find((s) => s.operationName === 'queen.fusion.flush');
-  const hPush = h.spans.find((s) => s.operationName === 'SELECT queen.log_push_v11');
+  const hPush = h.spans.find((s) => s.operationName === 'SELECT queen.log_push_v12');
   t.truthy(server && hFlush && hPush, `spans: ${h.spans.map((s) => s.operationName).join(', ')}`);
   t.is(parent(server!), hSpan, 'the server span continues the request traceparent');
   t.is(tag(server!, 'http.route'), '/api/v1/push');
