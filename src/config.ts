@@ -14,6 +14,10 @@ export const DEFAULTS = {
   pgPoolSize: 10,
   dedupCacheEnabled: true,
   dedupCacheMb: 512,
+  /** A push that probed at least this many stored hashes asks for its partition's compaction (0: never compact). */
+  compactionMinTail: 1024,
+  /** Runs of one size tier merged into one of the next (sql/functions/compaction.sql). */
+  compactionFanout: 4,
   maxPayloadBytes: 1024 * 1024,
   maxBodyBytes: 16 * 1024 * 1024,
   bundleMaxItems: 10_000,
@@ -113,6 +117,8 @@ export interface Config {
   pgPoolSize: number;
   dedupCacheEnabled: boolean;
   dedupCacheMb: number;
+  compactionMinTail: number;
+  compactionFanout: number;
   maxPayloadBytes: number;
   maxBodyBytes: number;
   bundleMaxItems: number;
@@ -349,6 +355,8 @@ export function loadConfig(env: Env = process.env): Config {
     pgPoolSize: int(env, 'QUEEN_PG_POOL_SIZE', DEFAULTS.pgPoolSize, 1, 200),
     dedupCacheEnabled: bool(env, 'QUEEN_DEDUP_CACHE', DEFAULTS.dedupCacheEnabled),
     dedupCacheMb: int(env, 'QUEEN_DEDUP_CACHE_MB', DEFAULTS.dedupCacheMb, 1, 1024 * 1024),
+    compactionMinTail: int(env, 'QUEEN_COMPACTION_MIN_TAIL', DEFAULTS.compactionMinTail, 0, 10_000_000),
+    compactionFanout: int(env, 'QUEEN_COMPACTION_FANOUT', DEFAULTS.compactionFanout, 2, 64),
     maxPayloadBytes: int(env, 'QUEEN_MAX_PAYLOAD_BYTES', DEFAULTS.maxPayloadBytes, 1, 64 * 1024 * 1024),
     maxBodyBytes: int(env, 'QUEEN_MAX_BODY_BYTES', DEFAULTS.maxBodyBytes, 1024, 1024 * 1024 * 1024),
     bundleMaxItems: int(env, 'QUEEN_BUNDLE_MAX_ITEMS', DEFAULTS.bundleMaxItems, 1, 100_000),

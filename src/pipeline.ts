@@ -1,3 +1,4 @@
+import { Compactor } from './compaction/compactor.js';
 import { DEFAULTS, type Config } from './config.js';
 import { DedupCache } from './dedup/index.js';
 import { LogEngine } from './engine/logEngine.js';
@@ -19,6 +20,9 @@ export interface WritePipelineOptions {
   bundleMaxBytes: number;
   bundleHoldMs: number;
   maxInflightBytes: number;
+  /** A probe that read at least this many stored hashes asks for its partition's compaction (0: no compactor). */
+  compactionMinTail: number;
+  compactionFanout: number;
   metrics: MetricsRegistry;
   /** A cache hydration failed (the partition probes the full window meanwhile). */
   onHydrationError?: (err: unknown, partitionId: number) => void;
@@ -39,6 +43,8 @@ export function pipelineOptions(config: Config, metrics: MetricsRegistry): Write
     bundleMaxBytes: config.bundleMaxBytes,
     bundleHoldMs: config.bundleHoldMs,
     maxInflightBytes: config.maxInflightBytes,
+    compactionMinTail: config.compactionMinTail,
+    compactionFanout: config.compactionFanout,
     metrics,
   };
 }
@@ -55,6 +61,8 @@ export function defaultPipelineOptions(databaseUrl: string, overrides: Partial<W
     bundleMaxBytes: DEFAULTS.bundleMaxBytes,
     bundleHoldMs: DEFAULTS.bundleHoldMs,
     maxInflightBytes: DEFAULTS.maxInflightBytes,
+    compactionMinTail: DEFAULTS.compactionMinTail,
+    compactionFanout: DEFAULTS.compactionFanout,
     metrics: new MetricsRegistry(),
     ...overrides,
   };
@@ -75,6 +83,8 @@ export class WritePipeline extends Component {
   readonly cache: DedupCache | undefined;
   readonly writer: LogWriter;
   readonly fusion: Fusion;
+  /** Builds the cold path's hash runs for partitions whose pushes probe long tails (undefined: compaction off). */
+  readonly compactor: Compactor | undefined;
   /** The dedup cache's cap in bytes (0: no cache). */
   readonly cacheCapBytes: number;
 
@@ -100,15 +110,26 @@ export class WritePipeline extends Component {
       maxConcurrentFlushes: Math.max(1, opts.poolSize - 2),
       metrics: opts.metrics,
     });
+    const minTail = opts.compactionMinTail;
+    this.compactor =
+      minTail > 0 ? new Compactor({ pool: this.engine.pool, minTail, fanout: opts.compactionFanout, metrics: opts.metrics }) : undefined;
+    const compactor = this.compactor;
+    if (compactor) {
+      this.engine.onProbed((partitionId, probeHashes) => {
+        if (probeHashes >= minTail) compactor.request(partitionId);
+      });
+    }
   }
 
   protected async onStart(): Promise<void> {
     await this.engine.start();
+    await this.compactor?.start();
     await this.fusion.start();
   }
 
   protected async onStop(): Promise<void> {
     await this.fusion.stop();
+    await this.compactor?.stop();
     await this.engine.stop();
   }
 }

@@ -22,13 +22,14 @@ const ALLOWED: Record<string, { value: string[]; types?: string[] }> = {
   config: { value: ['errors', 'util'] },
   engine: { value: ['errors', 'util', 'telemetry'] },
   dedup: { value: ['util'] },
+  compaction: { value: ['engine', 'util', 'telemetry'] },
   fusion: { value: ['engine', 'errors', 'util', 'telemetry'], types: ['dedup'] },
   read: { value: ['engine', 'errors', 'util', 'telemetry'] },
   ingress: { value: ['engine', 'config', 'errors', 'util', 'telemetry'], types: ['fusion'] },
   http: { value: ['engine', 'errors', 'util', 'telemetry'], types: ['read'] },
   retention: { value: ['engine', 'config', 'errors', 'util', 'telemetry'] },
   timers: { value: ['engine', 'util', 'telemetry'] },
-  pipeline: { value: ['config', 'dedup', 'engine', 'fusion', 'util', 'telemetry'] },
+  pipeline: { value: ['config', 'compaction', 'dedup', 'engine', 'fusion', 'util', 'telemetry'] },
   service: {
     value: [
       'config',

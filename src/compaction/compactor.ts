@@ -1,0 +1,132 @@
+import type pg from 'pg';
+import { compactPartition } from '../engine/compactionStore.js';
+import { silentLogger, type Logger } from '../telemetry/logger.js';
+import type { Counter, MetricsRegistry } from '../telemetry/metrics.js';
+import { Component } from '../util/lifecycle.js';
+import { SerialLoop } from '../util/serialLoop.js';
+
+export interface CompactorOptions {
+  pool: pg.Pool;
+  /** A partition is compacted once at least this many offsets sit above compacted_upto. */
+  minTail: number;
+  /** Runs of one tier merged into one of the next. */
+  fanout: number;
+  metrics: MetricsRegistry;
+  logger?: Logger;
+  /** Pause between passes when nothing is pending (ms). Default 200. */
+  idleMs?: number;
+  /** false: no background loop, only runOnce() compacts (tests). Default true. */
+  loop?: boolean;
+}
+
+/** Pending requests kept at most; past this, new ones are dropped (the next long probe asks again). */
+const MAX_PENDING = 100_000;
+/** Partitions one pass compacts before the loop yields (each is one short transaction). */
+const PASS_PARTITIONS = 64;
+
+/**
+ * Keeps the cold path cheap (docs/deduplication.md, "The cold path"): the
+ * write path asks for a partition's compaction when one of its pushes had to
+ * probe a long tail of log_txns, that is when no broker cache vouched for it.
+ * A partition the cache keeps warm never probes and is never compacted, so
+ * the warm write path pays nothing for this.
+ *
+ * Compaction never decides a verdict: runs only name candidate offsets that
+ * the push verifies against log_txns, and a partition that was never
+ * compacted is probed in log_txns as before. So a request that is dropped,
+ * fails or comes late costs probe time, never exactness.
+ *
+ * States (besides the Component lifecycle): waiting (nothing pending, or
+ * idleMs between passes) and compacting (one pass over the pending
+ * partitions in ascending id, one transaction each). A partition whose step
+ * merged runs is asked for again, since another tier may now be full.
+ */
+export class Compactor extends Component {
+  private readonly pending = new Set<number>();
+  private readonly loop: SerialLoop<number>;
+  private readonly log: Logger;
+  private readonly steps: Counter;
+  private readonly hashes: Counter;
+  private readonly failures: Counter;
+
+  constructor(private readonly opts: CompactorOptions) {
+    super('Compactor');
+    this.log = opts.logger ?? silentLogger;
+    this.steps = opts.metrics.counter('queen_compaction_steps_total', 'Compaction steps by what they did (run, merge, drop, none)', [
+      'kind',
+    ]);
+    this.hashes = opts.metrics.counter('queen_compaction_hashes_total', 'Hashes written into runs, by how (run: new, merge: rewritten)', [
+      'kind',
+    ]);
+    this.failures = opts.metrics.counter(
+      'queen_compaction_failures_total',
+      'Compaction steps that failed (the partition is asked for again)',
+    );
+    opts.metrics.gauge('queen_compaction_pending_partitions', 'Partitions waiting for a compaction step').collect(() => this.pending.size);
+    const idleMs = opts.idleMs ?? 200;
+    this.loop = new SerialLoop(
+      () => this.pass(),
+      (o) => {
+        if (!o.ok) {
+          this.log.warn({ err: (o.error as Error).message }, 'compaction pass failed; its partitions are asked for again');
+          return idleMs;
+        }
+        return this.pending.size > 0 ? 0 : idleMs;
+      },
+    );
+  }
+
+  /** Asks for a compaction step of this partition (idempotent while pending). */
+  request(partitionId: number): void {
+    if (this.pending.size >= MAX_PENDING && !this.pending.has(partitionId)) return;
+    this.pending.add(partitionId);
+  }
+
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
+  protected async onStart(): Promise<void> {
+    if (this.opts.loop !== false) this.loop.start(0);
+  }
+
+  protected async onStop(): Promise<void> {
+    await this.loop.halt();
+  }
+
+  /** One pass now (serialised with the loop); returns how many partitions it stepped. */
+  runOnce(): Promise<number> {
+    return this.loop.runNow();
+  }
+
+  private async pass(): Promise<number> {
+    if (this.pending.size === 0) return 0;
+    const ids = [...this.pending].sort((a, b) => a - b).slice(0, PASS_PARTITIONS);
+    let failed: Error | undefined;
+    for (const id of ids) {
+      // Stopping: what is left stays pending (and is dropped with the component).
+      if (this.loop.stopping && this.opts.loop !== false) break;
+      this.pending.delete(id);
+      try {
+        const o = await compactPartition(this.opts.pool, id, this.opts.minTail, this.opts.fanout);
+        if (o.compacted > 0) {
+          this.steps.inc(1, 'run');
+          this.hashes.inc(o.compacted, 'run');
+        }
+        if (o.merged > 0) {
+          this.steps.inc(1, 'merge');
+          this.hashes.inc(o.merged, 'merge');
+          this.request(id);
+        }
+        if (o.dropped > 0) this.steps.inc(1, 'drop');
+        if (o.compacted === 0 && o.merged === 0 && o.dropped === 0) this.steps.inc(1, 'none');
+      } catch (err) {
+        this.failures.inc();
+        this.request(id);
+        failed ??= err instanceof Error ? err : new Error(String(err));
+      }
+    }
+    if (failed !== undefined) throw failed;
+    return ids.length;
+  }
+}

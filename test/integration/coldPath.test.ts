@@ -1,0 +1,221 @@
+import anyTest, { type TestFn } from 'ava';
+import fc from 'fast-check';
+import pg from 'pg';
+import { Compactor } from '../../src/compaction/compactor.js';
+import { LogEngine } from '../../src/engine/logEngine.js';
+import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
+import { MetricsRegistry } from '../../src/telemetry/metrics.js';
+import { NIL_UUID } from '../../src/util/uuidv7.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
+
+/**
+ * The cold path (docs/deduplication.md, "The cold path") against real
+ * PostgreSQL: log_push_v12 reads a partition's hash runs for its rows at or
+ * below compacted_upto and log_txns above. Its verdicts must be those of the
+ * same history on a twin queue that is never compacted (every probed row
+ * read in log_txns, as v11 does), whatever the compactions, merges, purges,
+ * window changes and ageing in between. No broker cache on either side:
+ * every push probes (p_verified = -1), which is the cold path's case.
+ */
+
+interface Ctx {
+  db: TestDatabase;
+  sql: pg.Pool;
+  engines: LogEngine[];
+  compactors: Compactor[];
+}
+const test = anyTest as TestFn<Ctx>;
+
+test.before(async (t) => {
+  const db = await createTestDatabase('coldpath');
+  t.context = { db, sql: new pg.Pool({ connectionString: db.url, max: 4 }), engines: [], compactors: [] };
+});
+teardownAndCheckLeaks(test, async (t) => {
+  await Promise.all(t.context.compactors.map((c) => c.stop()));
+  await Promise.all(t.context.engines.map((e) => e.stop()));
+  await t.context.sql?.end();
+  await t.context.db?.drop();
+});
+
+async function writer(t: { context: Ctx }): Promise<{ writer: LogWriter; engine: LogEngine; metrics: MetricsRegistry }> {
+  const metrics = new MetricsRegistry();
+  const engine = new LogEngine({ connectionString: t.context.db.url, poolSize: 3, metrics });
+  await engine.start();
+  t.context.engines.push(engine);
+  return { writer: new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined }), engine, metrics };
+}
+
+const item = (queue: string, partition: string, txn: string): PushItem => ({
+  queue,
+  partition,
+  transactionId: txn,
+  payload: Buffer.from('{}'),
+});
+/** What a verdict says: status, the offset (the original's for a duplicate) and whether its id is gone. */
+const verdicts = (rs: PushResult[]): string[] => rs.map((r) => `${r.status}@${r.offset}${r.id === NIL_UUID ? '/gone' : ''}`);
+
+const partitionIds = async (sql: pg.Pool, queue: string): Promise<string[]> =>
+  (
+    await sql.query(
+      'SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1 ORDER BY lp.id',
+      [queue],
+    )
+  ).rows.map((r: { id: string }) => r.id);
+
+test.serial(
+  'v12 over runs and tail answers as a never-compacted twin does, on random histories with compactions, merges, purges and window changes',
+  async (t) => {
+    const cold = await writer(t);
+    const plain = await writer(t);
+    const sql = t.context.sql;
+    let round = 0;
+    let pushes = 0;
+    let fromRuns = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.oneof(
+            {
+              weight: 6,
+              arbitrary: fc.record({
+                kind: fc.constant('push' as const),
+                // 1-12 items take the batched probe, 33-60 the per-segment one.
+                txns: fc.oneof(
+                  fc.array(fc.integer({ min: 0, max: 80 }), { minLength: 1, maxLength: 12 }),
+                  fc.array(fc.integer({ min: 0, max: 80 }), { minLength: 33, maxLength: 60 }),
+                ),
+                part: fc.integer({ min: 0, max: 1 }),
+              }),
+            },
+            {
+              weight: 3,
+              arbitrary: fc.record({
+                kind: fc.constant('compact' as const),
+                minTail: fc.integer({ min: 1, max: 20 }),
+                fanout: fc.integer({ min: 2, max: 3 }),
+              }),
+            },
+            // A push racing a compaction of its own partition.
+            {
+              weight: 2,
+              arbitrary: fc.record({
+                kind: fc.constant('race' as const),
+                txns: fc.array(fc.integer({ min: 0, max: 80 }), { minLength: 1, maxLength: 40 }),
+              }),
+            },
+            // dedup off for a while: one hash gets stored at several offsets
+            { weight: 1, arbitrary: fc.record({ kind: fc.constant('window' as const), seconds: fc.constantFrom(0, 3600) }) },
+            // time passes in SQL: every stored row 2 hours older (out of the window; the runs still name them)
+            { weight: 1, arbitrary: fc.record({ kind: fc.constant('age' as const) }) },
+            // retention: the oldest rows of each partition removed, txns_start raised past them
+            { weight: 1, arbitrary: fc.record({ kind: fc.constant('purge' as const), rows: fc.integer({ min: 1, max: 3 }) }) },
+          ),
+          { minLength: 4, maxLength: 30 },
+        ),
+        async (ops) => {
+          round++;
+          const qc = `cold${round}`;
+          const qp = `plain${round}`;
+          const compactAll = async (minTail: number, fanout: number) => {
+            for (const pid of await partitionIds(sql, qc)) {
+              await sql.query('SELECT * FROM queen.log_compact_v1($1, $2, $3)', [pid, minTail, fanout]);
+            }
+          };
+          const pushBoth = async (txns: number[], part: number) => {
+            const a = await cold.writer.push(txns.map((x) => item(qc, `p${part}`, `t${x}`)));
+            const b = await plain.writer.push(txns.map((x) => item(qp, `p${part}`, `t${x}`)));
+            pushes++;
+            if (JSON.stringify(verdicts(a)) !== JSON.stringify(verdicts(b))) {
+              throw new Error(`verdicts differ at push ${pushes}: ${verdicts(a).join(',')} vs ${verdicts(b).join(',')}`);
+            }
+          };
+          for (const op of ops) {
+            if (op.kind === 'push') {
+              await pushBoth(op.txns, op.part);
+            } else if (op.kind === 'compact') {
+              await compactAll(op.minTail, op.fanout);
+            } else if (op.kind === 'race') {
+              // The push and the compaction run at once; only then is the twin pushed.
+              const [a] = await Promise.all([cold.writer.push(op.txns.map((x) => item(qc, 'p0', `t${x}`))), compactAll(1, 2)]);
+              const b = await plain.writer.push(op.txns.map((x) => item(qp, 'p0', `t${x}`)));
+              pushes++;
+              if (JSON.stringify(verdicts(a)) !== JSON.stringify(verdicts(b))) {
+                throw new Error(`verdicts differ at racing push ${pushes}: ${verdicts(a).join(',')} vs ${verdicts(b).join(',')}`);
+              }
+            } else if (op.kind === 'window') {
+              await sql.query('UPDATE queen.queues SET dedup_window_seconds = $2 WHERE name = ANY ($1)', [[qc, qp], op.seconds]);
+            } else if (op.kind === 'age') {
+              await sql.query(
+                `UPDATE queen.log_txns SET created_at = created_at - interval '2 hours'
+               WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = ANY ($1))`,
+                [[qc, qp]],
+              );
+            } else {
+              // Both twins hold the same offsets, so the same rows go: the first `rows` rows of each
+              // partition, and txns_start past them (a row boundary, as retention leaves it).
+              for (const q of [qc, qp]) {
+                for (const pid of await partitionIds(sql, q)) {
+                  await sql.query(
+                    `WITH cut AS (
+                     SELECT max(t.end_offset) + 1 AS start FROM (
+                       SELECT end_offset FROM queen.log_txns WHERE partition_id = $1 ORDER BY end_offset LIMIT $2) t
+                   ), gone AS (
+                     DELETE FROM queen.log_txns x USING cut WHERE x.partition_id = $1 AND x.end_offset < cut.start
+                   )
+                   UPDATE queen.log_partitions lp SET txns_start = cut.start FROM cut WHERE lp.id = $1 AND cut.start IS NOT NULL`,
+                    [pid, op.rows],
+                  );
+                }
+              }
+            }
+          }
+          const runs = await sql.query(
+            `SELECT count(*)::int AS n FROM queen.log_hash_runs r
+           JOIN queen.log_partitions lp ON lp.id = r.partition_id JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1`,
+            [qc],
+          );
+          if (runs.rows[0].n > 0) fromRuns++;
+        },
+      ),
+      { numRuns: 50 },
+    );
+    t.log(`${pushes} pushes compared; ${fromRuns} of 50 histories ended with runs`);
+    t.true(fromRuns > 10, 'most histories had runs for v12 to read');
+  },
+);
+
+test.serial('the compactor compacts a partition whose pushes probe a long tail, and its later probes read only the new tail', async (t) => {
+  const w = await writer(t);
+  const compactor = new Compactor({ pool: w.engine.pool, minTail: 100, fanout: 4, metrics: w.metrics, idleMs: 10 });
+  t.context.compactors.push(compactor);
+  w.engine.onProbed((pid, n) => {
+    if (n >= 100) compactor.request(pid);
+  });
+  await compactor.start();
+  const q = 'compactor-trigger';
+  const sent: string[] = [];
+  for (let i = 0; i < 6; i++) {
+    const batch = Array.from({ length: 40 }, (_, k) => `id-${i}-${k}`);
+    sent.push(...batch);
+    const rs = await w.writer.push(batch.map((x) => item(q, 'p', x)));
+    t.true(rs.every((r) => r.status === 'queued'));
+  }
+  const [pid] = await partitionIds(t.context.sql, q);
+  await waitFor('the compactor to raise compacted_upto past the probed tail', async () => {
+    const r = await t.context.sql.query('SELECT compacted_upto FROM queen.log_partitions WHERE id = $1', [pid]);
+    return Number(r.rows[0].compacted_upto) >= 159;
+  });
+  // Every earlier id re-sent: each is found (through the runs or the short tail) at its offset.
+  const again = await w.writer.push(sent.map((x) => item(q, 'p', x)));
+  t.deepEqual(
+    again.map((r) => r.status),
+    sent.map(() => 'duplicate'),
+  );
+  t.deepEqual(
+    again.map((r) => r.offset),
+    sent.map((_, i) => i),
+  );
+  const probe = w.metrics.counter('queen_compaction_steps_total', '', ['kind']).get('run');
+  t.true(probe >= 1, 'a run was built');
+});
