@@ -113,12 +113,7 @@ export class WritePipeline extends Component {
     const minTail = opts.compactionMinTail;
     this.compactor =
       minTail > 0 ? new Compactor({ pool: this.engine.pool, minTail, fanout: opts.compactionFanout, metrics: opts.metrics }) : undefined;
-    const compactor = this.compactor;
-    if (compactor) {
-      this.engine.onProbed((partitionId, probeHashes) => {
-        if (probeHashes >= minTail) compactor.request(partitionId);
-      });
-    }
+    if (this.compactor) compactOnLongProbes(this.engine, this.compactor, minTail);
   }
 
   protected async onStart(): Promise<void> {
@@ -132,6 +127,17 @@ export class WritePipeline extends Component {
     await this.compactor?.stop();
     await this.engine.stop();
   }
+}
+
+/**
+ * The compactor's trigger: a push whose probe read at least `minTail` stored
+ * hashes (no cache vouched for its partition) asks for that partition's
+ * compaction. Returns the unsubscribe.
+ */
+export function compactOnLongProbes(engine: LogEngine, compactor: Compactor, minTail: number): () => void {
+  return engine.onProbed((partitionId, probeHashes) => {
+    if (probeHashes >= minTail) compactor.request(partitionId);
+  });
 }
 
 /**

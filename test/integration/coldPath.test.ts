@@ -4,6 +4,7 @@ import pg from 'pg';
 import { Compactor } from '../../src/compaction/compactor.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
 import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
+import { compactOnLongProbes } from '../../src/pipeline.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { NIL_UUID } from '../../src/util/uuidv7.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -189,9 +190,7 @@ test.serial('the compactor compacts a partition whose pushes probe a long tail, 
   const w = await writer(t);
   const compactor = new Compactor({ pool: w.engine.pool, minTail: 100, fanout: 4, metrics: w.metrics, idleMs: 10 });
   t.context.compactors.push(compactor);
-  w.engine.onProbed((pid, n) => {
-    if (n >= 100) compactor.request(pid);
-  });
+  compactOnLongProbes(w.engine, compactor, 100);
   await compactor.start();
   const q = 'compactor-trigger';
   const sent: string[] = [];

@@ -1,0 +1,235 @@
+import { Compactor } from '../../src/compaction/compactor.js';
+import { DEFAULTS } from '../../src/config.js';
+import type { PushItem } from '../../src/engine/writer.js';
+import { compactOnLongProbes } from '../../src/pipeline.js';
+import { createBenchDatabase } from '../lib/db.js';
+import { settle } from '../lib/gc.js';
+import { provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
+import { rng } from '../lib/rng.js';
+import { fmt, median } from '../lib/stats.js';
+import { bulkLoad, MessageFactory, spread, type PartitionCursor } from '../lib/synth.js';
+import { target, type Info, type SuiteContext, type Target } from '../lib/types.js';
+
+/**
+ * memory-pressure's "window beyond budget" rows (issue 38): a dedup window
+ * many times larger than what the cache's budget holds. 32 partitions, a
+ * one-hour window, 10 % of each push's ids re-sent from everything sent so
+ * far (stored before the run or pushed in it), 1 000-item pushes from two
+ * loops over disjoint partitions, PostgreSQL with the host's settings.
+ *
+ * Side by side, on twin queues holding the same stored data: a writer whose
+ * cache has the small budget and one with the default (ample) budget, both
+ * with the compactor the pipeline wires (default min tail and fan-out). With
+ * the small budget most partitions stay unvouched, so their pushes probe:
+ * the runs answer the compacted rows and log_txns only the short tail. Each
+ * load size runs in its own database; the small-budget rate at the larger
+ * size over the smaller says whether cost still grows with the window. An
+ * info row gives the small budget without compaction at the larger size
+ * (what every probe cost before the cold path), for a few pushes only.
+ *
+ * Every verdict is checked: a re-sent id must come back duplicate, a new
+ * one queued.
+ */
+
+type Mode = 'small' | 'ample' | 'nocompaction';
+
+interface Pass {
+  mode: Mode;
+  stored: number;
+  msgPerS: number;
+  seconds: number;
+  probes: number;
+}
+
+const PARTITIONS = 32;
+const LOOPS = 2;
+const BUNDLE = 1000;
+const RESENT = 0.1;
+
+export interface WindowBeyondBudgetResult {
+  targets: Target[];
+  info: Info[];
+  samples: Pass[];
+  params: Record<string, unknown>;
+}
+
+export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyondBudgetResult> {
+  const p = ctx.quick
+    ? { smallMb: 2, ampleMb: DEFAULTS.dedupCacheMb, sizes: [250_000, 1_000_000], passes: 6, bundlesPerPass: 8, payloadBytes: 64 }
+    : { smallMb: 16, ampleMb: DEFAULTS.dedupCacheMb, sizes: [2_000_000, 20_000_000], passes: 6, bundlesPerPass: 20, payloadBytes: 64 };
+  const all: Pass[] = [];
+  const wrong: string[] = [];
+  for (const stored of p.sizes) {
+    const db = await createBenchDatabase(ctx.adminUrl, `wbb_${stored}`);
+    const rigs: EngineRig[] = [];
+    const compactors: Compactor[] = [];
+    try {
+      const admin = db.pool(4, 'queen-bench-load');
+      const pool = db.pool(LOOPS + 1, 'queen-bench-engine');
+      const factory = new MessageFactory('wbb', p.payloadBytes);
+      const modes: Mode[] = stored === p.sizes[p.sizes.length - 1] ? ['small', 'ample', 'nocompaction'] : ['small', 'ample'];
+      const state = new Map<Mode, { rig: EngineRig; cursors: PartitionCursor[]; compactor?: Compactor }>();
+      for (const m of modes) {
+        ctx.progress.note(`window beyond budget: ${m}, loading ${fmt(stored)} in-window messages over ${PARTITIONS} partitions`);
+        const rig = await startEngineRig(pool, { cacheMb: m === 'ample' ? p.ampleMb : p.smallMb });
+        rigs.push(rig);
+        const cursors = await provisionQueue(admin, rig.engine, `wbb_${m}`, 3600, PARTITIONS);
+        await bulkLoad(admin, {
+          partitions: cursors.map((cursor) => ({ cursor, nextOffset: 0 })),
+          counts: spread(stored, PARTITIONS),
+          factory,
+          segFrames: 250,
+          createdMs: Date.now(),
+          engine: true,
+        });
+        cursors.forEach((c, i) => (c.seq = spread(stored, PARTITIONS)[i]!));
+        let compactor: Compactor | undefined;
+        if (m !== 'nocompaction') {
+          compactor = new Compactor({ pool, minTail: DEFAULTS.compactionMinTail, fanout: DEFAULTS.compactionFanout, metrics: rig.metrics });
+          compactors.push(compactor);
+          compactOnLongProbes(rig.engine, compactor, DEFAULTS.compactionMinTail);
+          await compactor.start();
+        }
+        state.set(m, { rig, cursors, compactor });
+      }
+      await admin.query('ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions');
+
+      const random = rng(stored);
+      /** One pass: each loop pushes bundlesPerPass bundles of 1 000 items over its own partitions. */
+      const bundlesOf = (m: Mode, n: number): { items: PushItem[]; resent: boolean[] }[][] => {
+        const { cursors } = state.get(m)!;
+        return Array.from({ length: LOOPS }, (_, w) => {
+          const mine = cursors.filter((_, i) => i % LOOPS === w);
+          return Array.from({ length: n }, () => {
+            const items: PushItem[] = [];
+            const resent: boolean[] = [];
+            // Re-sent ids come from before this bundle, so each is a duplicate of a stored message.
+            const before = mine.map((c) => c.seq);
+            for (let k = 0; k < BUNDLE; k++) {
+              const c = mine[k % mine.length]!;
+              const sent = before[k % mine.length]!;
+              const again = sent > 0 && random() < RESENT;
+              const s = again ? Math.floor(random() * sent) : c.seq++;
+              items.push({
+                queue: `wbb_${m}`,
+                partition: c.name,
+                transactionId: factory.txnId(c.id, s),
+                payload: factory.payload(c.id, s),
+              });
+              resent.push(again);
+            }
+            return { items, resent };
+          });
+        });
+      };
+      const runPass = async (m: Mode, bundles: number): Promise<Pass> => {
+        const { rig } = state.get(m)!;
+        const work = bundlesOf(m, bundles);
+        const probes0 = rig.metrics.counter('queen_probe_run_total', '').get();
+        await settle();
+        const t0 = performance.now();
+        await Promise.all(
+          work.map(async (list) => {
+            for (const b of list) {
+              const res = await rig.writer.push(b.items);
+              res.forEach((r, i) => {
+                const want = b.resent[i] ? 'duplicate' : 'queued';
+                if (r.status !== want) wrong.push(`${m} ${stored}: ${b.items[i]!.transactionId} ${r.status}, expected ${want}`);
+              });
+            }
+          }),
+        );
+        const seconds = (performance.now() - t0) / 1000;
+        return {
+          mode: m,
+          stored,
+          msgPerS: (bundles * LOOPS * BUNDLE) / seconds,
+          seconds,
+          probes: rig.metrics.counter('queen_probe_run_total', '').get() - probes0,
+        };
+      };
+
+      // Warm-up: the small budget's first probes read whole windows and ask
+      // for compaction; pass until the compactors have nothing pending.
+      for (let w = 0; w < 30; w++) {
+        const warm = await runPass('small', 2);
+        await runPass('ample', 2);
+        const pending = compactors.reduce((n, c) => n + c.pendingCount, 0);
+        ctx.progress.note(`warm-up ${w + 1}: small ${fmt(warm.msgPerS)} msg/s, ${pending} partitions pending compaction`);
+        if (pending === 0 && w >= 1) break;
+        while (compactors.some((c) => c.pendingCount > 0)) await compactors[0]!.runOnce();
+      }
+      for (let r = 0; r < p.passes; r++) {
+        const order: Mode[] = r % 2 === 0 ? ['small', 'ample'] : ['ample', 'small'];
+        for (const m of order) {
+          const s = await runPass(m, p.bundlesPerPass);
+          all.push(s);
+          ctx.progress.note(`${fmt(stored)} stored, ${m}: ${fmt(s.msgPerS)} msg/s, ${s.probes} probes`);
+        }
+      }
+      if (modes.includes('nocompaction')) {
+        const s = await runPass('nocompaction', 1);
+        all.push(s);
+        ctx.progress.note(`${fmt(stored)} stored, small budget without compaction: ${fmt(s.msgPerS)} msg/s`);
+      }
+    } finally {
+      for (const c of compactors) await c.stop();
+      for (const r of rigs) await r.stop();
+      await db.drop();
+    }
+  }
+  const rate = (m: Mode, stored: number) => median(all.filter((s) => s.mode === m && s.stored === stored).map((s) => s.msgPerS));
+  const [lo, hi] = [p.sizes[0]!, p.sizes[p.sizes.length - 1]!];
+  const label = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000} M` : `${n / 1000} k`);
+  return {
+    params: {
+      ...p,
+      partitions: PARTITIONS,
+      loops: LOOPS,
+      bundle: BUNDLE,
+      resent: RESENT,
+      minTail: DEFAULTS.compactionMinTail,
+      fanout: DEFAULTS.compactionFanout,
+    },
+    samples: all,
+    targets: [
+      target(
+        `window beyond budget: ${p.smallMb} MB / ${p.ampleMb} MB budget, ${label(hi)} in window`,
+        rate('small', hi) / rate('ample', hi),
+        '>=',
+        0.7,
+        {
+          ratio: true,
+          value: `${fmt(rate('small', hi))} msg/s`,
+          baseline: `${fmt(rate('ample', hi))} msg/s`,
+        },
+      ),
+      target(
+        `window beyond budget: ${label(hi)} / ${label(lo)} in window, ${p.smallMb} MB budget`,
+        rate('small', hi) / rate('small', lo),
+        '>=',
+        0.9,
+        {
+          ratio: true,
+          value: `${fmt(rate('small', hi))} msg/s`,
+          baseline: `${fmt(rate('small', lo))} msg/s`,
+        },
+      ),
+      target(`window beyond budget: wrong verdicts (re-sent not duplicate, new not queued)`, wrong.length, '<=', 0, {
+        value: wrong.length === 0 ? '0' : `${wrong.length}: ${wrong.slice(0, 3).join('; ')}`,
+      }),
+    ],
+    info: [
+      {
+        name: `window beyond budget: ${p.smallMb} MB / ${p.ampleMb} MB budget, ${label(lo)} in window`,
+        value: `${fmt(rate('small', lo))} msg/s`,
+        baseline: `${fmt(rate('ample', lo))} msg/s`,
+      },
+      {
+        name: `window beyond budget: ${p.smallMb} MB budget without compaction (before the cold path), ${label(hi)} in window`,
+        value: `${fmt(rate('nocompaction', hi))} msg/s`,
+        baseline: `${fmt(rate('small', hi))} msg/s with it`,
+      },
+    ],
+  };
+}
