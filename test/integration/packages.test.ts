@@ -125,15 +125,15 @@ test('the client tarball holds the ESM and CommonJS builds with their declaratio
   t.deepEqual(
     listed.filter(
       (f) =>
-        !/^\.\/dist\/(cjs\/)?[a-z]+\.(js|d\.ts)$/.test(f) &&
+        !/^\.\/dist\/(cjs\/)?[a-zA-Z]+\.(js|d\.ts)$/.test(f) &&
         !['./dist/cjs/package.json', './README.md', './LICENSE', './package.json'].includes(f),
     ),
     [],
     'nothing but dist/*.js|.d.ts, dist/cjs/*.js|.d.ts, dist/cjs/package.json, README.md, LICENSE and package.json',
   );
   // The two builds hold the same modules, each with its declarations.
-  const esm = listed.filter((f) => /^\.\/dist\/[a-z]+\.(js|d\.ts)$/.test(f)).map((f) => f.slice('./dist/'.length));
-  const cjs = listed.filter((f) => /^\.\/dist\/cjs\/[a-z]+\.(js|d\.ts)$/.test(f)).map((f) => f.slice('./dist/cjs/'.length));
+  const esm = listed.filter((f) => /^\.\/dist\/[a-zA-Z]+\.(js|d\.ts)$/.test(f)).map((f) => f.slice('./dist/'.length));
+  const cjs = listed.filter((f) => /^\.\/dist\/cjs\/[a-zA-Z]+\.(js|d\.ts)$/.test(f)).map((f) => f.slice('./dist/cjs/'.length));
   t.true(esm.includes('index.js') && esm.includes('index.d.ts'), esm.join(' '));
   t.deepEqual(cjs, esm);
   // The marker that makes Node load dist/cjs/*.js, and TypeScript read dist/cjs/*.d.ts, as CommonJS.
@@ -189,7 +189,7 @@ test('an ES module importer type-checks against the ESM declarations (tsc, noden
   t.is(r.code, 0, r.stdout + r.stderr);
   t.true(r.declarations.includes('dist/index.d.ts'), r.declarations.join(' '));
   t.deepEqual(
-    r.declarations.filter((f) => !/^dist\/[a-z]+\.d\.ts$/.test(f)),
+    r.declarations.filter((f) => !/^dist\/[a-zA-Z]+\.d\.ts$/.test(f)),
     [],
   );
 
@@ -210,7 +210,7 @@ test('a CommonJS importer type-checks against the CommonJS declarations (tsc, no
   t.is(r.code, 0, r.stdout + r.stderr);
   t.true(r.declarations.includes('dist/cjs/index.d.ts'), r.declarations.join(' '));
   t.deepEqual(
-    r.declarations.filter((f) => !/^dist\/cjs\/[a-z]+\.d\.ts$/.test(f)),
+    r.declarations.filter((f) => !/^dist\/cjs\/[a-zA-Z]+\.d\.ts$/.test(f)),
     [],
     'the CommonJS importer read only dist/cjs declarations',
   );
@@ -224,7 +224,7 @@ test('the declarations need @types/node or the DOM lib for fetch and AbortSignal
   // types: ["node"] is CONSUMER_OPTIONS' own: the two checks above.
   const bare = await tsc(t, 'types-none', { 'check.mts': NO_NODE_GLOBALS }, { types: [], lib: ['ES2022'] });
   t.not(bare.code, 0);
-  t.regex(bare.stdout, /@queen-ingress\/client\/dist\/[a-z]+\.d\.ts\(\d+,\d+\): error TS2304: Cannot find name 'AbortSignal'/);
+  t.regex(bare.stdout, /@queen-ingress\/client\/dist\/[a-zA-Z]+\.d\.ts\(\d+,\d+\): error TS2304: Cannot find name 'AbortSignal'/);
   const dom = await tsc(t, 'types-dom', { 'check.mts': NO_NODE_GLOBALS }, { types: [], lib: ['ES2022', 'DOM'] });
   t.is(dom.code, 0, dom.stdout + dom.stderr);
 });
