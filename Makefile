@@ -190,7 +190,9 @@ helm-lint: $(GOBIN_DIR)/helm
 helm-check: install $(GOBIN_DIR)/helm $(GOBIN_DIR)/k8scheck
 	deploy/helm/check.sh $(GOBIN_DIR)/helm $(GOBIN_DIR)/k8scheck
 
-# The installable packages (packages/client, packages/queenctl) as tarballs in .local/packages.
+# The installable packages (packages/client, packages/queenctl) as tarballs in
+# .local/packages, until they are published. npm pack runs each package's
+# prepack first: the client's build.mjs makes its ESM and CommonJS builds.
 .PHONY: packages
 packages: install
 	@mkdir -p .local/packages
