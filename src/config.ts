@@ -15,7 +15,7 @@ export const DEFAULTS = {
   dedupCacheEnabled: true,
   dedupCacheMb: 512,
   /** A push that probed at least this many stored hashes asks for its partition's compaction (0: never compact). */
-  compactionMinTail: 1024,
+  compactionMinTail: 512,
   /** Runs of one size tier merged into one of the next (sql/functions/compaction.sql). */
   compactionFanout: 4,
   maxPayloadBytes: 1024 * 1024,

@@ -236,9 +236,11 @@ $$;
 -- tail, and the runs (sql/000093) for the compacted rows above the lower
 -- bound: one slice per (item, run), each named offset verified against its
 -- log_txns row. So a probe's cost grows with the items pushed, the runs'
--- count and the tail, not with the window. Everything else is v11's: the
--- pre-lock, the hinted verdicts, the batched probe (over the tail), the id
--- resolution and the appends. compacted_upto is read under the row lock, and
+-- count and the tail, not with the window. Probed segments of more than 32
+-- items without hints are probed together in one statement (the joined
+-- probe: v11's per-segment hash join, for all of them at once). Everything
+-- else is v11's: the pre-lock, the hinted verdicts, the batched probe (over
+-- the tail), the id resolution and the appends. compacted_upto is read under the row lock, and
 -- the compactor raises it only under the same lock (log_compact_v1), so the
 -- split between runs and tail cannot move during the push.
 --
@@ -366,6 +368,15 @@ DECLARE
     v_batched    boolean[] := array_fill(false, ARRAY[v_n]);
     v_any_batched boolean := false;
     v_probe_cur  refcursor;
+    -- The joined probe: probed segments of many items and no hints, all in
+    -- one statement (tail hash join and runs hits), read a segment at a time.
+    v_joined     boolean[] := array_fill(false, ARRAY[v_n]);
+    v_any_joined boolean := false;
+    v_join_cur   refcursor;
+    v_j_seg      integer;
+    v_j_n        bigint;
+    v_j_idx      integer[];
+    v_j_off      bigint[];
     v_p_seg      integer;
     v_p_n        bigint;
     v_p_idx      integer[];
@@ -458,6 +469,8 @@ BEGIN
         v_any_runs := v_any_runs OR v_runs_need[v_i];
         v_batched[v_i] := v_probed[v_i] AND v_run_cnt = 0 AND v_expected = 0 AND v_count <= 32;
         v_any_batched := v_any_batched OR v_batched[v_i];
+        v_joined[v_i] := v_probed[v_i] AND v_run_cnt = 0 AND v_expected = 0 AND NOT v_batched[v_i];
+        v_any_joined := v_any_joined OR v_joined[v_i];
     END LOOP;
     IF v_run_pos - 1 <> v_runs_total THEN
         RAISE EXCEPTION 'log_push_v12: % hint runs belong to no segment', v_runs_total - (v_run_pos - 1) USING ERRCODE = '22023';
@@ -844,6 +857,52 @@ BEGIN
         ) z;
     END IF;
 
+    IF v_any_joined THEN
+        -- Probed segments of more than 32 items without hints (a cold
+        -- partition's larger segments), all at once: each segment's tail
+        -- rows (above max(from, compacted_upto), inside the window) unrolled
+        -- and hash-joined with its items, as log_probe_tail_v1 does for one
+        -- segment, and the runs' verified occurrences above; MIN per item.
+        -- One statement for the push instead of three per segment (each
+        -- planned afresh). One row per joined segment, in segment order: the
+        -- hashes its tail holds, its items found and their MIN offsets.
+        OPEN v_join_cur FOR
+        WITH k AS MATERIALIZED (
+            SELECT u.seg::integer AS seg, u.pid, u.from_off, u.cutoff, u.hat, u.cnt
+            FROM unnest(p_partition_ids, v_tfroms, v_cutoffs, v_hash_at, p_counts, v_joined)
+                 WITH ORDINALITY AS u (pid, from_off, cutoff, hat, cnt, joined, seg)
+            WHERE u.joined
+        ), tail AS MATERIALIZED (
+            SELECT k.seg, t.base_offset, t.end_offset, t.hashes
+            FROM k
+            JOIN queen.log_txns t
+              ON t.partition_id = k.pid AND t.end_offset > k.from_off AND t.created_at >= k.cutoff
+        ), items AS (
+            SELECT k.seg, g.i AS idx, substring(p_hashes FROM k.hat + g.i * 16 FOR 16) AS h
+            FROM k
+            CROSS JOIN LATERAL generate_series(0, k.cnt - 1) AS g (i)
+        ), hits AS (
+            SELECT ih.seg, ih.idx, r.base_offset + th.idx AS off
+            FROM tail r
+            CROSS JOIN LATERAL queen.log_unnest_hashes(r.hashes) th
+            JOIN items ih ON ih.seg = r.seg AND ih.h = th.h
+            UNION ALL
+            SELECT h.seg, h.idx, h.off
+            FROM unnest(v_rh_seg, v_rh_idx, v_rh_off) AS h (seg, idx, off)
+            WHERE v_joined[h.seg]
+        ), best AS (
+            SELECT x.seg, x.idx, MIN(x.off) AS off FROM hits x GROUP BY x.seg, x.idx
+        )
+        SELECT k.seg,
+               (SELECT coalesce(sum(r.end_offset - r.base_offset + 1), 0) FROM tail r WHERE r.seg = k.seg)::bigint,
+               b.idx, b.off
+        FROM k
+        LEFT JOIN (SELECT x.seg, array_agg(x.idx::integer ORDER BY x.idx) AS idx, array_agg(x.off ORDER BY x.idx) AS off
+                   FROM best x GROUP BY x.seg) b ON b.seg = k.seg
+        ORDER BY k.seg;
+        FETCH v_join_cur INTO v_j_seg, v_j_n, v_j_idx, v_j_off;
+    END IF;
+
     FOR v_i IN 1 .. v_n LOOP
         v_last := v_lasts[v_i];
         v_window := v_wins[v_i];
@@ -904,6 +963,18 @@ BEGIN
                 FETCH v_probe_cur INTO v_p_seg, v_p_n, v_p_idx, v_p_off;
             ELSE
                 RAISE EXCEPTION 'log_push_v12: the batched probe has no row for segment %', v_i - 1;
+            END IF;
+        ELSIF v_joined[v_i] THEN
+            -- This segment's row of the joined probe (every joined segment
+            -- has one, in segment order). All its items are frames.
+            IF v_j_seg = v_i THEN
+                probe_hashes := v_j_n;
+                dup_idx := v_j_idx;
+                dup_offsets := v_j_off;
+                v_new_dups := coalesce(cardinality(v_j_idx), 0);
+                FETCH v_join_cur INTO v_j_seg, v_j_n, v_j_idx, v_j_off;
+            ELSE
+                RAISE EXCEPTION 'log_push_v12: the joined probe has no row for segment %', v_i - 1;
             END IF;
         ELSIF v_probed[v_i] THEN
             -- v4's path for a segment whose tail needs a probe: MIN over
@@ -1015,6 +1086,9 @@ BEGIN
     END IF;
     IF v_any_batched THEN
         CLOSE v_probe_cur;
+    END IF;
+    IF v_any_joined THEN
+        CLOSE v_join_cur;
     END IF;
 
     -- The appends, set-based, still under the row locks (v4's). A segment
