@@ -7,7 +7,7 @@ import { settle } from '../lib/gc.js';
 import { provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { rng } from '../lib/rng.js';
 import { fmt, median } from '../lib/stats.js';
-import { bulkLoad, MessageFactory, spread, type PartitionCursor } from '../lib/synth.js';
+import { bulkLoad, MessageFactory, relationBytes, spread, type PartitionCursor } from '../lib/synth.js';
 import { target, type Info, type SuiteContext, type Target } from '../lib/types.js';
 
 /**
@@ -59,6 +59,8 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
     : { smallMb: 16, ampleMb: DEFAULTS.dedupCacheMb, sizes: [2_000_000, 20_000_000], passes: 6, bundlesPerPass: 20, payloadBytes: 64 };
   const all: Pass[] = [];
   const wrong: string[] = [];
+  /** On-disk bytes of the runs per hash they hold, at the end of each size's passes. */
+  const runBytes: { stored: number; bytesPerHash: number }[] = [];
   for (const stored of p.sizes) {
     const db = await createBenchDatabase(ctx.adminUrl, `wbb_${stored}`);
     const rigs: EngineRig[] = [];
@@ -167,6 +169,9 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
           ctx.progress.note(`${fmt(stored)} stored, ${m}: ${fmt(s.msgPerS)} msg/s, ${s.probes} probes`);
         }
       }
+      const held = await admin.query('SELECT coalesce(sum(n), 0)::bigint AS n FROM queen.log_hash_runs');
+      const bytes = await relationBytes(admin, ['queen.log_hash_slices', 'queen.log_hash_runs']);
+      runBytes.push({ stored, bytesPerHash: bytes / Math.max(1, Number(held.rows[0].n)) });
       if (modes.includes('nocompaction')) {
         const s = await runPass('nocompaction', 1);
         all.push(s);
@@ -220,6 +225,10 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
       }),
     ],
     info: [
+      {
+        name: 'window beyond budget: runs on disk, bytes per hash they hold (slices, runs, indexes, dead tuples)',
+        value: runBytes.map((r) => `${r.bytesPerHash.toFixed(1)} B at ${label(r.stored)}`).join(', '),
+      },
       {
         name: `window beyond budget: ${p.smallMb} MB / ${p.ampleMb} MB budget, ${label(lo)} in window`,
         value: `${fmt(rate('small', lo))} msg/s`,
