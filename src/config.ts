@@ -1,12 +1,30 @@
-import { readFileSync } from 'node:fs';
-import { ConfigError } from './errors.js';
-import { availableCpus } from './util/cpus.js';
-
 /**
  * The one place the environment is read. Every variable has a named default
  * and a validator; a bad value fails start-up with a message naming the
  * variable and its limit. Documented in README.md (keep the two in step).
  */
+
+import { ConfigError } from './errors.js';
+import { availableCpus } from './util/cpus.js';
+import { bool, int, oneOf, ratio, url, type Env } from './config/env.js';
+import { parseMappings, parseTopics, type TopicMapping } from './config/ingressTopics.js';
+import { kafkaSasl, kafkaTls, type KafkaSasl, type KafkaTls } from './config/kafkaAccess.js';
+
+export type { KafkaSasl, KafkaTls } from './config/kafkaAccess.js';
+export {
+  DEFAULT_ID_SOURCES,
+  parseMappings,
+  parseTopics,
+  type IdSource,
+  type PartitionSource,
+  type RecordMappingConfig,
+  type TopicMapping,
+} from './config/ingressTopics.js';
+
+// The variable readers (config/env.ts), the topics and their mappings
+// (config/ingressTopics.ts) and the brokers' TLS and SASL
+// (config/kafkaAccess.ts) live in files of their own; this file holds the
+// defaults, the Config shape and loadConfig, which reads every variable once.
 
 export const DEFAULTS = {
   httpPort: 6632,
@@ -48,48 +66,6 @@ export const DEFAULTS = {
   traceSampleRatio: 1,
   traceKafkaRecords: false,
 } as const;
-
-/** TLS towards the brokers (KAFKA_SSL*): files are read at start-up; PEM. */
-export interface KafkaTls {
-  ca?: string;
-  cert?: string;
-  key?: string;
-  rejectUnauthorized: boolean;
-}
-
-/** SASL towards the brokers (KAFKA_SASL_*). The password is never logged. */
-export type KafkaSasl = { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string } & (
-  { mechanism: 'plain' } | { mechanism: 'scram-sha-256' } | { mechanism: 'scram-sha-512' }
-);
-
-export interface TopicMapping {
-  topic: string;
-  queue: string;
-  /** This topic's dead-letter topic (else `<topic><QUEEN_DLQ_SUFFIX>`). */
-  dlq?: string;
-  /** How this topic's records become log items (QUEEN_INGRESS_MAPPING; else the default mapping). */
-  mapping?: RecordMappingConfig;
-}
-
-/**
- * Where a record's transactionId comes from. Sources are tried in order; the
- * first that yields a value wins. `offset` derives `topic/partition/offset`
- * and is only ever used where it is written.
- */
-export type IdSource = { header: string } | { key: true } | { jsonPointer: string } | { offset: true };
-
-/** Where a record's log partition comes from; a source that yields nothing gives `Default`. */
-export type PartitionSource = { key: true } | { header: string } | { jsonPointer: string } | { constant: string };
-
-export interface RecordMappingConfig {
-  transactionId: IdSource[];
-  partition: PartitionSource;
-  /** When no source yields an id: dead-letter, halt the partition, or `topic/partition/offset`. */
-  missingId: 'dlq' | 'fail' | 'offset';
-}
-
-/** The mapping a topic has unless QUEEN_INGRESS_MAPPING says otherwise (docs/kafka-ingress.md). */
-export const DEFAULT_ID_SOURCES: readonly IdSource[] = [{ header: 'transactionId' }, { jsonPointer: '/transactionId' }];
 
 export interface Config {
   /**
@@ -161,173 +137,6 @@ export interface Config {
   traceKafkaRecords: boolean;
   /** Commit in queen_build_info (the image sets it; otherwise read from git when available). */
   buildCommit: string | undefined;
-}
-
-type Env = Record<string, string | undefined>;
-
-function int(env: Env, name: string, dflt: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return dflt;
-  if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer between ${min} and ${max}, got "${raw}"`);
-  const n = Number(raw.trim());
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new ConfigError(`${name} must be an integer between ${min} and ${max}, got ${raw}`);
-  }
-  return n;
-}
-
-function bool(env: Env, name: string, dflt: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return dflt;
-  const v = raw.trim().toLowerCase();
-  if (['1', 'true', 'on', 'yes'].includes(v)) return true;
-  if (['0', 'false', 'off', 'no'].includes(v)) return false;
-  throw new ConfigError(`${name} must be one of 1, 0, true, false, on, off, got "${raw}"`);
-}
-
-function ratio(env: Env, name: string, dflt: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return dflt;
-  const n = Number(raw.trim());
-  if (!/^\s*(0|1|0?\.\d+|1\.0*)\s*$/.test(raw) || !(n >= 0 && n <= 1))
-    throw new ConfigError(`${name} must be a number between 0 and 1, got "${raw}"`);
-  return n;
-}
-
-function oneOf<T extends string>(env: Env, name: string, dflt: T, allowed: readonly T[]): T {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return dflt;
-  if (!(allowed as readonly string[]).includes(raw)) {
-    throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
-  }
-  return raw as T;
-}
-
-function url(env: Env, name: string, protocols: string[]): string | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    throw new ConfigError(`${name} must be a URL (${protocols.join(' or ')}), got an unparsable value`);
-  }
-  if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got ${parsed.protocol}`);
-  }
-  return raw;
-}
-
-const TOPIC_NAME = /^[A-Za-z0-9._-]{1,249}$/;
-
-/** RFC 6901: "" (the whole value) or "/"-separated tokens, where "~" only starts "~0" or "~1". */
-const JSON_POINTER = /^(\/([^~]|~[01])*)*$/;
-
-function parseSource(raw: unknown, where: string, kinds: readonly string[]): { kind: string; arg: string } {
-  if (typeof raw !== 'string') throw new ConfigError(`${where} must be a string such as ${kinds.join(', ')}, got ${JSON.stringify(raw)}`);
-  const colon = raw.indexOf(':');
-  const kind = colon < 0 ? raw : raw.slice(0, colon);
-  const arg = colon < 0 ? '' : raw.slice(colon + 1);
-  const form = kinds.find((k) => k.split(':')[0] === kind);
-  if (!form) throw new ConfigError(`${where} must be one of ${kinds.join(', ')}, got "${raw}"`);
-  const needsArg = form.includes(':');
-  if (needsArg !== colon >= 0 || (needsArg && arg === '')) throw new ConfigError(`${where}: "${raw}" must be written ${form}`);
-  if (kind === 'json' && !JSON_POINTER.test(arg))
-    throw new ConfigError(`${where}: "${arg}" is not a JSON pointer (RFC 6901: /field/0/sub, "~0" for ~, "~1" for /)`);
-  return { kind, arg };
-}
-
-const ID_FORMS = ['header:<name>', 'key', 'json:<pointer>', 'offset'] as const;
-const PARTITION_FORMS = ['key', 'header:<name>', 'json:<pointer>', 'constant:<name>'] as const;
-
-/**
- * QUEEN_INGRESS_MAPPING: a JSON object from topic to its mapping, e.g.
- * {"orders":{"transactionId":["header:eventId","json:/id"],"partition":"json:/customer","missingId":"fail"}}.
- * Each field may be left out (the default mapping's). Every topic must be one
- * of QUEEN_INGRESS_TOPICS; `offset` may only be the last id source.
- */
-export function parseMappings(
-  raw: string | undefined,
-  topics: readonly TopicMapping[],
-  missingIdDefault: RecordMappingConfig['missingId'],
-  name = 'QUEEN_INGRESS_MAPPING',
-): Map<string, RecordMappingConfig> {
-  const out = new Map<string, RecordMappingConfig>();
-  if (raw === undefined || raw.trim() === '') return out;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch (err) {
-    throw new ConfigError(`${name} must be a JSON object from topic to mapping: ${(err as Error).message}`);
-  }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
-    throw new ConfigError(`${name} must be a JSON object from topic to mapping`);
-  const known = new Set(topics.map((t) => t.topic));
-  for (const [topic, m] of Object.entries(parsed as Record<string, unknown>)) {
-    const where = `${name}["${topic}"]`;
-    if (!known.has(topic)) throw new ConfigError(`${where}: topic is not in QUEEN_INGRESS_TOPICS`);
-    if (!m || typeof m !== 'object' || Array.isArray(m)) throw new ConfigError(`${where} must be an object`);
-    const fields = m as Record<string, unknown>;
-    for (const f of Object.keys(fields))
-      if (!['transactionId', 'partition', 'missingId'].includes(f))
-        throw new ConfigError(`${where}: unknown field "${f}" (transactionId, partition, missingId)`);
-    const idsRaw =
-      fields.transactionId === undefined ? undefined : Array.isArray(fields.transactionId) ? fields.transactionId : [fields.transactionId];
-    if (idsRaw?.length === 0) throw new ConfigError(`${where}.transactionId must name at least one source`);
-    const ids: IdSource[] = idsRaw
-      ? idsRaw.map((r, i) => {
-          const { kind, arg } = parseSource(r, `${where}.transactionId`, ID_FORMS);
-          if (kind === 'offset' && i !== idsRaw.length - 1)
-            throw new ConfigError(`${where}.transactionId: "offset" always yields, so it can only be the last source`);
-          return kind === 'header'
-            ? { header: arg }
-            : kind === 'key'
-              ? { key: true }
-              : kind === 'json'
-                ? { jsonPointer: arg }
-                : { offset: true };
-        })
-      : [...DEFAULT_ID_SOURCES];
-    let partition: PartitionSource = { key: true };
-    if (fields.partition !== undefined) {
-      const { kind, arg } = parseSource(fields.partition, `${where}.partition`, PARTITION_FORMS);
-      partition =
-        kind === 'header' ? { header: arg } : kind === 'key' ? { key: true } : kind === 'json' ? { jsonPointer: arg } : { constant: arg };
-    }
-    const missingId = fields.missingId ?? missingIdDefault;
-    if (missingId !== 'dlq' && missingId !== 'fail' && missingId !== 'offset')
-      throw new ConfigError(`${where}.missingId must be one of dlq, fail, offset, got ${JSON.stringify(missingId)}`);
-    out.set(topic, { transactionId: ids, partition, missingId });
-  }
-  return out;
-}
-
-/** `topic`, `topic:queue` or `topic:queue:dlq`, comma separated. */
-export function parseTopics(raw: string | undefined, name = 'QUEEN_INGRESS_TOPICS'): TopicMapping[] {
-  if (raw === undefined || raw.trim() === '') return [];
-  const out: TopicMapping[] = [];
-  const seen = new Set<string>();
-  for (const part of raw.split(',')) {
-    const entry = part.trim();
-    if (!entry) continue;
-    const [topic, queue, dlq, extra] = entry.split(':');
-    if (
-      extra !== undefined ||
-      !topic ||
-      !TOPIC_NAME.test(topic) ||
-      (queue !== undefined && !queue) ||
-      (dlq !== undefined && !TOPIC_NAME.test(dlq))
-    ) {
-      throw new ConfigError(
-        `${name} entries must be "topic", "topic:queue" or "topic:queue:dlq" with topic and dlq matching ${TOPIC_NAME}, got "${entry}"`,
-      );
-    }
-    if (seen.has(topic)) throw new ConfigError(`${name} names topic "${topic}" twice`);
-    if (dlq === topic) throw new ConfigError(`${name}: topic "${topic}" cannot be its own dead-letter topic`);
-    seen.add(topic);
-    out.push(dlq ? { topic, queue: queue ?? topic, dlq } : { topic, queue: queue ?? topic });
-  }
-  return out;
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -409,65 +218,6 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('QUEEN_INGRESS_TOPICS is set but KAFKA_BROKERS is empty: name the brokers to consume from');
   }
   return cfg;
-}
-
-function readPemFile(env: Env, name: string): string | undefined {
-  const path = env[name];
-  if (path === undefined || path.trim() === '') return undefined;
-  let text: string;
-  try {
-    text = readFileSync(path.trim(), 'utf8');
-  } catch (err) {
-    throw new ConfigError(`${name}: cannot read ${path.trim()}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  if (!text.includes('-----BEGIN ')) throw new ConfigError(`${name}: ${path.trim()} is not a PEM file`);
-  return text;
-}
-
-/** KAFKA_SSL=true (or any KAFKA_SSL_* file) turns TLS on; the files are PEM. */
-function kafkaTls(env: Env): KafkaTls | undefined {
-  const ca = readPemFile(env, 'KAFKA_SSL_CA_FILE');
-  const cert = readPemFile(env, 'KAFKA_SSL_CERT_FILE');
-  const key = readPemFile(env, 'KAFKA_SSL_KEY_FILE');
-  const on = bool(env, 'KAFKA_SSL', ca !== undefined || cert !== undefined || key !== undefined);
-  if (!on) {
-    if (ca || cert || key) throw new ConfigError('KAFKA_SSL=false contradicts the KAFKA_SSL_*_FILE settings');
-    return undefined;
-  }
-  if ((cert === undefined) !== (key === undefined))
-    throw new ConfigError('KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together (client certificate and its key)');
-  return {
-    ...(ca ? { ca } : {}),
-    ...(cert ? { cert } : {}),
-    ...(key ? { key } : {}),
-    rejectUnauthorized: bool(env, 'KAFKA_SSL_REJECT_UNAUTHORIZED', true),
-  };
-}
-
-function kafkaSasl(env: Env): KafkaSasl | undefined {
-  const mechanism = oneOf(env, 'KAFKA_SASL_MECHANISM', '' as 'plain', ['plain', 'scram-sha-256', 'scram-sha-512'] as const);
-  const username = env.KAFKA_SASL_USERNAME;
-  let password = env.KAFKA_SASL_PASSWORD;
-  const passwordFile = env.KAFKA_SASL_PASSWORD_FILE?.trim();
-  if (passwordFile) {
-    if (password) throw new ConfigError('set KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE, not both');
-    try {
-      password = readFileSync(passwordFile, 'utf8').replace(/\r?\n$/, '');
-    } catch (err) {
-      throw new ConfigError(
-        `KAFKA_SASL_PASSWORD_FILE: cannot read ${passwordFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-      );
-    }
-  }
-  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the default '' (not set) is typed 'plain' only to fit oneOf()'s signature
-  if (!mechanism) {
-    if (username || password)
-      throw new ConfigError('KAFKA_SASL_USERNAME/PASSWORD are set but KAFKA_SASL_MECHANISM is not (plain, scram-sha-256 or scram-sha-512)');
-    return undefined;
-  }
-  if (!username) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_USERNAME`);
-  if (!password) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE`);
-  return { mechanism, username, password };
 }
 
 /** A connection string with its password replaced, safe to log. */
