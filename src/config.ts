@@ -7,14 +7,26 @@
 import { ConfigError } from './errors.js';
 import { availableCpus } from './util/cpus.js';
 import { bool, int, oneOf, ratio, url, type Env } from './config/env.js';
-import { parseMappings, parseTopics, type TopicMapping } from './config/ingressTopics.js';
+import { parseConsumerSettings, type KafkaConsumerSettings } from './config/consumerSettings.js';
+import {
+  parseIngressTopics,
+  parseMappings,
+  type RecordMappingConfig,
+  type TopicMapping,
+  type TopicPattern,
+} from './config/ingressTopics.js';
 import { kafkaSasl, kafkaTls, type KafkaSasl, type KafkaTls } from './config/kafkaAccess.js';
 
 export type { KafkaSasl, KafkaTls } from './config/kafkaAccess.js';
+export { parseConsumerSettings, type KafkaConsumerSettings } from './config/consumerSettings.js';
 export {
   DEFAULT_ID_SOURCES,
+  matchTopicPatterns,
+  parseIngressTopics,
   parseMappings,
   parseTopics,
+  type IngressTopics,
+  type TopicPattern,
   type IdSource,
   type PartitionSource,
   type RecordMappingConfig,
@@ -22,7 +34,8 @@ export {
 } from './config/ingressTopics.js';
 
 // The variable readers (config/env.ts), the topics and their mappings
-// (config/ingressTopics.ts) and the brokers' TLS and SASL
+// (config/ingressTopics.ts), the kafkajs consumer options
+// (config/consumerSettings.ts) and the brokers' TLS and SASL
 // (config/kafkaAccess.ts) live in files of their own; this file holds the
 // defaults, the Config shape and loadConfig, which reads every variable once.
 
@@ -95,12 +108,17 @@ export interface Config {
   bundleMaxBytes: number;
   bundleHoldMs: number;
   maxInflightBytes: number;
+  /** The literal topics of QUEEN_INGRESS_TOPICS. */
   ingressTopics: TopicMapping[];
+  /** Its /regex/ entries: the topics they match are resolved when the ingress starts. */
+  ingressTopicPatterns: TopicPattern[];
   ingressGroup: string;
   ingressConcurrency: number;
   ingressCommitEvery: number;
   ingressFromBeginning: boolean;
   kafkaSessionTimeoutMs: number;
+  /** kafkajs consumer options passed through (QUEEN_KAFKA_CONSUMER), validated; its sessionTimeout is kafkaSessionTimeoutMs. */
+  kafkaConsumer: Omit<KafkaConsumerSettings, 'sessionTimeout'>;
   dlqSuffix: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   shutdownTimeoutMs: number;
@@ -147,6 +165,13 @@ export function loadConfig(env: Env = process.env): Config {
   for (const b of brokers) {
     if (!/^[^:\s]+:\d{1,5}$/.test(b)) throw new ConfigError(`KAFKA_BROKERS must be a comma-separated list of host:port, got "${b}"`);
   }
+  const topics = parseIngressTopics(env.QUEEN_INGRESS_TOPICS);
+  const sessionTimeoutMs = int(env, 'QUEEN_KAFKA_SESSION_TIMEOUT_MS', DEFAULTS.kafkaSessionTimeoutMs, 6_000, 300_000);
+  const { sessionTimeout, ...kafkaConsumer } = parseConsumerSettings(env.QUEEN_KAFKA_CONSUMER, sessionTimeoutMs);
+  if (sessionTimeout !== undefined && env.QUEEN_KAFKA_SESSION_TIMEOUT_MS?.trim() && sessionTimeout !== sessionTimeoutMs)
+    throw new ConfigError(
+      `QUEEN_KAFKA_CONSUMER.sessionTimeout (${sessionTimeout}) contradicts QUEEN_KAFKA_SESSION_TIMEOUT_MS (${sessionTimeoutMs}): set one of them`,
+    );
   const cfg: Config = {
     workers: int(env, 'QUEEN_WORKERS', availableCpus(), 1, 256),
     workerSlot: env.QUEEN_WORKER_SLOT ? int(env, 'QUEEN_WORKER_SLOT', 0, 0, 255) : undefined,
@@ -164,12 +189,14 @@ export function loadConfig(env: Env = process.env): Config {
     bundleMaxBytes: int(env, 'QUEEN_BUNDLE_MAX_BYTES', DEFAULTS.bundleMaxBytes, 1024, 512 * 1024 * 1024),
     bundleHoldMs: int(env, 'QUEEN_BUNDLE_HOLD_MS', DEFAULTS.bundleHoldMs, 0, 1000),
     maxInflightBytes: int(env, 'QUEEN_MAX_INFLIGHT_BYTES', DEFAULTS.maxInflightBytes, 1024 * 1024, 8 * 1024 * 1024 * 1024),
-    ingressTopics: parseTopics(env.QUEEN_INGRESS_TOPICS),
+    ingressTopics: topics.topics,
+    ingressTopicPatterns: topics.patterns,
     ingressGroup: env.QUEEN_INGRESS_GROUP?.trim() || DEFAULTS.ingressGroup,
     ingressConcurrency: int(env, 'QUEEN_INGRESS_CONCURRENCY', DEFAULTS.ingressConcurrency, 1, 1000),
     ingressCommitEvery: int(env, 'QUEEN_INGRESS_COMMIT_EVERY', DEFAULTS.ingressCommitEvery, 1, 1_000_000),
     ingressFromBeginning: bool(env, 'QUEEN_INGRESS_FROM_BEGINNING', DEFAULTS.ingressFromBeginning),
-    kafkaSessionTimeoutMs: int(env, 'QUEEN_KAFKA_SESSION_TIMEOUT_MS', DEFAULTS.kafkaSessionTimeoutMs, 6_000, 300_000),
+    kafkaSessionTimeoutMs: sessionTimeout ?? sessionTimeoutMs,
+    kafkaConsumer,
     dlqSuffix: env.QUEEN_DLQ_SUFFIX ?? DEFAULTS.dlqSuffix,
     logLevel: oneOf(env, 'QUEEN_LOG_LEVEL', DEFAULTS.logLevel, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     shutdownTimeoutMs: int(env, 'QUEEN_SHUTDOWN_TIMEOUT_MS', DEFAULTS.shutdownTimeoutMs, 100, 600_000),
@@ -212,12 +239,43 @@ export function loadConfig(env: Env = process.env): Config {
       `QUEEN_BUNDLE_MAX_BYTES (${cfg.bundleMaxBytes}) must be at least QUEEN_MAX_PAYLOAD_BYTES (${cfg.maxPayloadBytes})`,
     );
   }
-  const mappings = parseMappings(env.QUEEN_INGRESS_MAPPING, cfg.ingressTopics, cfg.ingressMissingId);
+  const mappings = parseMappings(
+    env.QUEEN_INGRESS_MAPPING,
+    cfg.ingressTopics,
+    cfg.ingressMissingId,
+    'QUEEN_INGRESS_MAPPING',
+    cfg.ingressTopicPatterns,
+  );
   cfg.ingressTopics = cfg.ingressTopics.map((t) => (mappings.has(t.topic) ? { ...t, mapping: mappings.get(t.topic)! } : t));
-  if (cfg.ingressTopics.length > 0 && cfg.kafkaBrokers.length === 0) {
+  cfg.ingressTopicPatterns = withPatternMappings(cfg.ingressTopicPatterns, cfg.ingressTopics, mappings);
+  if ((cfg.ingressTopics.length > 0 || cfg.ingressTopicPatterns.length > 0) && cfg.kafkaBrokers.length === 0) {
     throw new ConfigError('QUEEN_INGRESS_TOPICS is set but KAFKA_BROKERS is empty: name the brokers to consume from');
   }
   return cfg;
+}
+
+/**
+ * Hands each pattern its mappings: the one keyed by the pattern as written,
+ * and those keyed by a topic name it matches (to the first pattern that
+ * matches the name, the one that will consume it; a literal topic's own
+ * mapping stays with the literal topic).
+ */
+function withPatternMappings(
+  patterns: readonly TopicPattern[],
+  literal: readonly TopicMapping[],
+  mappings: ReadonlyMap<string, RecordMappingConfig>,
+): TopicPattern[] {
+  const taken = new Set([...literal.map((t) => t.topic), ...patterns.map((p) => p.source)]);
+  return patterns.map((p) => {
+    const q: TopicPattern = { ...p };
+    const own = mappings.get(p.source);
+    if (own) q.mapping = own;
+    for (const [name, m] of mappings) {
+      if (taken.has(name) || patterns.find((r) => r.pattern.test(name)) !== p) continue;
+      (q.topicMappings ??= {})[name] = m;
+    }
+    return q;
+  });
 }
 
 /** A connection string with its password replaced, safe to log. */

@@ -1,5 +1,5 @@
 import type { KafkaConfig } from 'kafkajs';
-import type { TopicMapping } from '../config.js';
+import type { KafkaConsumerSettings, TopicMapping, TopicPattern } from '../config.js';
 import type { MissingIdPolicy } from './recordMapping.js';
 
 // The ingress's options and its commit observer's report: types only, so
@@ -14,6 +14,8 @@ export interface KafkaIngressOptions {
   sasl?: KafkaConfig['sasl'];
   groupId: string;
   topics: TopicMapping[];
+  /** QUEEN_INGRESS_TOPICS's /regex/ entries: the topics they match are added at start (matchTopicPatterns). */
+  topicPatterns?: TopicPattern[];
   dlqSuffix: string;
   /**
    * What a record that cannot be stored does: 'all' (default) dead-letters it
@@ -60,6 +62,12 @@ export interface KafkaIngressOptions {
   maxRecordsQueued?: number;
   /** Payload bytes of all lanes together above which fetching pauses (default 64 MiB). */
   maxQueuedBytes?: number;
+  /**
+   * kafkajs consumer options passed through (QUEEN_KAFKA_CONSUMER, validated
+   * by config/consumerSettings.ts), for those without an option above; the
+   * options above win where both name one.
+   */
+  consumer?: Omit<KafkaConsumerSettings, 'sessionTimeout' | 'heartbeatInterval' | 'maxBytesPerPartition' | 'maxWaitTimeInMs'>;
   /** Observer called after each chunk's commit was sent (tests, benchmarks, latency metrics). */
   onCommitted?: (chunk: CommittedChunk) => void;
 }

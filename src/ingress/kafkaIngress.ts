@@ -1,4 +1,5 @@
 import { Kafka, logLevel, type Consumer } from 'kafkajs';
+import { matchTopicPatterns, type TopicMapping } from '../config.js';
 import { ConfigError } from '../errors.js';
 import type { Fusion } from '../fusion/fusion.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -61,6 +62,14 @@ export class KafkaIngress extends Component {
   /** The current consumer; the supervisor replaces it after a crash. */
   private consumer: Consumer;
   private readonly deadLetters: DeadLetterProducer;
+  /**
+   * The topics consumed: the literal ones, then at start those the patterns
+   * match (resolveTopicPatterns). Fixed from then on: a topic created later
+   * is consumed after the next start.
+   */
+  private readonly topics: TopicMapping[];
+  /** Each topic's own dead-letter topic, where it has one (the dead-letter producer reads it). */
+  private readonly dlqOverrides: Map<string, string>;
   private readonly queueOf: Map<string, string>;
   /** Each topic's mapping (QUEEN_INGRESS_MAPPING, the missing-id policy). */
   private readonly mappingOf: Map<string, MappingOptions>;
@@ -102,31 +111,16 @@ export class KafkaIngress extends Component {
       retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
     });
     this.consumer = this.newConsumer();
-    this.deadLetters = new DeadLetterProducer(
-      this.kafka,
-      opts.dlqSuffix,
-      new Map(opts.topics.filter((t) => t.dlq).map((t) => [t.topic, t.dlq!])),
-      opts.groupId,
-    );
+    this.topics = [...opts.topics];
+    this.dlqOverrides = new Map(opts.topics.filter((t) => t.dlq).map((t) => [t.topic, t.dlq!]));
+    this.deadLetters = new DeadLetterProducer(this.kafka, opts.dlqSuffix, this.dlqOverrides, opts.groupId);
     this.queueOf = new Map(opts.topics.map((t) => [t.topic, t.queue]));
-    this.mappingOf = new Map(
-      opts.topics.map((t) => {
-        const p = t.mapping?.partition;
-        if (p && 'constant' in p) {
-          try {
-            checkPartitionName(p.constant);
-          } catch (err) {
-            throw new ConfigError(`QUEEN_INGRESS_MAPPING["${t.topic}"].partition: constant:${p.constant}: ${(err as Error).message}`);
-          }
-        }
-        const m: MappingOptions = { missingId: t.mapping?.missingId ?? opts.missingId ?? 'dlq' };
-        if (t.mapping) {
-          m.transactionId = t.mapping.transactionId;
-          m.partition = t.mapping.partition;
-        }
-        return [t.topic, m];
-      }),
-    );
+    this.mappingOf = new Map(opts.topics.map((t) => [t.topic, this.mappingOptions(t.topic, t.mapping)]));
+    // A pattern's mappings are checked now too, not when a topic it matches turns up.
+    for (const p of opts.topicPatterns ?? []) {
+      if (p.mapping) this.mappingOptions(p.source, p.mapping);
+      for (const [topic, m] of Object.entries(p.topicMappings ?? {})) this.mappingOptions(topic, m);
+    }
     this.halted = new HaltedPartitions(
       {
         consumer: () => this.consumer,
@@ -182,6 +176,29 @@ export class KafkaIngress extends Component {
       .collect(() => (this.state === 'running' && this.status().member ? 1 : 0));
   }
 
+  /** How one topic's records map: its QUEEN_INGRESS_MAPPING entry (`key` names it), else the default, with the missing-id policy. */
+  private mappingOptions(key: string, mapping: TopicMapping['mapping']): MappingOptions {
+    const p = mapping?.partition;
+    if (p && 'constant' in p) {
+      try {
+        checkPartitionName(p.constant);
+      } catch (err) {
+        throw new ConfigError(`QUEEN_INGRESS_MAPPING["${key}"].partition: constant:${p.constant}: ${(err as Error).message}`);
+      }
+    }
+    const m: MappingOptions = { missingId: mapping?.missingId ?? this.opts.missingId ?? 'dlq' };
+    if (mapping) {
+      m.transactionId = mapping.transactionId;
+      m.partition = mapping.partition;
+    }
+    return m;
+  }
+
+  /** The topics consumed (after start: those the patterns matched included). */
+  topicNames(): string[] {
+    return this.topics.map((t) => t.topic);
+  }
+
   /** Read-only supervisor state: readiness, metrics and diagnostics read it. */
   status(): IngressStatus {
     return this.supervisor.status();
@@ -190,6 +207,8 @@ export class KafkaIngress extends Component {
   private newConsumer(): Consumer {
     const opts = this.opts;
     return this.kafka.consumer({
+      // The validated pass-through first (config/consumerSettings.ts): what follows is the ingress's own and wins.
+      ...opts.consumer,
       groupId: opts.groupId,
       sessionTimeout: opts.sessionTimeoutMs ?? 30_000,
       heartbeatInterval: opts.heartbeatIntervalMs ?? 3_000,
@@ -204,18 +223,19 @@ export class KafkaIngress extends Component {
 
   protected async onStart(): Promise<void> {
     await this.deadLetters.start();
+    await this.resolveTopicPatterns();
     await this.ensureDeadLetterTopics();
     await this.runConsumer();
     this.fusion.events.on('pressure', this.onPressure);
     this.fusion.events.on('relief', this.onRelief);
-    this.log.info({ topics: this.opts.topics, group: this.opts.groupId }, 'consuming');
+    this.log.info({ topics: this.topics, group: this.opts.groupId }, 'consuming');
   }
 
   /** Connects the current consumer, subscribes, runs; the supervisor watches it from here on. */
   private async runConsumer(): Promise<void> {
     this.supervisor.watch(this.consumer);
     await this.consumer.connect();
-    for (const t of this.opts.topics) {
+    for (const t of this.topics) {
       // A topic that does not exist yet is auto-created by the first metadata
       // request, which answers with a retriable error until it has leaders.
       await this.retryStartup(`subscribing to ${t.topic}`, () =>
@@ -230,7 +250,7 @@ export class KafkaIngress extends Component {
     });
     // Partitions halted before a restart stay halted: the pause is re-applied to the new consumer.
     for (const h of this.halted.values()) this.consumer.pause([{ topic: h.topic, partitions: [h.partition] }]);
-    if (this.paused) this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
+    if (this.paused) this.consumer.pause(this.topics.map((t) => ({ topic: t.topic })));
   }
 
   /**
@@ -268,7 +288,7 @@ export class KafkaIngress extends Component {
     this.supervisor.stop();
     await this.restarting;
     // A crashed consumer has no group to pause (kafkajs throws "Consumer group was not initialized").
-    if (this.supervisor.status().member) this.consumer.pause(this.opts.topics.map((t) => ({ topic: t.topic })));
+    if (this.supervisor.status().member) this.consumer.pause(this.topics.map((t) => ({ topic: t.topic })));
     // Batches waiting for room see `draining` and return.
     this.intake.wakeSettleWaiters();
     await this.intake.idle();
@@ -279,6 +299,44 @@ export class KafkaIngress extends Component {
     await this.deadLetters.stop();
   }
 
+  /**
+   * Adds the topics QUEEN_INGRESS_TOPICS's patterns match among those the
+   * broker lists now (matchTopicPatterns: whole names, never an internal or
+   * dead-letter topic). The subscription is then a plain list of names, the
+   * same on every restart of the consumer, so the partitions a group member
+   * owns do not change under a running chunk. Nothing to consume at all
+   * fails start, naming the patterns.
+   */
+  private async resolveTopicPatterns(): Promise<void> {
+    const patterns = this.opts.topicPatterns ?? [];
+    if (patterns.length === 0) return;
+    const admin = this.kafka.admin();
+    await admin.connect();
+    let names: string[];
+    try {
+      names = await this.retryStartup('listing topics for the topic patterns', () => admin.listTopics());
+    } finally {
+      await admin.disconnect();
+    }
+    const found = matchTopicPatterns(names, patterns, this.topics, this.opts.dlqSuffix);
+    for (const t of found) {
+      this.topics.push(t);
+      this.queueOf.set(t.topic, t.queue);
+      this.mappingOf.set(t.topic, this.mappingOptions(t.topic, t.mapping));
+      if (t.dlq) this.dlqOverrides.set(t.topic, t.dlq);
+    }
+    for (const p of patterns) {
+      const matched = found.filter((t) => p.pattern.test(t.topic)).map((t) => t.topic);
+      if (matched.length === 0)
+        this.log.warn({ pattern: p.source }, 'no topic matches this pattern yet; a topic created later is consumed after the next start');
+      else this.log.info({ pattern: p.source, topics: matched }, 'topic pattern matched');
+    }
+    if (this.topics.length === 0)
+      throw new ConfigError(
+        `QUEEN_INGRESS_TOPICS: no topic matches ${patterns.map((p) => p.source).join(', ')} and no topic is named: nothing to consume`,
+      );
+  }
+
   /** Creates missing dead-letter topics (retrying what a just-started broker answers retriably). */
   private async ensureDeadLetterTopics(): Promise<void> {
     const admin = this.kafka.admin();
@@ -286,14 +344,14 @@ export class KafkaIngress extends Component {
     try {
       await this.retryStartup('creating dead-letter topics', async () => {
         const existing = new Set(await admin.listTopics());
-        const wanted = this.opts.topics.map((t) => this.deadLetters.topicFor(t.topic)).filter((t) => !existing.has(t));
+        const wanted = this.topics.map((t) => this.deadLetters.topicFor(t.topic)).filter((t) => !existing.has(t));
         if (wanted.length > 0) await admin.createTopics({ topics: wanted.map((topic) => ({ topic })), waitForLeaders: true });
       });
     } finally {
       await admin.disconnect();
     }
     // Each dead-letter topic's max.message.bytes: a dead letter is cut to fit it.
-    await this.deadLetters.refreshLimits(this.opts.topics.map((t) => this.deadLetters.topicFor(t.topic)));
+    await this.deadLetters.refreshLimits(this.topics.map((t) => this.deadLetters.topicFor(t.topic)));
   }
 
   /**
@@ -319,7 +377,7 @@ export class KafkaIngress extends Component {
   private setPaused(paused: boolean): void {
     if (this.paused === paused || this.state !== 'running') return;
     this.paused = paused;
-    const topics = this.opts.topics.map((t) => ({ topic: t.topic }));
+    const topics = this.topics.map((t) => ({ topic: t.topic }));
     if (!this.supervisor.status().member) return; // applied when the restarted consumer runs
     if (paused) {
       this.consumer.pause(topics);
