@@ -147,7 +147,7 @@ export class BatchIntake {
     }
   }
 
-  /** A partition's lane: its steps verify chunks (handleChunk) and settle their accounting. */
+  /** A partition's lane: its steps verify chunks (chunkVerifier.ts) and settle their accounting. */
   private newLane(): PartitionLane<QueuedChunk> {
     return new PartitionLane<QueuedChunk>(
       this.opts.commitEvery ?? 5000,
