@@ -2,6 +2,9 @@ import anyTest, { type TestFn } from 'ava';
 import type { Kafka } from 'kafkajs';
 import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
+import { LagMonitor } from '../../src/ingress/lagMonitor.js';
+import { silentLogger } from '../../src/telemetry/logger.js';
+import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { brokers, caughtUp, committed, createTopic, kafkaClient, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
@@ -87,6 +90,25 @@ test('a /regex/ topic consumes the two topics whose names match it, not a third,
       'c: nothing committed for the group',
     );
     t.is(stack.metrics.counter('queen_ingress_dead_letters_total', '').get(), 0, 'no record was dead-lettered');
+    // The lag monitor reads the topics the pattern found (as the service wires it), and sees them caught up.
+    const lag = new LagMonitor(
+      { brokers: brokers(), groupId: group, topics: () => stack.ingress.topicNames(), intervalMs: 100 },
+      silentLogger,
+      new MetricsRegistry(),
+    );
+    await lag.start();
+    try {
+      const read = await waitFor(
+        'lag read for both matched topics',
+        () => (lag.snapshot().length === 4 ? lag.snapshot() : undefined),
+        60_000,
+        50,
+      );
+      t.deepEqual([...new Set(read.map((p) => p.topic))].sort(), [a, b]);
+      t.is(lag.total(), 0n);
+    } finally {
+      await lag.stop();
+    }
   } finally {
     await stack.stop();
   }
