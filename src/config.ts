@@ -1,12 +1,43 @@
-import { readFileSync } from 'node:fs';
-import { ConfigError } from './errors.js';
-import { availableCpus } from './util/cpus.js';
-
 /**
  * The one place the environment is read. Every variable has a named default
  * and a validator; a bad value fails start-up with a message naming the
  * variable and its limit. Documented in README.md (keep the two in step).
  */
+
+import { ConfigError } from './errors.js';
+import { availableCpus } from './util/cpus.js';
+import { bool, int, oneOf, ratio, url, type Env } from './config/env.js';
+import { parseConsumerSettings, type KafkaConsumerSettings } from './config/consumerSettings.js';
+import {
+  parseIngressTopics,
+  parseMappings,
+  type RecordMappingConfig,
+  type TopicMapping,
+  type TopicPattern,
+} from './config/ingressTopics.js';
+import { kafkaSasl, kafkaTls, type KafkaSasl, type KafkaTls } from './config/kafkaAccess.js';
+
+export type { KafkaSasl, KafkaTls } from './config/kafkaAccess.js';
+export { parseConsumerSettings, type KafkaConsumerSettings } from './config/consumerSettings.js';
+export {
+  DEFAULT_ID_SOURCES,
+  matchTopicPatterns,
+  parseIngressTopics,
+  parseMappings,
+  parseTopics,
+  type IngressTopics,
+  type TopicPattern,
+  type IdSource,
+  type PartitionSource,
+  type RecordMappingConfig,
+  type TopicMapping,
+} from './config/ingressTopics.js';
+
+// The variable readers (config/env.ts), the topics and their mappings
+// (config/ingressTopics.ts), the kafkajs consumer options
+// (config/consumerSettings.ts) and the brokers' TLS and SASL
+// (config/kafkaAccess.ts) live in files of their own; this file holds the
+// defaults, the Config shape and loadConfig, which reads every variable once.
 
 export const DEFAULTS = {
   httpPort: 6632,
@@ -53,48 +84,6 @@ export const DEFAULTS = {
   traceKafkaRecords: false,
 } as const;
 
-/** TLS towards the brokers (KAFKA_SSL*): files are read at start-up; PEM. */
-export interface KafkaTls {
-  ca?: string;
-  cert?: string;
-  key?: string;
-  rejectUnauthorized: boolean;
-}
-
-/** SASL towards the brokers (KAFKA_SASL_*). The password is never logged. */
-export type KafkaSasl = { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string } & (
-  { mechanism: 'plain' } | { mechanism: 'scram-sha-256' } | { mechanism: 'scram-sha-512' }
-);
-
-export interface TopicMapping {
-  topic: string;
-  queue: string;
-  /** This topic's dead-letter topic (else `<topic><QUEEN_DLQ_SUFFIX>`). */
-  dlq?: string;
-  /** How this topic's records become log items (QUEEN_INGRESS_MAPPING; else the default mapping). */
-  mapping?: RecordMappingConfig;
-}
-
-/**
- * Where a record's transactionId comes from. Sources are tried in order; the
- * first that yields a value wins. `offset` derives `topic/partition/offset`
- * and is only ever used where it is written.
- */
-export type IdSource = { header: string } | { key: true } | { jsonPointer: string } | { offset: true };
-
-/** Where a record's log partition comes from; a source that yields nothing gives `Default`. */
-export type PartitionSource = { key: true } | { header: string } | { jsonPointer: string } | { constant: string };
-
-export interface RecordMappingConfig {
-  transactionId: IdSource[];
-  partition: PartitionSource;
-  /** When no source yields an id: dead-letter, halt the partition, or `topic/partition/offset`. */
-  missingId: 'dlq' | 'fail' | 'offset';
-}
-
-/** The mapping a topic has unless QUEEN_INGRESS_MAPPING says otherwise (docs/kafka-ingress.md). */
-export const DEFAULT_ID_SOURCES: readonly IdSource[] = [{ header: 'transactionId' }, { jsonPointer: '/transactionId' }];
-
 export interface Config {
   /**
    * Broker processes in this pod (QUEEN_WORKERS; default: the CPUs the
@@ -125,12 +114,17 @@ export interface Config {
   bundleMaxBytes: number;
   bundleHoldMs: number;
   maxInflightBytes: number;
+  /** The literal topics of QUEEN_INGRESS_TOPICS. */
   ingressTopics: TopicMapping[];
+  /** Its /regex/ entries: the topics they match are resolved when the ingress starts. */
+  ingressTopicPatterns: TopicPattern[];
   ingressGroup: string;
   ingressConcurrency: number;
   ingressCommitEvery: number;
   ingressFromBeginning: boolean;
   kafkaSessionTimeoutMs: number;
+  /** kafkajs consumer options passed through (QUEEN_KAFKA_CONSUMER), validated; its sessionTimeout is kafkaSessionTimeoutMs. */
+  kafkaConsumer: Omit<KafkaConsumerSettings, 'sessionTimeout'>;
   dlqSuffix: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   shutdownTimeoutMs: number;
@@ -169,173 +163,6 @@ export interface Config {
   buildCommit: string | undefined;
 }
 
-type Env = Record<string, string | undefined>;
-
-function int(env: Env, name: string, dflt: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return dflt;
-  if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer between ${min} and ${max}, got "${raw}"`);
-  const n = Number(raw.trim());
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new ConfigError(`${name} must be an integer between ${min} and ${max}, got ${raw}`);
-  }
-  return n;
-}
-
-function bool(env: Env, name: string, dflt: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return dflt;
-  const v = raw.trim().toLowerCase();
-  if (['1', 'true', 'on', 'yes'].includes(v)) return true;
-  if (['0', 'false', 'off', 'no'].includes(v)) return false;
-  throw new ConfigError(`${name} must be one of 1, 0, true, false, on, off, got "${raw}"`);
-}
-
-function ratio(env: Env, name: string, dflt: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return dflt;
-  const n = Number(raw.trim());
-  if (!/^\s*(0|1|0?\.\d+|1\.0*)\s*$/.test(raw) || !(n >= 0 && n <= 1))
-    throw new ConfigError(`${name} must be a number between 0 and 1, got "${raw}"`);
-  return n;
-}
-
-function oneOf<T extends string>(env: Env, name: string, dflt: T, allowed: readonly T[]): T {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return dflt;
-  if (!(allowed as readonly string[]).includes(raw)) {
-    throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
-  }
-  return raw as T;
-}
-
-function url(env: Env, name: string, protocols: string[]): string | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    throw new ConfigError(`${name} must be a URL (${protocols.join(' or ')}), got an unparsable value`);
-  }
-  if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got ${parsed.protocol}`);
-  }
-  return raw;
-}
-
-const TOPIC_NAME = /^[A-Za-z0-9._-]{1,249}$/;
-
-/** RFC 6901: "" (the whole value) or "/"-separated tokens, where "~" only starts "~0" or "~1". */
-const JSON_POINTER = /^(\/([^~]|~[01])*)*$/;
-
-function parseSource(raw: unknown, where: string, kinds: readonly string[]): { kind: string; arg: string } {
-  if (typeof raw !== 'string') throw new ConfigError(`${where} must be a string such as ${kinds.join(', ')}, got ${JSON.stringify(raw)}`);
-  const colon = raw.indexOf(':');
-  const kind = colon < 0 ? raw : raw.slice(0, colon);
-  const arg = colon < 0 ? '' : raw.slice(colon + 1);
-  const form = kinds.find((k) => k.split(':')[0] === kind);
-  if (!form) throw new ConfigError(`${where} must be one of ${kinds.join(', ')}, got "${raw}"`);
-  const needsArg = form.includes(':');
-  if (needsArg !== colon >= 0 || (needsArg && arg === '')) throw new ConfigError(`${where}: "${raw}" must be written ${form}`);
-  if (kind === 'json' && !JSON_POINTER.test(arg))
-    throw new ConfigError(`${where}: "${arg}" is not a JSON pointer (RFC 6901: /field/0/sub, "~0" for ~, "~1" for /)`);
-  return { kind, arg };
-}
-
-const ID_FORMS = ['header:<name>', 'key', 'json:<pointer>', 'offset'] as const;
-const PARTITION_FORMS = ['key', 'header:<name>', 'json:<pointer>', 'constant:<name>'] as const;
-
-/**
- * QUEEN_INGRESS_MAPPING: a JSON object from topic to its mapping, e.g.
- * {"orders":{"transactionId":["header:eventId","json:/id"],"partition":"json:/customer","missingId":"fail"}}.
- * Each field may be left out (the default mapping's). Every topic must be one
- * of QUEEN_INGRESS_TOPICS; `offset` may only be the last id source.
- */
-export function parseMappings(
-  raw: string | undefined,
-  topics: readonly TopicMapping[],
-  missingIdDefault: RecordMappingConfig['missingId'],
-  name = 'QUEEN_INGRESS_MAPPING',
-): Map<string, RecordMappingConfig> {
-  const out = new Map<string, RecordMappingConfig>();
-  if (raw === undefined || raw.trim() === '') return out;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch (err) {
-    throw new ConfigError(`${name} must be a JSON object from topic to mapping: ${(err as Error).message}`);
-  }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
-    throw new ConfigError(`${name} must be a JSON object from topic to mapping`);
-  const known = new Set(topics.map((t) => t.topic));
-  for (const [topic, m] of Object.entries(parsed as Record<string, unknown>)) {
-    const where = `${name}["${topic}"]`;
-    if (!known.has(topic)) throw new ConfigError(`${where}: topic is not in QUEEN_INGRESS_TOPICS`);
-    if (!m || typeof m !== 'object' || Array.isArray(m)) throw new ConfigError(`${where} must be an object`);
-    const fields = m as Record<string, unknown>;
-    for (const f of Object.keys(fields))
-      if (!['transactionId', 'partition', 'missingId'].includes(f))
-        throw new ConfigError(`${where}: unknown field "${f}" (transactionId, partition, missingId)`);
-    const idsRaw =
-      fields.transactionId === undefined ? undefined : Array.isArray(fields.transactionId) ? fields.transactionId : [fields.transactionId];
-    if (idsRaw?.length === 0) throw new ConfigError(`${where}.transactionId must name at least one source`);
-    const ids: IdSource[] = idsRaw
-      ? idsRaw.map((r, i) => {
-          const { kind, arg } = parseSource(r, `${where}.transactionId`, ID_FORMS);
-          if (kind === 'offset' && i !== idsRaw.length - 1)
-            throw new ConfigError(`${where}.transactionId: "offset" always yields, so it can only be the last source`);
-          return kind === 'header'
-            ? { header: arg }
-            : kind === 'key'
-              ? { key: true }
-              : kind === 'json'
-                ? { jsonPointer: arg }
-                : { offset: true };
-        })
-      : [...DEFAULT_ID_SOURCES];
-    let partition: PartitionSource = { key: true };
-    if (fields.partition !== undefined) {
-      const { kind, arg } = parseSource(fields.partition, `${where}.partition`, PARTITION_FORMS);
-      partition =
-        kind === 'header' ? { header: arg } : kind === 'key' ? { key: true } : kind === 'json' ? { jsonPointer: arg } : { constant: arg };
-    }
-    const missingId = fields.missingId ?? missingIdDefault;
-    if (missingId !== 'dlq' && missingId !== 'fail' && missingId !== 'offset')
-      throw new ConfigError(`${where}.missingId must be one of dlq, fail, offset, got ${JSON.stringify(missingId)}`);
-    out.set(topic, { transactionId: ids, partition, missingId });
-  }
-  return out;
-}
-
-/** `topic`, `topic:queue` or `topic:queue:dlq`, comma separated. */
-export function parseTopics(raw: string | undefined, name = 'QUEEN_INGRESS_TOPICS'): TopicMapping[] {
-  if (raw === undefined || raw.trim() === '') return [];
-  const out: TopicMapping[] = [];
-  const seen = new Set<string>();
-  for (const part of raw.split(',')) {
-    const entry = part.trim();
-    if (!entry) continue;
-    const [topic, queue, dlq, extra] = entry.split(':');
-    if (
-      extra !== undefined ||
-      !topic ||
-      !TOPIC_NAME.test(topic) ||
-      (queue !== undefined && !queue) ||
-      (dlq !== undefined && !TOPIC_NAME.test(dlq))
-    ) {
-      throw new ConfigError(
-        `${name} entries must be "topic", "topic:queue" or "topic:queue:dlq" with topic and dlq matching ${TOPIC_NAME}, got "${entry}"`,
-      );
-    }
-    if (seen.has(topic)) throw new ConfigError(`${name} names topic "${topic}" twice`);
-    if (dlq === topic) throw new ConfigError(`${name}: topic "${topic}" cannot be its own dead-letter topic`);
-    seen.add(topic);
-    out.push(dlq ? { topic, queue: queue ?? topic, dlq } : { topic, queue: queue ?? topic });
-  }
-  return out;
-}
-
 export function loadConfig(env: Env = process.env): Config {
   const brokers = (env.KAFKA_BROKERS ?? '')
     .split(',')
@@ -344,6 +171,13 @@ export function loadConfig(env: Env = process.env): Config {
   for (const b of brokers) {
     if (!/^[^:\s]+:\d{1,5}$/.test(b)) throw new ConfigError(`KAFKA_BROKERS must be a comma-separated list of host:port, got "${b}"`);
   }
+  const topics = parseIngressTopics(env.QUEEN_INGRESS_TOPICS);
+  const sessionTimeoutMs = int(env, 'QUEEN_KAFKA_SESSION_TIMEOUT_MS', DEFAULTS.kafkaSessionTimeoutMs, 6_000, 300_000);
+  const { sessionTimeout, ...kafkaConsumer } = parseConsumerSettings(env.QUEEN_KAFKA_CONSUMER, sessionTimeoutMs);
+  if (sessionTimeout !== undefined && env.QUEEN_KAFKA_SESSION_TIMEOUT_MS?.trim() && sessionTimeout !== sessionTimeoutMs)
+    throw new ConfigError(
+      `QUEEN_KAFKA_CONSUMER.sessionTimeout (${sessionTimeout}) contradicts QUEEN_KAFKA_SESSION_TIMEOUT_MS (${sessionTimeoutMs}): set one of them`,
+    );
   const cfg: Config = {
     workers: int(env, 'QUEEN_WORKERS', availableCpus(), 1, 256),
     workerSlot: env.QUEEN_WORKER_SLOT ? int(env, 'QUEEN_WORKER_SLOT', 0, 0, 255) : undefined,
@@ -363,12 +197,14 @@ export function loadConfig(env: Env = process.env): Config {
     bundleMaxBytes: int(env, 'QUEEN_BUNDLE_MAX_BYTES', DEFAULTS.bundleMaxBytes, 1024, 512 * 1024 * 1024),
     bundleHoldMs: int(env, 'QUEEN_BUNDLE_HOLD_MS', DEFAULTS.bundleHoldMs, 0, 1000),
     maxInflightBytes: int(env, 'QUEEN_MAX_INFLIGHT_BYTES', DEFAULTS.maxInflightBytes, 1024 * 1024, 8 * 1024 * 1024 * 1024),
-    ingressTopics: parseTopics(env.QUEEN_INGRESS_TOPICS),
+    ingressTopics: topics.topics,
+    ingressTopicPatterns: topics.patterns,
     ingressGroup: env.QUEEN_INGRESS_GROUP?.trim() || DEFAULTS.ingressGroup,
     ingressConcurrency: int(env, 'QUEEN_INGRESS_CONCURRENCY', DEFAULTS.ingressConcurrency, 1, 1000),
     ingressCommitEvery: int(env, 'QUEEN_INGRESS_COMMIT_EVERY', DEFAULTS.ingressCommitEvery, 1, 1_000_000),
     ingressFromBeginning: bool(env, 'QUEEN_INGRESS_FROM_BEGINNING', DEFAULTS.ingressFromBeginning),
-    kafkaSessionTimeoutMs: int(env, 'QUEEN_KAFKA_SESSION_TIMEOUT_MS', DEFAULTS.kafkaSessionTimeoutMs, 6_000, 300_000),
+    kafkaSessionTimeoutMs: sessionTimeout ?? sessionTimeoutMs,
+    kafkaConsumer,
     dlqSuffix: env.QUEEN_DLQ_SUFFIX ?? DEFAULTS.dlqSuffix,
     logLevel: oneOf(env, 'QUEEN_LOG_LEVEL', DEFAULTS.logLevel, ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     shutdownTimeoutMs: int(env, 'QUEEN_SHUTDOWN_TIMEOUT_MS', DEFAULTS.shutdownTimeoutMs, 100, 600_000),
@@ -411,71 +247,43 @@ export function loadConfig(env: Env = process.env): Config {
       `QUEEN_BUNDLE_MAX_BYTES (${cfg.bundleMaxBytes}) must be at least QUEEN_MAX_PAYLOAD_BYTES (${cfg.maxPayloadBytes})`,
     );
   }
-  const mappings = parseMappings(env.QUEEN_INGRESS_MAPPING, cfg.ingressTopics, cfg.ingressMissingId);
+  const mappings = parseMappings(
+    env.QUEEN_INGRESS_MAPPING,
+    cfg.ingressTopics,
+    cfg.ingressMissingId,
+    'QUEEN_INGRESS_MAPPING',
+    cfg.ingressTopicPatterns,
+  );
   cfg.ingressTopics = cfg.ingressTopics.map((t) => (mappings.has(t.topic) ? { ...t, mapping: mappings.get(t.topic)! } : t));
-  if (cfg.ingressTopics.length > 0 && cfg.kafkaBrokers.length === 0) {
+  cfg.ingressTopicPatterns = withPatternMappings(cfg.ingressTopicPatterns, cfg.ingressTopics, mappings);
+  if ((cfg.ingressTopics.length > 0 || cfg.ingressTopicPatterns.length > 0) && cfg.kafkaBrokers.length === 0) {
     throw new ConfigError('QUEEN_INGRESS_TOPICS is set but KAFKA_BROKERS is empty: name the brokers to consume from');
   }
   return cfg;
 }
 
-function readPemFile(env: Env, name: string): string | undefined {
-  const path = env[name];
-  if (path === undefined || path.trim() === '') return undefined;
-  let text: string;
-  try {
-    text = readFileSync(path.trim(), 'utf8');
-  } catch (err) {
-    throw new ConfigError(`${name}: cannot read ${path.trim()}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
-  if (!text.includes('-----BEGIN ')) throw new ConfigError(`${name}: ${path.trim()} is not a PEM file`);
-  return text;
-}
-
-/** KAFKA_SSL=true (or any KAFKA_SSL_* file) turns TLS on; the files are PEM. */
-function kafkaTls(env: Env): KafkaTls | undefined {
-  const ca = readPemFile(env, 'KAFKA_SSL_CA_FILE');
-  const cert = readPemFile(env, 'KAFKA_SSL_CERT_FILE');
-  const key = readPemFile(env, 'KAFKA_SSL_KEY_FILE');
-  const on = bool(env, 'KAFKA_SSL', ca !== undefined || cert !== undefined || key !== undefined);
-  if (!on) {
-    if (ca || cert || key) throw new ConfigError('KAFKA_SSL=false contradicts the KAFKA_SSL_*_FILE settings');
-    return undefined;
-  }
-  if ((cert === undefined) !== (key === undefined))
-    throw new ConfigError('KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together (client certificate and its key)');
-  return {
-    ...(ca ? { ca } : {}),
-    ...(cert ? { cert } : {}),
-    ...(key ? { key } : {}),
-    rejectUnauthorized: bool(env, 'KAFKA_SSL_REJECT_UNAUTHORIZED', true),
-  };
-}
-
-function kafkaSasl(env: Env): KafkaSasl | undefined {
-  const mechanism = oneOf(env, 'KAFKA_SASL_MECHANISM', '' as 'plain', ['plain', 'scram-sha-256', 'scram-sha-512'] as const);
-  const username = env.KAFKA_SASL_USERNAME;
-  let password = env.KAFKA_SASL_PASSWORD;
-  const passwordFile = env.KAFKA_SASL_PASSWORD_FILE?.trim();
-  if (passwordFile) {
-    if (password) throw new ConfigError('set KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE, not both');
-    try {
-      password = readFileSync(passwordFile, 'utf8').replace(/\r?\n$/, '');
-    } catch (err) {
-      throw new ConfigError(
-        `KAFKA_SASL_PASSWORD_FILE: cannot read ${passwordFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-      );
+/**
+ * Hands each pattern its mappings: the one keyed by the pattern as written,
+ * and those keyed by a topic name it matches (to the first pattern that
+ * matches the name, the one that will consume it; a literal topic's own
+ * mapping stays with the literal topic).
+ */
+function withPatternMappings(
+  patterns: readonly TopicPattern[],
+  literal: readonly TopicMapping[],
+  mappings: ReadonlyMap<string, RecordMappingConfig>,
+): TopicPattern[] {
+  const taken = new Set([...literal.map((t) => t.topic), ...patterns.map((p) => p.source)]);
+  return patterns.map((p) => {
+    const q: TopicPattern = { ...p };
+    const own = mappings.get(p.source);
+    if (own) q.mapping = own;
+    for (const [name, m] of mappings) {
+      if (taken.has(name) || patterns.find((r) => r.pattern.test(name)) !== p) continue;
+      (q.topicMappings ??= {})[name] = m;
     }
-  }
-  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the default '' (not set) is typed 'plain' only to fit oneOf()'s signature
-  if (!mechanism) {
-    if (username || password)
-      throw new ConfigError('KAFKA_SASL_USERNAME/PASSWORD are set but KAFKA_SASL_MECHANISM is not (plain, scram-sha-256 or scram-sha-512)');
-    return undefined;
-  }
-  if (!username) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_USERNAME`);
-  if (!password) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE`);
-  return { mechanism, username, password };
+    return q;
+  });
 }
 
 /** A connection string with its password replaced, safe to log. */

@@ -110,18 +110,23 @@ export class Service extends Component {
         logger: log.child({ component: 'timers' }),
       });
     }
-    if (config.ingressTopics.length > 0) {
+    if (config.ingressTopics.length > 0 || config.ingressTopicPatterns.length > 0) {
+      const { heartbeatInterval, maxBytesPerPartition, maxWaitTimeInMs, ...consumer } = config.kafkaConsumer;
       this.ingress = new KafkaIngress(
         this.pipeline.fusion,
         {
           brokers: config.kafkaBrokers,
           groupId: config.ingressGroup,
           topics: config.ingressTopics,
+          topicPatterns: config.ingressTopicPatterns,
           dlqSuffix: config.dlqSuffix,
           partitionsConsumedConcurrently: config.ingressConcurrency,
           commitEvery: config.ingressCommitEvery,
           sessionTimeoutMs: config.kafkaSessionTimeoutMs,
-          heartbeatIntervalMs: Math.min(3_000, Math.floor(config.kafkaSessionTimeoutMs / 5)),
+          heartbeatIntervalMs: heartbeatInterval ?? Math.min(3_000, Math.floor(config.kafkaSessionTimeoutMs / 5)),
+          maxBytesPerPartition,
+          maxWaitTimeInMs,
+          consumer,
           fromBeginning: config.ingressFromBeginning,
           clientId: config.kafkaClientId,
           ssl: config.kafkaTls,
@@ -140,7 +145,8 @@ export class Service extends Component {
           {
             brokers: config.kafkaBrokers,
             groupId: config.ingressGroup,
-            topics: config.ingressTopics.map((t) => t.topic),
+            // The ingress's topics, patterns' matches included (read at each pass: the lag monitor starts after the ingress).
+            topics: () => this.ingress?.topicNames() ?? [],
             intervalMs: config.lagIntervalMs,
             clientId: config.kafkaClientId,
             ssl: config.kafkaTls,

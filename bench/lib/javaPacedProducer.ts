@@ -13,8 +13,8 @@ const KAFKA_SH = fileURLToPath(new URL('../../../deploy/local/kafka/kafka.sh', i
  * it at the bench's own priority). Upstream producers run on other machines;
  * here the load generator shares 2 cores with the consumer it measures, the
  * broker and PostgreSQL, and at normal priority every line it parsed was CPU
- * the measured consumer waited for (the A/B is in docs/kafka-ingress.md,
- * "Record->commit latency at half load"). Records are stamped by the
+ * the measured consumer waited for (the A/B is in
+ * docs/history/2026-12-03-kafka-e2e-half-load-target-on-this-machine.md). Records are stamped by the
  * producer's send(), so a producer that runs later does not age them; its
  * sender thread running later does, which is charged to the measured
  * latency, not hidden from it.

@@ -1,3 +1,10 @@
+// One file (~450 lines), on purpose: DedupCache is the cache's one policy
+// object. prepare / admitRebuild / install / vouch / recordAppend and the
+// memory cap (evict, suppress, enforceCap) read and change the same resident
+// set and reservations, and the "never vouch wrongly" argument runs across
+// them. The per-partition structures (entry.ts), admission (admission.ts)
+// and the resident set (residentSet.ts) are already files of their own.
+
 import { HASH_BYTES } from './constants.js';
 import { AdmissionPolicy, estimateFootprintBytes } from './admission.js';
 import { PartitionEntry, type EntryTier, type LocalHit, type TxnRow } from './entry.js';

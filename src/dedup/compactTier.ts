@@ -1,3 +1,10 @@
+// One file (~550 lines), on purpose: the compact tier is one data structure
+// (28-bit slots in cuckoo buckets, in generations) whose promise (every live
+// occurrence named, false candidates bounded) depends on the bit layout,
+// placement, displacement, stash and generation rules together;
+// invariantViolation() and falseCandidateModel() check them in one place.
+// Argued below and in docs/dedup-compact-tier.md.
+
 /**
  * One partition's in-window hash occurrences in ~3.7 bytes each: for every
  * occurrence, a keyed fingerprint of its hash and its offset as a delta,

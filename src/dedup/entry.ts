@@ -1,3 +1,9 @@
+// One file (~480 lines), on purpose: PartitionEntry is one state machine
+// (vouching / gap / rebuild) over one partition's hashes, and its append,
+// expiry and lookups keep the vouch rule together: it vouches V only while
+// it knows every in-window hash of (H, V]. The stores themselves
+// (occurrenceTable.ts, compactTier.ts) are files of their own.
+
 import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS, UNIT_HASHES, UNIT_OVERHEAD_BYTES } from './constants.js';
 import { CompactTier } from './compactTier.js';
 import { OccurrenceTable } from './occurrenceTable.js';

@@ -1,3 +1,9 @@
+// One file (~580 lines), on purpose: the paged open-addressing table is one
+// data structure whose invariants (no false negatives, keyed placement,
+// probe runs inside a page, expiry by floor) hold across insert, lookup,
+// split and compaction together; invariantViolation() checks them all in
+// one place. Its design is argued in the comment below.
+
 /**
  * One partition's known hash occurrences: a paged open-addressing table with
  * one entry per occurrence, (key, offset).

@@ -1,3 +1,13 @@
+// One file (~550 lines), on purpose: it is the push path's one argument.
+// pushBundle's steps (validate, lead/follow, resolve windows, rounds of
+// plan -> push -> re-submit, followers copy leaders) share the bundle's state
+// and the invariants argued on LogWriter below (a segment with a duplicate
+// writes nothing; each round removes a frame; a follower gets its leader's
+// final verdict). The functions after the class (plan, the hash gathers,
+// BundleHashes) serve only that loop. The types it shares with callers are
+// at the top; the partition directory, leader table and frames are already
+// files of their own.
+
 import type pg from 'pg';
 import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationError } from '../errors.js';
 import { HASH_BYTES, hashString, writeHashAt } from '../util/txnHash.js';

@@ -6,7 +6,8 @@ import { Component } from '../util/lifecycle.js';
 export interface LagMonitorOptions {
   brokers: string[];
   groupId: string;
-  topics: readonly string[];
+  /** The topics, or a function that names them at each pass (the ingress's, after its patterns resolved). */
+  topics: readonly string[] | (() => readonly string[]);
   /** How often the broker is asked for log-end and committed offsets. */
   intervalMs: number;
   /** The consumer's own connection settings: a managed broker asks the lag reader for the same TLS/SASL. */
@@ -109,7 +110,8 @@ export class LagMonitor extends Component {
   private async readOnce(): Promise<void> {
     try {
       const next = new Map<string, PartitionLag>();
-      for (const topic of this.opts.topics) {
+      const topics = typeof this.opts.topics === 'function' ? this.opts.topics() : this.opts.topics;
+      for (const topic of topics) {
         const ends = await this.admin.fetchTopicOffsets(topic);
         const [committed] = await this.admin.fetchOffsets({ groupId: this.opts.groupId, topics: [topic] });
         const committedOf = new Map((committed?.partitions ?? []).map((p) => [p.partition, p.offset]));

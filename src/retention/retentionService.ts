@@ -1,3 +1,10 @@
+// One file (~420 lines), on purpose: leadership, the step sessions and the
+// fence (RETENTION_LOCK_KEY, RETENTION_FENCE_KEY) are one state machine whose
+// safety argument ("two brokers never run retention steps at once") needs
+// the session handling and the pass in one place. The work list
+// (partitionQueue.ts), the vacuum (logVacuum.ts) and the SQL
+// (engine/retentionStore.ts) are already files of their own.
+
 import pg from 'pg';
 import { DEFAULTS } from '../config.js';
 import { consumerLag, retentionCandidates, retentionOverview, retentionStep, type RetentionStepResult } from '../engine/retentionStore.js';
