@@ -153,4 +153,10 @@ test("version prints queenctl's version and the server's, from GET /api/v1/versi
   t.deepEqual(await t.context.client.version(), build);
   t.is((await queenctl(t, ['version', '-o', 'jsonpath={.server.commit}'])).stdout, build.commit);
   t.is((await queenctl(t, ['--version'])).stdout, `queenctl ${QUEENCTL_VERSION}\n`);
+
+  // Like every /api route it takes the token.
+  const secured = await t.context.addApi({ authToken: 'version-token' });
+  t.is((await fetch(`${secured.url}/api/v1/version`)).status, 401);
+  const ok = await fetch(`${secured.url}/api/v1/version`, { headers: { authorization: 'Bearer version-token' } });
+  t.deepEqual(await ok.json(), build);
 });
