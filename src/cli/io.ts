@@ -9,10 +9,11 @@ export interface CliIo {
   /** Reads a file, or standard input for "-". */
   read(path: string): Promise<string>;
   /**
-   * A file's or standard input's lines as they arrive (push QUEUE -). Rejects
-   * when the file cannot be opened. Without it, read() is split into lines.
+   * A file's or standard input's lines as they arrive (push QUEUE -); they
+   * end early when `signal` aborts. Rejects when the file cannot be opened.
+   * Without it, read() is split into lines.
    */
-  lines?(path: string): Promise<AsyncIterable<string>>;
+  lines?(path: string, signal?: AbortSignal): Promise<AsyncIterable<string>>;
   /** Aborted on Ctrl-C: long-running commands (tail, pop --wait) stop. */
   signal?: AbortSignal;
 }
@@ -27,9 +28,10 @@ export const processIo: CliIo = {
     for await (const c of process.stdin) chunks.push(c as Buffer);
     return Buffer.concat(chunks).toString('utf8');
   },
-  async lines(path) {
+  async lines(path, signal) {
     // Opened first, so a missing file is an error here rather than a stream event later.
     const input = path === '-' ? process.stdin : (await open(path, 'r')).createReadStream({ encoding: 'utf8' });
-    return createInterface({ input, crlfDelay: Infinity });
+    // Ctrl-C ends the input: what was read is pushed and answered, then the summary says how far it got.
+    return createInterface({ input, crlfDelay: Infinity, ...(signal ? { signal } : {}) });
   },
 };

@@ -66,7 +66,7 @@ async function pushFromLines(
   if (opts.delimiter === '') throw new UsageError('-K needs a non-empty separator');
   let lines: AsyncIterable<string> | Iterable<string>;
   try {
-    lines = io.lines ? await io.lines(file) : splitLines(await io.read(file));
+    lines = io.lines ? await io.lines(file, io.signal) : splitLines(await io.read(file));
   } catch (err) {
     throw new CliError(`cannot read ${file}: ${(err as Error).message}`);
   }

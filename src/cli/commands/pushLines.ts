@@ -63,25 +63,34 @@ const NOT_YET = Symbol('not yet');
 export async function* readyBatches<T>(source: AsyncIterable<T>, max: number): AsyncGenerator<T[]> {
   const it = source[Symbol.asyncIterator]();
   let pending: Promise<IteratorResult<T>> | undefined;
-  for (;;) {
-    const first = await (pending ?? it.next());
-    pending = undefined;
-    if (first.done) return;
-    const batch = [first.value];
-    let ended = false;
-    while (batch.length < max) {
-      pending = it.next();
-      const r = await Promise.race([pending, new Promise<typeof NOT_YET>((resolve) => setImmediate(() => resolve(NOT_YET)))]);
-      if (r === NOT_YET) break;
+  try {
+    yield* batchesOf();
+  } finally {
+    // A consumer that stops early leaves one read in flight; its failure is no one's to handle.
+    pending?.catch(() => undefined);
+  }
+
+  async function* batchesOf(): AsyncGenerator<T[]> {
+    for (;;) {
+      const first = await (pending ?? it.next());
       pending = undefined;
-      if (r.done) {
-        ended = true;
-        break;
+      if (first.done) return;
+      const batch = [first.value];
+      let ended = false;
+      while (batch.length < max) {
+        pending = it.next();
+        const r = await Promise.race([pending, new Promise<typeof NOT_YET>((resolve) => setImmediate(() => resolve(NOT_YET)))]);
+        if (r === NOT_YET) break;
+        pending = undefined;
+        if (r.done) {
+          ended = true;
+          break;
+        }
+        batch.push(r.value);
       }
-      batch.push(r.value);
+      yield batch;
+      if (ended) return;
     }
-    yield batch;
-    if (ended) return;
   }
 }
 
