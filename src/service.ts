@@ -82,6 +82,7 @@ export class Service extends Component {
       logger: log.child({ component: 'http' }),
       ingressReadiness: () => this.ingress?.status(),
       fleet: role.fleet,
+      build,
     });
     workerGauges(this.metrics, role.slot, this.pipeline.cacheCapBytes, config.pgPoolSize);
     // Every worker runs one: leadership is a PostgreSQL session advisory lock

@@ -1,8 +1,15 @@
 /**
- * Shell completion scripts, generated from queenctl's own tables (commands,
- * the flags each takes, get's resources), so a new command or flag completes
- * without editing a script. zsh uses the same function through bashcompinit,
- * which ships with zsh.
+ * Shell completion, done the way kubectl (cobra) does it: the bash, zsh and
+ * fish scripts are thin, and on every TAB they ask queenctl itself
+ * (`queenctl __complete WORD... CURRENT`), which answers from its own tables
+ * (commands, their flags, get's resources, the timers and dlq verbs, -o
+ * formats), so a new command or flag completes without editing three
+ * scripts. Queue names come from the server, through the same --server and
+ * --token the command line names, with one short attempt: completion must
+ * never hang a shell, so any failure completes nothing and prints nothing.
+ *
+ * __complete prints one candidate a line, then a directive line: ":files"
+ * (complete file names instead) or ":" (the candidates are all).
  */
 
 export interface CompletionSpec {
@@ -10,64 +17,148 @@ export interface CompletionSpec {
   commands: Record<string, readonly string[]>;
   /** Flags every command takes. */
   globalFlags: readonly string[];
-  /** Words that may follow `get`. */
-  getResources: readonly string[];
+  /** Long flags that take a value. */
+  valueFlags: readonly string[];
+  /** Short flag letter -> its long name. */
+  shortFlags: Record<string, string>;
+  /** Command -> the words its first argument may be (get's resources, timers' verbs...). */
+  subcommands: Record<string, readonly string[]>;
+  /** Where a queue name goes: "push" (a command's first argument) or "get queue" (the argument after that word). */
+  queueArgs: readonly string[];
+  /** Flags whose value is one of these words. */
+  flagValues: Record<string, readonly string[]>;
+  /** Flags whose value is a file name. */
+  fileFlags: readonly string[];
 }
 
-export function bashCompletion(spec: CompletionSpec): string {
-  const cases = Object.entries(spec.commands)
-    .map(([cmd, flags]) => `    ${cmd}) flags="${[...flags, ...spec.globalFlags, 'help'].map((f) => `--${f}`).join(' ')}" ;;`)
-    .join('\n');
+export type Completion = { words: string[] } | { files: true };
+
+/** Lists queue names for completion, using the command line's --server and --token; rejects on any failure. */
+export type QueueLister = (conn: { server: string | undefined; token: string | undefined }) => Promise<string[]>;
+
+/** What to offer for the last of `words` (the words after "queenctl"; the last may be ""). */
+export async function complete(spec: CompletionSpec, words: readonly string[], queues: QueueLister): Promise<Completion> {
+  const cur = words.at(-1) ?? '';
+  const positionals: string[] = [];
+  const conn: { server: string | undefined; token: string | undefined } = { server: undefined, token: undefined };
+  let valueOf: string | undefined; // the flag whose value `cur` is
+  for (let i = 0; i < words.length - 1; i++) {
+    const w = words[i]!;
+    const flag = flagName(spec, w);
+    if (flag === undefined) {
+      positionals.push(w);
+      continue;
+    }
+    if (w.includes('=')) {
+      if (flag === 'server' || flag === 'token') conn[flag] = w.slice(w.indexOf('=') + 1);
+      continue;
+    }
+    if (!spec.valueFlags.includes(flag)) continue;
+    if (i + 1 === words.length - 1) valueOf = flag;
+    else if (flag === 'server' || flag === 'token') conn[flag] = words[i + 1];
+    i++;
+  }
+  const offer = (list: readonly string[]): Completion => ({ words: list.filter((w) => w.startsWith(cur)) });
+  if (valueOf !== undefined) {
+    if (spec.fileFlags.includes(valueOf)) return { files: true };
+    return offer(spec.flagValues[valueOf] ?? []);
+  }
+  const [cmd, ...args] = positionals;
+  if (cur.startsWith('-')) {
+    const own = cmd !== undefined ? spec.commands[cmd] : undefined;
+    const flags = cmd === undefined ? [...spec.globalFlags, 'help', 'version'] : own ? [...own, ...spec.globalFlags, 'help'] : [];
+    return offer(flags.map((f) => `--${f}`));
+  }
+  if (cmd === undefined) return offer([...Object.keys(spec.commands), 'help']);
+  if (cmd === 'help') return offer(args.length === 0 ? Object.keys(spec.commands) : []);
+  const sub = spec.subcommands[cmd];
+  if (args.length === 0 && sub) return offer(sub);
+  const at = args.length === 0 ? cmd : args.length === 1 ? `${cmd} ${args[0]}` : undefined;
+  if (at !== undefined && spec.queueArgs.includes(at)) {
+    try {
+      return offer(await queues(conn));
+    } catch {
+      return { words: [] };
+    }
+  }
+  return { words: [] };
+}
+
+function flagName(spec: CompletionSpec, w: string): string | undefined {
+  if (w.startsWith('--') && w.length > 2) return w.slice(2).split('=')[0];
+  if (w.startsWith('-') && w.length === 2) return spec.shortFlags[w[1]!] ?? w[1];
+  return undefined;
+}
+
+/** The lines `queenctl __complete` prints. */
+export function completionOutput(c: Completion): string {
+  return 'files' in c ? ':files\n' : [...c.words, ':'].join('\n') + '\n';
+}
+
+export function bashCompletion(): string {
   return `# bash completion for queenctl (generated by: queenctl completion bash)
+# Every TAB asks queenctl itself (queenctl __complete); queue names come from the server.
 _queenctl() {
-  local cur prev cmd i flags
-  cur="\${COMP_WORDS[COMP_CWORD]}"
-  prev=""
-  if [ "$COMP_CWORD" -gt 0 ]; then prev="\${COMP_WORDS[COMP_CWORD-1]}"; fi
-  cmd=""
-  for ((i = 1; i < COMP_CWORD; i++)); do
-    case "\${COMP_WORDS[i]}" in
-      --server|--token|-f|--filename|-o|--output|--partition|--txn|--delay|--at|--limit) i=$((i + 1)) ;;
-      -*) ;;
-      *) cmd="\${COMP_WORDS[i]}"; break ;;
-    esac
-  done
-  case "$prev" in
-    -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return 0 ;;
-    -f|--filename) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-    --server|--token|--partition|--txn|--delay|--at|--limit) COMPREPLY=(); return 0 ;;
-  esac
-  if [ -z "$cmd" ]; then
-    if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "${[...spec.globalFlags, 'help'].map((f) => `--${f}`).join(' ')}" -- "$cur"))
-    else
-      COMPREPLY=($(compgen -W "${[...Object.keys(spec.commands), 'help'].join(' ')}" -- "$cur"))
-    fi
+  local cur="\${COMP_WORDS[COMP_CWORD]}" line out c pre
+  local -a words lines
+  # The line up to the cursor, split at blanks only: COMP_WORDS also splits
+  # at ":" and "=", which would cut --server http://host:6632 into pieces.
+  if [ -n "\${COMP_LINE+x}" ]; then line="\${COMP_LINE:0:COMP_POINT}"; else line="\${COMP_WORDS[*]:0:COMP_CWORD+1}"; fi
+  read -r -a words <<< "$line"
+  if [[ "$line" =~ [[:space:]]$ ]]; then words+=(""); fi
+  out=$(queenctl __complete "\${words[@]:1}" 2>/dev/null) || return 0
+  while IFS= read -r c; do lines+=("$c"); done <<< "$out"
+  if [ "\${lines[\${#lines[@]}-1]}" = ":files" ]; then
+    COMPREPLY=($(compgen -f -- "$cur"))
     return 0
   fi
-  case "$cmd" in
-${cases}
-    help) COMPREPLY=($(compgen -W "${Object.keys(spec.commands).join(' ')}" -- "$cur")); return 0 ;;
-    *) flags="" ;;
-  esac
-  if [[ "$cur" == -* ]]; then
-    COMPREPLY=($(compgen -W "$flags" -- "$cur"))
-  elif [ "$cmd" = get ] && [ "$prev" = get ]; then
-    COMPREPLY=($(compgen -W "${spec.getResources.join(' ')}" -- "$cur"))
-  elif [ "$cmd" = completion ] && [ "$prev" = completion ]; then
-    COMPREPLY=($(compgen -W "bash zsh" -- "$cur"))
-  else
-    COMPREPLY=()
-  fi
+  unset 'lines[\${#lines[@]}-1]'
+  # What bash replaces is only the part of the word after its last ":" or "=".
+  pre="\${words[\${#words[@]}-1]}"
+  pre="\${pre%"$cur"}"
+  COMPREPLY=()
+  for c in "\${lines[@]}"; do COMPREPLY+=("\${c#"$pre"}"); done
   return 0
 }
 complete -F _queenctl queenctl
 `;
 }
 
-export function zshCompletion(spec: CompletionSpec): string {
+export function zshCompletion(): string {
   return `#compdef queenctl
 # zsh completion for queenctl (generated by: queenctl completion zsh)
-autoload -U +X bashcompinit && bashcompinit
-${bashCompletion(spec).split('\n').slice(1).join('\n')}`;
+# Every TAB asks queenctl itself (queenctl __complete); queue names come from the server.
+_queenctl() {
+  local -a lines
+  lines=("\${(@f)$(queenctl __complete "\${(@)words[2,CURRENT]}" 2>/dev/null)}")
+  if [[ "\${lines[-1]}" == ":files" ]]; then
+    _files
+    return
+  fi
+  compadd -- "\${(@)lines[1,-2]}"
+}
+if [ "$funcstack[1]" = "_queenctl" ]; then
+  _queenctl "$@"
+else
+  compdef _queenctl queenctl
+fi
+`;
+}
+
+export function fishCompletion(): string {
+  return `# fish completion for queenctl (generated by: queenctl completion fish)
+# Every TAB asks queenctl itself (queenctl __complete); queue names come from the server.
+function __queenctl_complete
+    set -l words (commandline -opc) (commandline -ct)
+    set -l lines (queenctl __complete $words[2..-1] 2>/dev/null)
+    or return
+    if test "$lines[-1]" = ":files"
+        __fish_complete_path (commandline -ct)
+        return
+    end
+    set -e lines[-1]
+    printf '%s\\n' $lines
+end
+complete -c queenctl -f -a '(__queenctl_complete)'
+`;
 }

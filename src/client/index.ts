@@ -23,4 +23,4 @@ export {
   type Message,
   type PopOptions,
 } from './consume.js';
-export type { QueueList } from './types.js';
+export type { DeadLetter, DeadLetterList, QueueList, RequeueResult, ServerVersion } from './types.js';

@@ -13,7 +13,7 @@ import {
   type PopOptions,
 } from './consume.js';
 import type { ConfigureMode, ConfigureResult, PushInput, PushOutcome, QueueInfo, QueueOptionsPatch, WirePushResult } from './types.js';
-import type { QueueList } from './types.js';
+import type { DeadLetterList, QueueList, RequeueResult, ServerVersion } from './types.js';
 import { pushIdentity } from './types.js';
 
 export const DEFAULT_PARTITION = 'Default';
@@ -91,6 +91,38 @@ export class Queen {
     if (opts.limit !== undefined) q.set('limit', String(opts.limit));
     const query = q.toString();
     return this.transport.request('GET', `api/v1/resources/queues${query ? `?${query}` : ''}`);
+  }
+
+  /** The build the broker runs (GET /api/v1/version). */
+  version(): Promise<ServerVersion> {
+    return this.transport.request('GET', 'api/v1/version');
+  }
+
+  /**
+   * One page of a queue's dead letters by id (GET /api/v1/dlq): those after
+   * id `after`, at most `limit` (server default 100, cap 1000), of one
+   * consumer group or of all.
+   */
+  deadLetters(queue: string, opts: { group?: string; after?: number; limit?: number } = {}): Promise<DeadLetterList> {
+    const q = new URLSearchParams({ queue });
+    if (opts.group !== undefined) q.set('consumerGroup', opts.group);
+    if (opts.after !== undefined) q.set('after', String(opts.after));
+    if (opts.limit !== undefined) q.set('limit', String(opts.limit));
+    return this.transport.request('GET', `api/v1/dlq?${q.toString()}`);
+  }
+
+  /**
+   * Pushes a copy of a dead letter to its partition (transactionId
+   * "<original>#requeue-<id>") and marks it requeued, in one transaction.
+   * QueenHttpError 409 when it was requeued already (also what a retry after
+   * a lost answer gets: a requeue is never done twice), 404 when unknown.
+   */
+  async requeue(id: number): Promise<RequeueResult> {
+    const r = await this.transport.request<{ deadLetter: RequeueResult['deadLetter']; push: WirePushResult }>(
+      'POST',
+      `api/v1/dlq/${encodeURIComponent(String(id))}/requeue`,
+    );
+    return { deadLetter: r.deadLetter, push: pushOutcome(r.push) };
   }
 }
 
@@ -177,15 +209,19 @@ export class PartitionRef {
       ...(it?.traceContext !== undefined ? { traceContext: it.traceContext } : {}),
     }));
     const results = await this.transport.request<WirePushResult[]>('POST', 'api/v1/push', { items: wire });
-    return results.map((r) => ({
-      status: r.status,
-      ...pushIdentity(r),
-      offset: r.offset,
-      queue: r.queue,
-      partition: r.partition,
-      ...(r.error !== undefined ? { error: r.error } : {}),
-    }));
+    return results.map(pushOutcome);
   }
+}
+
+function pushOutcome(r: WirePushResult): PushOutcome {
+  return {
+    status: r.status,
+    ...pushIdentity(r),
+    offset: r.offset,
+    queue: r.queue,
+    partition: r.partition,
+    ...(r.error !== undefined ? { error: r.error } : {}),
+  };
 }
 
 function positive(v: number | undefined, dflt: number, name: string): number {

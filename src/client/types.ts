@@ -95,3 +95,44 @@ export function pushIdentity(r: WirePushResult): { id: string | null; transactio
     transactionId: r.transactionId !== undefined ? r.transactionId : r.transaction_id,
   };
 }
+
+/** GET /api/v1/version: the build the broker runs (the same values as its queen_build_info metric). */
+export interface ServerVersion {
+  version: string;
+  commit: string;
+}
+
+/** A dead letter, as GET /api/v1/dlq lists it. */
+export interface DeadLetter {
+  /** The id to requeue it by. */
+  id: number;
+  queue: string;
+  partition: string;
+  partitionId: number;
+  consumerGroup: string;
+  offset: number;
+  messageId: string | null;
+  transactionId: string | null;
+  /** The payload: JSON as pushed; base64 text when `dataEncoding` is "base64"; null when none was stored. */
+  data: unknown;
+  dataEncoding?: 'base64';
+  traceContext: string | null;
+  /** The error of the last failed ack. */
+  error: string | null;
+  attempts: number;
+  createdAt: string;
+  /** When it was requeued; null while it was not. */
+  requeuedAt: string | null;
+}
+
+/** One page of GET /api/v1/dlq, by id; `next` (the `after` of the following page) is null on the last page. */
+export interface DeadLetterList {
+  deadLetters: DeadLetter[];
+  next: number | null;
+}
+
+/** POST /api/v1/dlq/:id/requeue: the dead letter, now requeued, and the push of its copy. */
+export interface RequeueResult {
+  deadLetter: DeadLetter;
+  push: PushOutcome;
+}

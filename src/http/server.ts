@@ -15,6 +15,8 @@ import { registerQueues } from './routes/queues.js';
 import { registerTimers } from './routes/timers.js';
 import { registerConsume } from './routes/consume.js';
 import { registerMessages } from './routes/messages.js';
+import { registerVersion, type BuildInfo } from './routes/version.js';
+import { buildInfo } from '../telemetry/buildInfo.js';
 import type { ReadPath } from '../read/readPath.js';
 
 export interface HttpApiOptions {
@@ -45,6 +47,8 @@ export interface HttpApiOptions {
   ingressReadiness?: IngressReadiness | undefined;
   /** Set in a worker process (QUEEN_WORKERS > 1): /health/ready and /metrics answer for the whole pod. */
   fleet?: FleetView | undefined;
+  /** What GET /api/v1/version reports (default: read from package.json and git, as queen_build_info). */
+  build?: BuildInfo | undefined;
 }
 
 export const HTTP_DEFAULTS = { maxItemsPerPush: 10_000, healthTimeoutMs: 2_000, retryAfterSeconds: 1, requestTimeoutMs: 60_000 } as const;
@@ -227,6 +231,7 @@ export class HttpApi extends Component {
       registerTimers(api, o.pool);
       if (o.read) registerConsume(api, o.read, o.maxItemsPerPush ?? HTTP_DEFAULTS.maxItemsPerPush);
       if (o.read) registerMessages(api, o.pool, o.read);
+      registerVersion(api, o.build ?? buildInfo(undefined));
     });
     registerOps(app, o.pool, o.metrics, o.healthTimeoutMs ?? HTTP_DEFAULTS.healthTimeoutMs, o.ingressReadiness, o.fleet);
     return app;

@@ -321,7 +321,7 @@ console.log(JSON.stringify({ first, retry }));
 test('the installed queenctl bin: version, and get queues -o json against the real server', async (t) => {
   const project = join(t.context.dir, 'project');
   const bin = join(project, 'node_modules', '.bin', 'queenctl');
-  t.is((await ok(bin, ['version'], project)).trim(), 'queenctl 0.1.0');
+  t.is((await ok(bin, ['version', '--client'], project)).trim(), 'queenctl 0.1.0');
   await t.context.client.queue('pkg-listed').configure({ dedupWindowSeconds: 60 });
   const listed = JSON.parse(await ok(bin, ['get', 'queues', '-o', 'json', '--server', t.context.api.url], project)) as {
     queues: { queue: string; options: { dedupWindowSeconds: number } }[];

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Message, Queen } from '../../client/index.js';
 import { UsageError } from '../errors.js';
-import { structured, table, type OutputFormat } from '../format.js';
+import { evalJsonPath } from '../jsonpath.js';
+import { isStructured, render, structured, table, type OutputFormat } from '../format.js';
 import type { CliIo } from '../io.js';
 
 export interface PopArgs {
@@ -19,17 +20,33 @@ function positiveInt(v: string | undefined, name: string, dflt: number, max: num
   return Number(v);
 }
 
-function dataText(m: Message): string {
+function dataText(m: Pick<Message, 'data' | 'dataEncoding'>): string {
   return m.dataEncoding === 'base64' ? `base64:${String(m.data)}` : JSON.stringify(m.data);
 }
 
-export function messageRows(
-  msgs: readonly Pick<Message, 'partition' | 'offset' | 'transactionId' | 'createdAt' | 'data' | 'dataEncoding'>[],
-): string[][] {
-  return msgs.map((m) => [m.partition, String(m.offset), m.transactionId, m.createdAt, dataText(m as Message)]);
-}
+type Shown = Pick<Message, 'id' | 'partition' | 'offset' | 'transactionId' | 'createdAt' | 'data' | 'dataEncoding' | 'traceContext'>;
 
 const HEADER = ['PARTITION', 'OFFSET', 'TRANSACTION ID', 'CREATED', 'DATA'];
+const WIDE_HEADER = ['PARTITION', 'OFFSET', 'MESSAGE ID', 'TRANSACTION ID', 'CREATED', 'TRACE CONTEXT', 'DATA'];
+
+function messageRow(m: Shown, wide: boolean): string[] {
+  return wide
+    ? [m.partition, String(m.offset), m.id, m.transactionId, m.createdAt, m.traceContext ?? '', dataText(m)]
+    : [m.partition, String(m.offset), m.transactionId, m.createdAt, dataText(m)];
+}
+
+/** Messages as a table (-o wide adds the message id and trace context). */
+export function messageTable(msgs: readonly Shown[], wide: boolean): string {
+  return table(
+    wide ? WIDE_HEADER : HEADER,
+    msgs.map((m) => messageRow(m, wide)),
+  );
+}
+
+/** -o name: a message is named by its id. */
+export function messageNames(msgs: readonly Pick<Message, 'id'>[]): string[] {
+  return msgs.map((m) => `message/${m.id}`);
+}
 
 /**
  * `queenctl pop QUEUE [--group G] [--partition P] [--batch N] [--wait] [--ack]`:
@@ -50,20 +67,12 @@ export async function pop(client: Queen, io: CliIo, args: string[], o: PopArgs, 
   });
   let acked: string[] = [];
   if (o.ack && msgs.length > 0) acked = (await client.ack(msgs)).map((a) => a.result);
-  if (format !== 'table') {
-    io.out(structured({ leaseId: msgs[0]?.leaseId ?? null, messages: msgs, ...(o.ack ? { acks: acked } : {}) }, format));
-    return;
-  }
-  if (msgs.length === 0) {
-    io.out('no messages\n');
-    return;
-  }
-  io.out(table(HEADER, messageRows(msgs)));
-  io.out(
-    o.ack
-      ? `acked ${acked.filter((r) => r === 'acked').length} of ${msgs.length}\n`
-      : `leaseId ${msgs[0]!.leaseId} (not acked: redelivered when the lease expires)\n`,
-  );
+  const value = { leaseId: msgs[0]?.leaseId ?? null, messages: msgs, ...(o.ack ? { acks: acked } : {}) };
+  const footer = o.ack
+    ? `acked ${acked.filter((r) => r === 'acked').length} of ${msgs.length}\n`
+    : `leaseId ${msgs[0]?.leaseId} (not acked: redelivered when the lease expires)\n`;
+  const shown = (wide: boolean) => (msgs.length === 0 ? 'no messages\n' : messageTable(msgs, wide) + footer);
+  io.out(render({ value, names: messageNames(msgs), text: shown(false), wide: shown(true) }, format));
 }
 
 /**
@@ -84,7 +93,8 @@ export async function tail(
   const max = o.max === undefined ? Infinity : positiveInt(o.max, 'max', 1, Number.MAX_SAFE_INTEGER);
   const group = o.group ?? `queenctl-tail-${randomBytes(6).toString('hex')}`;
   let shown = 0;
-  if (format === 'table') io.out(table(HEADER, []));
+  const wide = format.kind === 'wide';
+  if (!isStructured(format) && format.kind !== 'name') io.out(table(wide ? WIDE_HEADER : HEADER, []));
   while (shown < max && !io.signal?.aborted) {
     let msgs: Message[];
     try {
@@ -101,15 +111,24 @@ export async function tail(
       if (io.signal?.aborted) return;
       throw err;
     }
-    for (const m of msgs) {
-      io.out(
-        format === 'table'
-          ? table(HEADER, messageRows([m])).split('\n')[1]! + '\n'
-          : format === 'json'
-            ? JSON.stringify(m) + '\n'
-            : structured([m], 'yaml'),
-      );
-    }
+    // One message at a time, as it comes: json is one object a line, yaml one list item, jsonpath the template per message.
+    for (const m of msgs) io.out(tailLine(m, format));
     shown += msgs.length;
+  }
+}
+
+function tailLine(m: Message, format: OutputFormat): string {
+  switch (format.kind) {
+    case 'table':
+    case 'wide':
+      return table(format.kind === 'wide' ? WIDE_HEADER : HEADER, [messageRow(m, format.kind === 'wide')]).split('\n')[1]! + '\n';
+    case 'name':
+      return `message/${m.id}\n`;
+    case 'json':
+      return JSON.stringify(m) + '\n';
+    case 'yaml':
+      return structured([m], 'yaml');
+    case 'jsonpath':
+      return evalJsonPath(format.template, m);
   }
 }

@@ -1,8 +1,8 @@
 import type { Queen, QueueInfo } from '../../client/index.js';
 import { UsageError } from '../errors.js';
-import { structured, table, type OutputFormat } from '../format.js';
+import { render, table, type OutputFormat } from '../format.js';
 import type { CliIo } from '../io.js';
-import { messageRows } from './consume.js';
+import { messageNames, messageTable } from './consume.js';
 
 /** What `get` can show; also offered by shell completion. */
 export const GET_RESOURCES = ['queues', 'queue', 'messages'] as const;
@@ -26,12 +26,18 @@ async function getMessages(client: Queen, io: CliIo, queue: string, o: BrowseArg
     ...(o.from !== undefined ? { from: Number(o.from) } : {}),
     ...(o.limit !== undefined ? { limit: Number(o.limit) } : {}),
   });
-  if (format !== 'table') {
-    io.out(structured(page, format));
-    return;
-  }
-  io.out(table(['PARTITION', 'OFFSET', 'TRANSACTION ID', 'CREATED', 'DATA'], messageRows(page.messages)));
-  if (page.next !== null) io.out(`more from offset ${page.next} (--from ${page.next})\n`);
+  const more = page.next !== null ? `more from offset ${page.next} (--from ${page.next})\n` : '';
+  io.out(
+    render(
+      {
+        value: page,
+        names: messageNames(page.messages),
+        text: messageTable(page.messages, false) + more,
+        wide: messageTable(page.messages, true) + more,
+      },
+      format,
+    ),
+  );
 }
 
 /**
@@ -61,28 +67,57 @@ export async function get(
   if (name === undefined) {
     if (kind === 'queue') throw new UsageError('get queue needs a queue NAME (or: get queues)');
     const queues = await allQueues(client);
-    io.out(format === 'table' ? queueTable(queues) : structured({ queues }, format));
+    io.out(render(queueView({ queues }, queues), format));
     return;
   }
   const info = await client.queue(name).get();
-  io.out(format === 'table' ? queueTable([info]) : structured(info, format));
+  io.out(render(queueView(info, [info]), format));
 }
 
-/** Every page, in name order. */
-async function allQueues(client: Queen): Promise<QueueInfo[]> {
+/** Every page in name order, or the first `maxPages` (shell completion offers the first 1000 names). */
+export async function allQueues(client: Queen, maxPages = Infinity): Promise<QueueInfo[]> {
   const out: QueueInfo[] = [];
   let after: string | undefined;
+  let pages = 0;
   do {
     const page = await client.listQueues(after === undefined ? {} : { after });
     out.push(...page.queues);
     after = page.next;
-  } while (after !== undefined);
+  } while (after !== undefined && ++pages < maxPages);
   return out;
 }
 
-function queueTable(queues: QueueInfo[]): string {
-  return table(
-    ['NAME', 'DEDUP WINDOW (S)', 'PARTITIONS', 'CREATED', 'UPDATED'],
-    queues.map((q) => [q.queue, String(q.options.dedupWindowSeconds), String(q.partitions), q.createdAt, q.updatedAt]),
-  );
+function queueView(value: unknown, queues: QueueInfo[]) {
+  return {
+    value,
+    names: queues.map((q) => `queue/${q.queue}`),
+    text: table(
+      ['NAME', 'DEDUP WINDOW (S)', 'PARTITIONS', 'CREATED', 'UPDATED'],
+      queues.map((q) => [q.queue, String(q.options.dedupWindowSeconds), String(q.partitions), q.createdAt, q.updatedAt]),
+    ),
+    wide: table(
+      [
+        'NAME',
+        'DEDUP WINDOW (S)',
+        'PARTITIONS',
+        'RETENTION (S)',
+        'COMPLETED RETENTION (S)',
+        'LEASE (S)',
+        'RETRY LIMIT',
+        'CREATED',
+        'UPDATED',
+      ],
+      queues.map((q) => [
+        q.queue,
+        String(q.options.dedupWindowSeconds),
+        String(q.partitions),
+        String(q.options.retentionSeconds),
+        String(q.options.completedRetentionSeconds),
+        String(q.options.leaseTime),
+        String(q.options.retryLimit),
+        q.createdAt,
+        q.updatedAt,
+      ]),
+    ),
+  };
 }

@@ -1,6 +1,6 @@
 import type { Queen } from '../../client/index.js';
 import { UsageError } from '../errors.js';
-import { structured, table, type OutputFormat } from '../format.js';
+import { render, table, type OutputFormat } from '../format.js';
 import type { CliIo } from '../io.js';
 
 export interface TimerArgs {
@@ -20,21 +20,28 @@ export interface TimerArgs {
 export async function timers(client: Queen, io: CliIo, args: string[], opts: TimerArgs, format: OutputFormat): Promise<void> {
   const [verb, queue, key, ...rest] = args;
   if (!queue) throw new UsageError('timers needs a verb and a QUEUE: timers list|schedule|peek|cancel QUEUE ...');
-  const show = (value: unknown, line: string) => io.out(format === 'table' ? line : structured(value, format));
+  const show = (value: unknown, line: string, names: string[] = [`timer/${key}`]) => io.out(render({ value, names, text: line }, format));
   switch (verb) {
     case 'list': {
       if (key !== undefined) throw new UsageError('timers list takes only QUEUE');
       const limit = opts.limit === undefined ? 100 : Number(opts.limit);
       if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`--limit must be a positive integer, got "${opts.limit}"`);
       const r = await client.timer(queue).list(limit);
-      if (format !== 'table') {
-        io.out(structured(r, format));
-        return;
-      }
       io.out(
-        table(
-          ['KEY', 'PARTITION', 'DELIVER AT', 'MESSAGE ID', 'ATTEMPTS'],
-          r.timers.map((x) => [x.key, x.partition, x.deliverAt, x.messageId, String(x.attempts)]),
+        render(
+          {
+            value: r,
+            names: r.timers.map((x) => `timer/${x.key}`),
+            text: table(
+              ['KEY', 'PARTITION', 'DELIVER AT', 'MESSAGE ID', 'ATTEMPTS'],
+              r.timers.map((x) => [x.key, x.partition, x.deliverAt, x.messageId, String(x.attempts)]),
+            ),
+            wide: table(
+              ['KEY', 'PARTITION', 'DELIVER AT', 'MESSAGE ID', 'TRANSACTION ID', 'ATTEMPTS'],
+              r.timers.map((x) => [x.key, x.partition, x.deliverAt, x.messageId, x.transactionId, String(x.attempts)]),
+            ),
+          },
+          format,
         ),
       );
       return;
@@ -67,7 +74,7 @@ export async function timers(client: Queen, io: CliIo, args: string[], opts: Tim
       if (!key || rest.length > 0) throw new UsageError('timers peek needs QUEUE KEY');
       const r = await client.timer(queue).key(key).peek();
       if (!r) {
-        show({ status: 'absent' }, `absent (no longer pending: never scheduled, cancelled, or already fired)\n`);
+        show({ status: 'absent' }, `absent (no longer pending: never scheduled, cancelled, or already fired)\n`, []);
         return;
       }
       show(r, `pending key=${key} partition=${r.partition} deliverAt=${r.deliverAt} messageId=${r.messageId} attempts=${r.attempts}\n`);
@@ -76,7 +83,11 @@ export async function timers(client: Queen, io: CliIo, args: string[], opts: Tim
     case 'cancel': {
       if (!key || rest.length > 0) throw new UsageError('timers cancel needs QUEUE KEY');
       const status = await client.timer(queue).key(key).cancel();
-      show({ status }, status === 'cancelled' ? 'cancelled\n' : 'absent (no longer pending; it may have been delivered)\n');
+      show(
+        { status },
+        status === 'cancelled' ? 'cancelled\n' : 'absent (no longer pending; it may have been delivered)\n',
+        status === 'cancelled' ? [`timer/${key}`] : [],
+      );
       return;
     }
     default:
