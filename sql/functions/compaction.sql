@@ -17,11 +17,14 @@
 -- No function here waits for a second partition row, so the global lock
 -- order (partition rows in ascending id) cannot be broken.
 
--- Compacts one partition: a new run from the rows ending in
--- (compacted_upto, last_offset] if at least p_min_tail offsets are there,
--- then at most one merge of p_fanout runs of the lowest level that has that
--- many, then drops runs wholly below the purge watermark. Returns what it
+-- Compacts one partition: at most one merge of p_fanout runs of the lowest
+-- level that has that many, the drop of runs wholly below the purge
+-- watermark, then a new run from the rows ending in (compacted_upto,
+-- last_offset] if at least p_min_tail offsets are there. Returns what it
 -- did: hashes put in a new run, hashes rewritten by the merge, runs dropped.
+-- The new run comes last because raising compacted_upto locks the partition
+-- row until commit: done first, a merge's rewrite would hold up every push
+-- to the partition (measured: passes of 0.6 k msg/s instead of 6 k).
 --
 -- The new run: last_offset is read without a lock, and it is committed, so
 -- every row ending at or below it is visible to the statements that follow
@@ -61,36 +64,6 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NEXT;
         RETURN;
-    END IF;
-
-    IF v_last - v_cmp >= p_min_tail THEN
-        SELECT coalesce(sum(octet_length(t.hashes) / 16), 0) INTO v_n
-        FROM queen.log_txns t
-        WHERE t.partition_id = p_partition_id AND t.end_offset > v_cmp AND t.end_offset <= v_last;
-        -- About 32 pairs a slice: a slice is one heap tuple of ~800 bytes.
-        v_bits := LEAST(24, GREATEST(0, ceil(log(2, GREATEST(v_n, 1) / 32.0))::integer));
-        v_level := GREATEST(0, floor(log(p_fanout, GREATEST(v_n, 1)::numeric / p_min_tail))::integer);
-        -- No rows left there (retention removed them): nothing to hold.
-        IF v_n > 0 THEN
-            INSERT INTO queen.log_hash_runs (partition_id, run_lo, run_hi, bits, n, level)
-            VALUES (p_partition_id, v_cmp, v_last, v_bits, v_n, v_level)
-            RETURNING run_id INTO v_run;
-            INSERT INTO queen.log_hash_slices (run_id, bucket, hashes, offs)
-            SELECT v_run, x.b, string_agg(x.h, ''::bytea ORDER BY x.off), array_agg(x.off ORDER BY x.off)
-            FROM (
-                SELECT th.h, t.base_offset + th.idx AS off, queen.log_hash_bucket(th.h, v_bits) AS b
-                FROM queen.log_txns t
-                CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
-                WHERE t.partition_id = p_partition_id AND t.end_offset > v_cmp AND t.end_offset <= v_last
-            ) x
-            GROUP BY x.b;
-        END IF;
-        UPDATE queen.log_partitions lp SET compacted_upto = v_last
-        WHERE lp.id = p_partition_id AND lp.compacted_upto = v_cmp;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'log_compact_v1: partition % was compacted concurrently', p_partition_id USING ERRCODE = '40001';
-        END IF;
-        compacted := v_n;
     END IF;
 
     -- One merge: the oldest p_fanout runs of the lowest level that has as
@@ -149,6 +122,36 @@ BEGIN
         DELETE FROM queen.log_hash_slices s USING gone g WHERE s.run_id = g.run_id
     )
     SELECT count(*)::integer INTO dropped FROM gone;
+    IF v_last - v_cmp >= p_min_tail THEN
+        SELECT coalesce(sum(octet_length(t.hashes) / 16), 0) INTO v_n
+        FROM queen.log_txns t
+        WHERE t.partition_id = p_partition_id AND t.end_offset > v_cmp AND t.end_offset <= v_last;
+        -- About 32 pairs a slice: a slice is one heap tuple of ~800 bytes.
+        v_bits := LEAST(24, GREATEST(0, ceil(log(2, GREATEST(v_n, 1) / 32.0))::integer));
+        v_level := GREATEST(0, floor(log(p_fanout, GREATEST(v_n, 1)::numeric / p_min_tail))::integer);
+        -- No rows left there (retention removed them): nothing to hold.
+        IF v_n > 0 THEN
+            INSERT INTO queen.log_hash_runs (partition_id, run_lo, run_hi, bits, n, level)
+            VALUES (p_partition_id, v_cmp, v_last, v_bits, v_n, v_level)
+            RETURNING run_id INTO v_run;
+            INSERT INTO queen.log_hash_slices (run_id, bucket, hashes, offs)
+            SELECT v_run, x.b, string_agg(x.h, ''::bytea ORDER BY x.off), array_agg(x.off ORDER BY x.off)
+            FROM (
+                SELECT th.h, t.base_offset + th.idx AS off, queen.log_hash_bucket(th.h, v_bits) AS b
+                FROM queen.log_txns t
+                CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+                WHERE t.partition_id = p_partition_id AND t.end_offset > v_cmp AND t.end_offset <= v_last
+            ) x
+            GROUP BY x.b;
+        END IF;
+        UPDATE queen.log_partitions lp SET compacted_upto = v_last
+        WHERE lp.id = p_partition_id AND lp.compacted_upto = v_cmp;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'log_compact_v1: partition % was compacted concurrently', p_partition_id USING ERRCODE = '40001';
+        END IF;
+        compacted := v_n;
+    END IF;
+
     RETURN NEXT;
 END
 $$;
