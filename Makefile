@@ -159,11 +159,14 @@ jaeger: $(GOBIN_DIR)/jaeger
 test-jaeger: build $(GOBIN_DIR)/jaeger
 	JAEGER_BIN=$(GOBIN_DIR)/jaeger scripts/with-deps.sh --kafka --profile test -- npx ava --config ava.jaeger.config.mjs
 
-# Alert rules (syntax + promtool unit tests), the dashboard's queries, and
-# `promtool check metrics` on a /metrics scrape taken under load.
+# Alert rules (syntax + promtool unit tests for every alert; the chart's copy
+# identical, runbook links and test coverage: test/unit/alert-rules.test.ts),
+# the dashboard's queries, and `promtool check metrics` on a /metrics scrape
+# taken under load.
 check-observability: build $(GOBIN_DIR)/promtool
 	$(GOBIN_DIR)/promtool check rules observability/prometheus/alerts.yml
 	$(GOBIN_DIR)/promtool test rules observability/prometheus/alerts.test.yml
+	npx ava dist/test/unit/alert-rules.test.js
 	mkdir -p .local/tmp
 	node scripts/dashboard-rules.mjs observability/grafana/queen-ingress.json > .local/tmp/dashboard-rules.yml
 	$(GOBIN_DIR)/promtool check rules .local/tmp/dashboard-rules.yml

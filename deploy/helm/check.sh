@@ -76,6 +76,14 @@ if [ -n "$obs_rules" ]; then
 else
   echo "note observability/ has no alerts.yml yet: the chart carries its own rules (files/alerts.yml)"
 fi
+# The operator would name the job after the Service (qi-queen-ingress here); the
+# ServiceMonitor relabels it to the job the rules select (their promtool tests
+# cover both names), under any release name or override.
+sm_job='o => o.spec.endpoints.map((e) => (e.relabelings ?? []).filter((r) => r.targetLabel === "job").map((r) => [r.action, r.replacement, r.sourceLabels ?? null]))'
+expect "ServiceMonitor job relabeling" "$(q "$OUT/full.yaml" ServiceMonitor "$sm_job")" '[[["replace","queen-ingress",null]]]'
+render -f "$CHART/ci/full-values.yaml" --set fullnameOverride=queen >"$OUT/sm-fullname.yaml"
+expect "ServiceMonitor job relabeling (fullnameOverride)" "$(q "$OUT/sm-fullname.yaml" ServiceMonitor "$sm_job")" '[[["replace","queen-ingress",null]]]'
+ok "ServiceMonitor relabels job to queen-ingress (the rules' job), also under fullnameOverride"
 
 # 5. trace sampling and log level reach the service's env (OTEL_TRACES_SAMPLER_ARG
 # as the plain decimal src/config.ts parses: Go would print 1e-05).

@@ -1,6 +1,6 @@
 import { Kafka, logLevel, type Admin, type KafkaConfig } from 'kafkajs';
 import type { Logger } from '../telemetry/logger.js';
-import type { MetricsRegistry } from '../telemetry/metrics.js';
+import type { Labels, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
 
 export interface LagMonitorOptions {
@@ -15,6 +15,9 @@ export interface LagMonitorOptions {
   ssl?: KafkaConfig['ssl'];
   sasl?: KafkaConfig['sasl'];
 }
+
+/** The lag gauge's name before it got its unit suffix (`_records`); exported as well until the next release. */
+export const DEPRECATED_LAG_METRIC = 'queen_kafka_consumer_lag';
 
 /** One partition's offsets as last read from the broker. */
 export interface PartitionLag {
@@ -60,12 +63,22 @@ export class LagMonitor extends Component {
       sasl: opts.sasl,
       logLevel: logLevel.NOTHING,
     }).admin();
+    const lagSeries = (): [Labels, number][] =>
+      [...this.latest.values()].map((p) => [{ topic: p.topic, partition: p.partition }, Number(p.lag)]);
     metrics
-      .gauge('queen_kafka_consumer_lag', 'Records behind: log-end offset minus the committed offset, per topic/partition', [
+      .gauge('queen_kafka_consumer_lag_records', 'Records behind: log-end offset minus the committed offset, per topic/partition', [
         'topic',
         'partition',
       ])
-      .collectLabeled(() => [...this.latest.values()].map((p) => [{ topic: p.topic, partition: p.partition }, Number(p.lag)]));
+      .collectLabeled(lagSeries);
+    // The name before the unit suffix, kept for one release so dashboards and
+    // rules outside this repository can move over (docs/observability.md).
+    metrics
+      .gauge(DEPRECATED_LAG_METRIC, 'Deprecated: the same series as queen_kafka_consumer_lag_records, removed in the next release', [
+        'topic',
+        'partition',
+      ])
+      .collectLabeled(lagSeries);
     metrics
       .gauge('queen_kafka_log_end_offset', 'Log-end offset (high watermark) per topic/partition', ['topic', 'partition'])
       .collectLabeled(() => [...this.latest.values()].map((p) => [{ topic: p.topic, partition: p.partition }, Number(p.logEnd)]));

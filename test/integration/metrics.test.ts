@@ -1,7 +1,7 @@
 import anyTest, { type TestFn } from 'ava';
 import type { Kafka, Message } from 'kafkajs';
 import { loadConfig } from '../../src/config.js';
-import { LagMonitor } from '../../src/ingress/lagMonitor.js';
+import { DEPRECATED_LAG_METRIC, LagMonitor } from '../../src/ingress/lagMonitor.js';
 import { Service } from '../../src/service.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
@@ -50,11 +50,16 @@ test('consumer lag rises while ingest is stopped and falls to zero after; verdic
     await produce(kafka, topic, records(0, 30, 'lag'));
     await waitFor('lag of the 30 unread records', () => lag.total() === 30n, 30_000, 50);
     const scraped = await watch.render();
-    const perPartition = [0, 1].map((p) => sample(scraped, `queen_kafka_consumer_lag{topic="${topic}",partition="${p}"}`) ?? NaN);
+    const perPartition = [0, 1].map((p) => sample(scraped, `queen_kafka_consumer_lag_records{topic="${topic}",partition="${p}"}`) ?? NaN);
     t.is(perPartition[0]! + perPartition[1]!, 30, `per-partition lag in the scrape: ${perPartition.join(',')}`);
     t.true(
       perPartition.every((v) => v > 0),
       'both partitions hold unread records',
+    );
+    // The name before the unit suffix stays for one release, with the same series.
+    t.deepEqual(
+      [0, 1].map((p) => sample(scraped, `${DEPRECATED_LAG_METRIC}{topic="${topic}",partition="${p}"}`)),
+      perPartition,
     );
 
     let stack = await startIngestStack({ databaseUrl: t.context.db.url, topic, group });
