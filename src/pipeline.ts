@@ -94,7 +94,10 @@ export class WritePipeline extends Component {
     this.engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: opts.poolSize, metrics: opts.metrics });
     const capBytes = opts.cacheMb === false ? 0 : Math.floor(opts.cacheMb * 1024 * 1024);
     this.cacheCapBytes = capBytes;
-    this.cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes, onWarn: opts.onCacheWarning });
+    // An evicted partition is probed from then on: ask for its compaction at
+    // once, before its next push reads a tail as long as its stay in the cache.
+    const onEvict = (partitionId: number) => this.compactor?.request(partitionId);
+    this.cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes, onWarn: opts.onCacheWarning, onEvict });
     poolMetrics(this.engine.pool, opts.metrics);
     opts.metrics
       .gauge('queen_dedup_cache_budget_bytes', 'Memory budget of the dedup cache (QUEEN_DEDUP_CACHE_MB; 0 = no cache)')

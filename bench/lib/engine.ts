@@ -24,13 +24,13 @@ export interface EngineRig {
 
 export async function startEngineRig(
   pool: pg.Pool,
-  opts: { cacheMb: number | false; metrics?: MetricsRegistry; hints?: boolean },
+  opts: { cacheMb: number | false; metrics?: MetricsRegistry; hints?: boolean; onEvict?: (partitionId: number) => void },
 ): Promise<EngineRig> {
   const metrics = opts.metrics ?? new MetricsRegistry();
   const engine = new LogEngine({ pool, metrics });
   await engine.start();
   const hydrationErrors: unknown[] = [];
-  const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024 });
+  const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onEvict: opts.onEvict });
   const watermarks = cache ? new CacheWatermarks(cache, pool, metrics, (err) => hydrationErrors.push(err), opts.hints ?? true) : undefined;
   const writer = new LogWriter(engine, { maxPayloadBytes: 1024 * 1024, watermarks });
   return {

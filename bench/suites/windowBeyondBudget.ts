@@ -73,7 +73,12 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
       const state = new Map<Mode, { rig: EngineRig; cursors: PartitionCursor[]; compactor?: Compactor }>();
       for (const m of modes) {
         ctx.progress.note(`window beyond budget: ${m}, loading ${fmt(stored)} in-window messages over ${PARTITIONS} partitions`);
-        const rig = await startEngineRig(pool, { cacheMb: m === 'ample' ? p.ampleMb : p.smallMb });
+        let compactor: Compactor | undefined;
+        // As the pipeline wires it: an evicted partition is asked for at once.
+        const rig = await startEngineRig(pool, {
+          cacheMb: m === 'ample' ? p.ampleMb : p.smallMb,
+          onEvict: (pid) => compactor?.request(pid),
+        });
         rigs.push(rig);
         const cursors = await provisionQueue(admin, rig.engine, `wbb_${m}`, 3600, PARTITIONS);
         await bulkLoad(admin, {
@@ -85,7 +90,6 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
           engine: true,
         });
         cursors.forEach((c, i) => (c.seq = spread(stored, PARTITIONS)[i]!));
-        let compactor: Compactor | undefined;
         if (m !== 'nocompaction') {
           compactor = new Compactor({ pool, minTail: DEFAULTS.compactionMinTail, fanout: DEFAULTS.compactionFanout, metrics: rig.metrics });
           compactors.push(compactor);

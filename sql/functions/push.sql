@@ -469,7 +469,12 @@ BEGIN
         v_any_runs := v_any_runs OR v_runs_need[v_i];
         v_batched[v_i] := v_probed[v_i] AND v_run_cnt = 0 AND v_expected = 0 AND v_count <= 32;
         v_any_batched := v_any_batched OR v_batched[v_i];
-        v_joined[v_i] := v_probed[v_i] AND v_run_cnt = 0 AND v_expected = 0 AND NOT v_batched[v_i];
+        -- Only over a short tail (a compacted partition's): a long one,
+        -- joined for every segment at once, spills the statement's hash to
+        -- disk and holds up the whole bundle (measured: pushes of 8 s in
+        -- temp-file writes); there the per-segment path stays.
+        v_joined[v_i] := v_probed[v_i] AND v_run_cnt = 0 AND v_expected = 0 AND NOT v_batched[v_i]
+                         AND v_last - v_tfroms[v_i] <= 4096;
         v_any_joined := v_any_joined OR v_joined[v_i];
     END LOOP;
     IF v_run_pos - 1 <> v_runs_total THEN

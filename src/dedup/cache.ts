@@ -33,6 +33,12 @@ export interface DedupCacheOptions {
   /** Called on suppression, at most once per minute (per cache instance). */
   onWarn?: (message: string) => void;
   /**
+   * Called with a partition's id when its entry is evicted: from then on its
+   * pushes are probed (-1), which the write path makes cheap by compacting
+   * the partition (src/compaction) before its tail grows long.
+   */
+  onEvict?: (partitionId: number) => void;
+  /**
    * A partition whose rebuild the exact tier cannot admit gets a compact
    * entry (compactTier.ts, ~4 B a hash) when that fits, instead of being
    * suppressed (-1). Off by default until measured end to end
@@ -132,6 +138,7 @@ export class DedupCache {
   private readonly policy: AdmissionPolicy;
   private readonly inFlight = new Set<number>();
   private readonly compactTier: boolean;
+  private readonly onEvict: ((partitionId: number) => void) | undefined;
   /** The tier each admitted rebuild was admitted for, until its install (absent: exact). */
   private readonly admittedTier = new Map<number, EntryTier>();
 
@@ -139,6 +146,7 @@ export class DedupCache {
     if (!(opts.capBytes >= 0)) throw new RangeError('DedupCache: capBytes must be >= 0');
     this.capBytes = opts.capBytes;
     this.compactTier = opts.compactTier ?? false;
+    this.onEvict = opts.onEvict;
     this.now = opts.now ?? Date.now;
     this.policy = new AdmissionPolicy(opts.capBytes, this.now, opts.onWarn);
   }
@@ -449,6 +457,7 @@ export class DedupCache {
   private evict(pid: number): void {
     this.drop(pid);
     this.stats.evictions++;
+    this.onEvict?.(pid);
   }
 
   /** While over the cap, evict the least recently used entry other than `keep` (with guardedAtMs: only one whose recent-use guard has run out then). */
