@@ -47,6 +47,7 @@ export const DEFAULTS = {
   lagIntervalMs: 15_000,
   traceSampleRatio: 1,
   traceKafkaRecords: false,
+  schemaRegistryTimeoutMs: 5_000,
 } as const;
 
 /** TLS towards the brokers (KAFKA_SSL*): files are read at start-up; PEM. */
@@ -61,6 +62,22 @@ export interface KafkaTls {
 export type KafkaSasl = { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string } & (
   { mechanism: 'plain' } | { mechanism: 'scram-sha-256' } | { mechanism: 'scram-sha-512' }
 );
+
+/**
+ * A Confluent Schema Registry (QUEEN_SCHEMA_REGISTRY_*) through which framed
+ * Avro, Protobuf and JSON Schema values are decoded. The password is never
+ * logged, and a URL may not carry credentials (URLs get logged).
+ */
+export interface SchemaRegistryConfig {
+  /** One or more base URLs of the same registry cluster, tried in order. */
+  urls: string[];
+  /** HTTP basic auth (Confluent's USER_INFO credentials source). */
+  basicAuth: { user: string; password: string } | undefined;
+  /** PEM CA bundle for an https registry whose certificate the system store does not trust. */
+  ca: string | undefined;
+  /** Longest one registry request may take before it counts as unreachable. */
+  timeoutMs: number;
+}
 
 export interface TopicMapping {
   topic: string;
@@ -159,6 +176,8 @@ export interface Config {
   traceSampleRatio: number;
   /** Also run @opentelemetry/instrumentation-kafkajs's per-record consumer spans (docs/observability.md: their cost). */
   traceKafkaRecords: boolean;
+  /** Where framed Avro/Protobuf/JSON Schema values are decoded (docs/kafka-ingress.md); undefined: no registry. */
+  schemaRegistry: SchemaRegistryConfig | undefined;
   /** Commit in queen_build_info (the image sets it; otherwise read from git when available). */
   buildCommit: string | undefined;
 }
@@ -391,6 +410,7 @@ export function loadConfig(env: Env = process.env): Config {
     traceSampleRatio: ratio(env, 'OTEL_TRACES_SAMPLER_ARG', DEFAULTS.traceSampleRatio),
     traceKafkaRecords: bool(env, 'QUEEN_OTEL_KAFKAJS_INSTRUMENTATION', DEFAULTS.traceKafkaRecords),
     buildCommit: env.QUEEN_BUILD_COMMIT?.trim() || undefined,
+    schemaRegistry: schemaRegistry(env),
   };
   if (!/^[A-Za-z0-9._-]{1,255}$/.test(cfg.kafkaClientId)) {
     throw new ConfigError(`KAFKA_CLIENT_ID must match [A-Za-z0-9._-]{1,255}, got "${cfg.kafkaClientId}"`);
@@ -468,6 +488,65 @@ function kafkaSasl(env: Env): KafkaSasl | undefined {
   if (!username) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_USERNAME`);
   if (!password) throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE`);
   return { mechanism, username, password };
+}
+
+/**
+ * QUEEN_SCHEMA_REGISTRY_URL (comma-separated http/https base URLs), with
+ * _USER and _PASSWORD or _PASSWORD_FILE for basic auth, _CA_FILE (PEM) for
+ * TLS, _TIMEOUT_MS per request. No setting here echoes a password or a URL's
+ * credentials into an error message.
+ */
+function schemaRegistry(env: Env): SchemaRegistryConfig | undefined {
+  const raw = env.QUEEN_SCHEMA_REGISTRY_URL?.trim();
+  const user = env.QUEEN_SCHEMA_REGISTRY_USER;
+  let password = env.QUEEN_SCHEMA_REGISTRY_PASSWORD;
+  const passwordFile = env.QUEEN_SCHEMA_REGISTRY_PASSWORD_FILE?.trim();
+  const ca = readPemFile(env, 'QUEEN_SCHEMA_REGISTRY_CA_FILE');
+  if (!raw) {
+    if (user || password || passwordFile || ca)
+      throw new ConfigError('QUEEN_SCHEMA_REGISTRY_USER/PASSWORD/PASSWORD_FILE/CA_FILE are set but QUEEN_SCHEMA_REGISTRY_URL is not');
+    return undefined;
+  }
+  const urls = raw
+    .split(',')
+    .map((u) => u.trim())
+    .filter(Boolean);
+  for (const u of urls) {
+    let parsed: URL;
+    try {
+      parsed = new URL(u);
+    } catch {
+      throw new ConfigError('QUEEN_SCHEMA_REGISTRY_URL must be comma-separated http:// or https:// URLs, got an unparsable one');
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+      throw new ConfigError(`QUEEN_SCHEMA_REGISTRY_URL must use http: or https:, got ${parsed.protocol}`);
+    if (parsed.username || parsed.password)
+      throw new ConfigError(
+        `QUEEN_SCHEMA_REGISTRY_URL ${redactUrl(u)} carries credentials: set QUEEN_SCHEMA_REGISTRY_USER and QUEEN_SCHEMA_REGISTRY_PASSWORD(_FILE) instead (a URL gets logged)`,
+      );
+  }
+  if (passwordFile) {
+    if (password) throw new ConfigError('set QUEEN_SCHEMA_REGISTRY_PASSWORD or QUEEN_SCHEMA_REGISTRY_PASSWORD_FILE, not both');
+    try {
+      password = readFileSync(passwordFile, 'utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      throw new ConfigError(
+        `QUEEN_SCHEMA_REGISTRY_PASSWORD_FILE: cannot read ${passwordFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
+    }
+  }
+  if (Boolean(user) !== Boolean(password))
+    throw new ConfigError('QUEEN_SCHEMA_REGISTRY_USER and QUEEN_SCHEMA_REGISTRY_PASSWORD(_FILE) go together (basic auth)');
+  if (user?.includes(':'))
+    throw new ConfigError('QUEEN_SCHEMA_REGISTRY_USER cannot contain ":" (basic auth separates user and password with it)');
+  if (ca && !urls.some((u) => u.startsWith('https:')))
+    throw new ConfigError('QUEEN_SCHEMA_REGISTRY_CA_FILE is set but no QUEEN_SCHEMA_REGISTRY_URL is https');
+  return {
+    urls,
+    basicAuth: user && password ? { user, password } : undefined,
+    ca,
+    timeoutMs: int(env, 'QUEEN_SCHEMA_REGISTRY_TIMEOUT_MS', DEFAULTS.schemaRegistryTimeoutMs, 100, 120_000),
+  };
 }
 
 /** A connection string with its password replaced, safe to log. */
