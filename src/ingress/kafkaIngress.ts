@@ -15,6 +15,7 @@ import { checkPartitionName } from '../engine/limits.js';
 import { OffsetCommitter, type PartitionOffset } from './offsetCommitter.js';
 import { PartitionLane, type LaneChunk } from './partitionLane.js';
 import { registerCodecs, undecodableReason } from './codecs.js';
+import type { SchemaRegistryDecoder } from './schemaRegistry.js';
 import { ConsumerSupervisor, type HaltedPartition, type IngressStatus } from './supervisor.js';
 import { kafkajsLogCreator } from './kafkaLog.js';
 
@@ -46,6 +47,8 @@ export interface KafkaIngressOptions {
   deadLetterErrorsTolerance?: 'all' | 'none';
   /** A record without a transactionId: 'dlq' (default), 'fail' (halt its partition) or 'offset' (topic/partition/offset); a topic's own mapping may say otherwise. */
   missingId?: MissingIdPolicy;
+  /** Decodes Confluent-framed values (QUEEN_SCHEMA_REGISTRY_URL); without it only framed JSON Schema values are read. */
+  schemaRegistry?: SchemaRegistryDecoder;
   /** A batch waiting longer than this for its verdicts marks the consumer stuck (readiness, metric). */
   stuckAfterMs?: number;
   /** kafkajs's own retries of a failing fetch/batch before the consumer crashes (default 10). */
@@ -236,7 +239,7 @@ export class KafkaIngress extends Component {
             throw new ConfigError(`QUEEN_INGRESS_MAPPING["${t.topic}"].partition: constant:${p.constant}: ${(err as Error).message}`);
           }
         }
-        const m: MappingOptions = { missingId: t.mapping?.missingId ?? opts.missingId ?? 'dlq' };
+        const m: MappingOptions = { missingId: t.mapping?.missingId ?? opts.missingId ?? 'dlq', registry: opts.schemaRegistry };
         if (t.mapping) {
           m.transactionId = t.mapping.transactionId;
           m.partition = t.mapping.partition;
@@ -631,6 +634,20 @@ export class KafkaIngress extends Component {
     const mustHalt = (l: DeadLetter, halt: boolean) => {
       if ((halt || this.opts.errorsTolerance === 'none') && (!haltAt || BigInt(l.record.offset) < BigInt(haltAt.record.offset))) haltAt = l;
     };
+    // Framed values' schemas not cached yet (a loop, no await, when there are none); an unreachable registry halts the partition until it answers.
+    const registry = this.opts.schemaRegistry;
+    if (registry?.needsFetch(messages)) {
+      const { topic, partition } = batch;
+      const offset = messages[0]!.offset;
+      const fetched = await registry.fetchUntilDone(topic, messages, {
+        isRunning,
+        isStale,
+        signal: this.abort.signal,
+        halt: (reason) => this.haltPartition({ topic, partition, offset, reason, at: Date.now(), cause: 'schema-registry' }),
+        resume: () => this.resumePartition(topic, partition, 'written'),
+      });
+      if (!fetched) return false;
+    }
     for (const m of messages) {
       const undecodable = undecodableReason(m);
       if (undecodable) {
@@ -788,7 +805,12 @@ export class KafkaIngress extends Component {
     // A batch of this partition waiting for room in its lane must not hold up fetching for the others.
     this.wakeSettleWaiters();
     const { topic, partition, offset, reason } = h;
-    if (h.cause === 'dead-letter-write')
+    if (h.cause === 'schema-registry')
+      this.log.error(
+        { topic, partition, offset, reason },
+        'partition halted: the schema registry does not answer; retrying with backoff, resumes by itself once it does',
+      );
+    else if (h.cause === 'dead-letter-write')
       this.log.error(
         { topic, partition, offset, reason },
         'partition halted: a dead-letter write failed; retrying with backoff, resumes by itself once it succeeds (QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE=all skips such records instead)',
@@ -803,7 +825,8 @@ export class KafkaIngress extends Component {
   /** Ends a dead-letter halt: the write went through, or the chunk was abandoned (a restart or rebalance reads it again). */
   private resumePartition(topic: string, partition: number, why: 'written' | 'abandoned'): void {
     const key = `${topic}\x1f${partition}`;
-    if (this.halted.get(key)?.cause !== 'dead-letter-write') return;
+    const cause = this.halted.get(key)?.cause;
+    if (cause !== 'dead-letter-write' && cause !== 'schema-registry') return;
     this.halted.delete(key);
     if (!this.paused && this.supervisor.status().member) {
       try {
@@ -812,7 +835,11 @@ export class KafkaIngress extends Component {
         // No group right now: the restarted consumer starts unpaused.
       }
     }
-    if (why === 'written') this.log.info({ topic, partition }, 'dead-letter write succeeded; partition resumed');
+    if (why === 'written')
+      this.log.info(
+        { topic, partition },
+        cause === 'schema-registry' ? 'schema registry answered; partition resumed' : 'dead-letter write succeeded; partition resumed',
+      );
   }
 
   /**
