@@ -2,7 +2,7 @@ import anyTest, { type TestFn } from 'ava';
 import { SchemaRegistryClient, type Client } from '@confluentinc/schemaregistry';
 import type { Kafka, KafkaMessage } from 'kafkajs';
 import pg from 'pg';
-import { redactUrl } from '../../src/config.js';
+import { parseMappings, redactUrl } from '../../src/config.js';
 import { CONNECT_HEADERS } from '../../src/ingress/deadLetter.js';
 import { SchemaRegistryDecoder } from '../../src/ingress/schemaRegistry.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
@@ -20,6 +20,7 @@ import {
   uniqueName,
 } from '../helpers/kafka.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
+import { javaProduce } from '../helpers/javaProducer.js';
 import { framers } from '../helpers/registryFixtures.js';
 import { ServiceProcess } from '../helpers/serviceProcess.js';
 import { startIngestStack } from '../helpers/stack.js';
@@ -244,6 +245,91 @@ test.serial(
       t.is(stack.metrics.counter('queen_ingress_records_total', '').get('duplicate'), 1, 'the re-send is a duplicate');
       t.is(stack.metrics.counter('queen_ingress_records_total', '').get('dead_lettered'), 0, 'an unreachable registry never dead-letters');
       t.deepEqual(stack.ingress.status().halted, [], 'resumed by itself');
+    } finally {
+      await stack.stop();
+    }
+  },
+);
+
+/**
+ * Bytes as Kafka's console producer can send them: it reads lines as UTF-8
+ * and writes each value back as UTF-8, so a value must be valid UTF-8 without
+ * a tab, CR or newline. The stand-in hands out ids 1, 2, 3 and the values
+ * below keep every byte under 0x80, which a real registry's ids need not.
+ */
+function consoleSafe(b: Buffer): string | undefined {
+  const text = b.toString('utf8');
+  return Buffer.from(text).equals(b) && !/[\t\r\n]/.test(text) ? text : undefined;
+}
+
+test.serial(
+  "framed Avro, Protobuf and JSON Schema values from Kafka's Java producer, decoded through the in-process stand-in: dedup by a decoded field",
+  async (t) => {
+    const { kafka, db, sql } = t.context;
+    const fake = await FakeSchemaRegistry.start();
+    t.teardown(() => fake.stop());
+    const f = framers(producerClient(fake.url));
+    const topics = { avro: uniqueName('sr-java-avro'), proto: uniqueName('sr-java-proto'), json: uniqueName('sr-java-json') };
+    const order = (id: string) => ({ orderId: id, customer: 'c-1', cents: 7, note: null, tag: Buffer.from('x') });
+    const values: Record<string, Buffer[]> = {
+      [topics.avro]: [await f.avro(topics.avro, order('a-1')), await f.avro(topics.avro, order('a-2'))],
+      [topics.proto]: [
+        await f.protobuf(topics.proto, 'Order', { seq: 1n, orderId: 'p-1', customer: 'c-2' }),
+        await f.protobuf(topics.proto, 'Order', { seq: 2n, orderId: 'p-2', customer: 'c-2' }),
+      ],
+      [topics.json]: [await f.json(topics.json, { transactionId: 'j-1', n: 1 }), await f.json(topics.json, { transactionId: 'j-2', n: 2 })],
+    };
+    for (const [topic, [first, second]] of Object.entries(values)) {
+      const [a, b] = [consoleSafe(first!), consoleSafe(second!)];
+      if (a === undefined || b === undefined) return t.fail(`${topic}: the serialized bytes cannot go through the console producer`);
+      await createTopic(kafka, topic, 1);
+      // The first event, its re-send by the producer as a new record, the second event.
+      await javaProduce(
+        brokers(),
+        topic,
+        [a, a, b].map((value) => ({ key: 'k', value })),
+        { compression: 'lz4' },
+      );
+    }
+    const group = uniqueName('g-sr-java');
+    const mappings = parseMappings(
+      JSON.stringify({ [topics.avro]: { transactionId: 'json:/orderId' }, [topics.proto]: { transactionId: 'json:/order_id' } }),
+      Object.keys(values).map((topic) => ({ topic, queue: topic })),
+      'dlq',
+    );
+    const stack = await startIngestStack({
+      databaseUrl: db.url,
+      topic: topics.avro,
+      group,
+      ingress: {
+        topics: Object.keys(values).map((topic) => ({
+          topic,
+          queue: topic,
+          ...(mappings.has(topic) ? { mapping: mappings.get(topic)! } : {}),
+        })),
+        schemaRegistry: SchemaRegistryDecoder.fromConfig(
+          { urls: [fake.url], basicAuth: undefined, ca: undefined, timeoutMs: 2_000 },
+          silentLogger,
+        ),
+      },
+    });
+    try {
+      for (const topic of Object.keys(values))
+        await waitFor(`the group to commit the end of ${topic}`, () => caughtUp(kafka, group, topic), 120_000, 100);
+      const ids = async (topic: string) => (await storedFrames(sql, topic)).map((fr) => fr.transactionId);
+      t.deepEqual(await ids(topics.avro), ['a-1', 'a-2']);
+      t.deepEqual(await ids(topics.proto), ['p-1', 'p-2']);
+      t.deepEqual(await ids(topics.json), ['j-1', 'j-2']);
+      t.deepEqual(JSON.parse((await storedFrames(sql, topics.avro))[0]!.payload.toString()), {
+        orderId: 'a-1',
+        customer: 'c-1',
+        cents: 7,
+        note: null,
+        tag: 'eA==',
+      });
+      const rec = stack.metrics.counter('queen_ingress_records_total', '');
+      t.is(rec.get('duplicate'), 3, "each topic's re-send is a duplicate");
+      t.is(rec.get('dead_lettered'), 0);
     } finally {
       await stack.stop();
     }
