@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 /**
@@ -17,7 +18,7 @@ import type { AddressInfo } from 'node:net';
  *   GET  /schemas/ids/:id              the schema -> {schema, schemaType}, or
  *                                      404 with error_code 40403
  *
- * Optional basic auth (401 otherwise); `down()` makes every call answer 503
+ * Optional basic auth (401 otherwise), optional TLS (https with the given key and certificate); `down()` makes every call answer 503
  * as a registry behind a load balancer does while it is down; every request
  * is counted by path.
  */
@@ -33,19 +34,25 @@ export class FakeSchemaRegistry {
   /** Every Authorization header seen (tests check credentials arrived, never log them). */
   readonly authorizations: (string | undefined)[] = [];
 
-  private constructor(private readonly auth: { user: string; password: string } | undefined) {
-    this.server = createServer((req, res) => void this.handle(req, res));
+  private constructor(
+    private readonly auth: { user: string; password: string } | undefined,
+    private readonly tls: { key: string; cert: string } | undefined,
+  ) {
+    const handler = (req: IncomingMessage, res: ServerResponse) => void this.handle(req, res);
+    this.server = tls ? createTlsServer(tls, handler) : createServer(handler);
   }
 
-  static async start(opts: { auth?: { user: string; password: string }; firstId?: number } = {}): Promise<FakeSchemaRegistry> {
-    const r = new FakeSchemaRegistry(opts.auth);
+  static async start(
+    opts: { auth?: { user: string; password: string }; tls?: { key: string; cert: string }; firstId?: number } = {},
+  ): Promise<FakeSchemaRegistry> {
+    const r = new FakeSchemaRegistry(opts.auth, opts.tls);
     if (opts.firstId) r.nextId = opts.firstId;
     await new Promise<void>((resolve) => r.server.listen(0, '127.0.0.1', resolve));
     return r;
   }
 
   get url(): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return `${this.tls ? 'https' : 'http'}://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
   }
 
   /** Answer 503 to everything (true) or serve again (false). */

@@ -1,6 +1,12 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { Agent } from 'node:https';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import test from 'ava';
 import { MockClient, RestError, SchemaRegistryClient, type Client } from '@confluentinc/schemaregistry';
+import { loadConfig } from '../../src/config.js';
 import { SchemaRegistryError } from '../../src/errors.js';
 import { mapRecord, type MappingOptions } from '../../src/ingress/recordMapping.js';
 import { registryFailure, SchemaRegistryDecoder, type FetchHooks } from '../../src/ingress/schemaRegistry.js';
@@ -258,4 +264,43 @@ test('fetchUntilDone gives up when its chunk is abandoned (shutdown), resuming t
   t.false(await d.fetchUntilDone('js', [rec(bytes)], h));
   t.is(h.halts.length, 1);
   t.is(h.resumes, 1);
+});
+
+test('TLS: an https registry signed by QUEEN_SCHEMA_REGISTRY_CA_FILE is used; without the CA it is a retriable failure', async (t) => {
+  // A self-signed certificate for 127.0.0.1, its own CA, made by openssl here.
+  const dir = mkdtempSync(join(tmpdir(), 'sr-tls-'));
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+    ],
+    { stdio: 'ignore' },
+  );
+  const tls = { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };
+  const reg = await FakeSchemaRegistry.start({ tls });
+  t.teardown(() => reg.stop());
+  const producer = new SchemaRegistryClient({ baseURLs: [reg.url], createAxiosDefaults: { httpsAgent: new Agent({ ca: tls.cert }) } });
+  const bytes = await framers(producer).json('js', { transactionId: 'j-1' });
+  const config = loadConfig({ QUEEN_SCHEMA_REGISTRY_URL: reg.url, QUEEN_SCHEMA_REGISTRY_CA_FILE: join(dir, 'cert.pem') }).schemaRegistry!;
+  const trusted = SchemaRegistryDecoder.fromConfig(config, silentLogger);
+  await trusted.fetchMissing('js', [rec(bytes)]);
+  t.deepEqual(trusted.cachedIds(), [bytes.readUInt32BE(1)]);
+  const untrusted = SchemaRegistryDecoder.fromConfig({ ...config, ca: undefined }, silentLogger);
+  const err = await t.throwsAsync(untrusted.fetchMissing('js', [rec(bytes)]), { instanceOf: SchemaRegistryError });
+  t.true(err.retriable);
+  t.regex(err.message, /no answer \((DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE)\)/);
 });
