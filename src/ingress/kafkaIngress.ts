@@ -636,9 +636,10 @@ export class KafkaIngress extends Component {
     };
     // Framed values' schemas not cached yet (a loop, no await, when there are none); an unreachable registry halts the partition until it answers.
     const registry = this.opts.schemaRegistry;
-    if (registry?.needsFetch(messages)) {
+    const toFetch = registry ? registry.firstToFetch(messages) : -1;
+    if (registry && toFetch >= 0) {
       const { topic, partition } = batch;
-      const offset = messages[0]!.offset;
+      const offset = messages[toFetch]!.offset;
       const fetched = await registry.fetchUntilDone(topic, messages, {
         isRunning,
         isStale,

@@ -98,7 +98,7 @@ export function mapRecord(topic: string, queue: string, kafkaPartition: number, 
   if (rec.value === null || rec.value === undefined)
     return reject('record value is null (a tombstone carries no message)', 'VALUE_CONVERTER');
   const value = readValue(rec.value, opts.registry);
-  if (!value.ok) return reject(value.reason, 'VALUE_CONVERTER', value.halt);
+  if (!value.ok) return reject(value.reason, 'VALUE_CONVERTER');
   let key: string | undefined;
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
   const keyBytes = rec.key === undefined ? null : rec.key;
@@ -194,7 +194,7 @@ function scalarAt(doc: Json, pointer: string): string | undefined {
 const FRAME_HEADER = 5;
 
 /** The payload to store, and its JSON (parsed once, on first use: only a JSON source needs it). */
-type ValueRead = { ok: true; payload: Buffer; json: () => Json } | { ok: false; reason: string; halt: boolean };
+type ValueRead = { ok: true; payload: Buffer; json: () => Json } | { ok: false; reason: string };
 
 function readValue(value: Buffer, registry: FramedValueDecoder | undefined): ValueRead {
   if (value.length >= FRAME_HEADER && value[0] === 0) {
@@ -206,7 +206,6 @@ function readValue(value: Buffer, registry: FramedValueDecoder | undefined): Val
       return {
         ok: false,
         reason: `Confluent-framed value (schema id ${schemaId}) is not JSON: an Avro or Protobuf value needs a schema registry, and none is configured (QUEEN_SCHEMA_REGISTRY_URL)`,
-        halt: false,
       };
     return { ok: true, payload: body, json: () => parsed };
   }

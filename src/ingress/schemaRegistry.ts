@@ -122,8 +122,8 @@ export function registryFailure(err: unknown, what: string): SchemaRegistryError
 /** A value's JSON view for the mapping's pointers (computed on first use where it costs a parse). */
 export type Json = { ok: true; value: unknown } | { ok: false };
 
-/** One framed value, decoded: the JSON text to store and the decoded value; or why not (halt: a defect, not the record's fault). */
-export type DecodedValue = { ok: true; payload: Buffer; json: () => Json } | { ok: false; reason: string; halt: boolean };
+/** One framed value, decoded: the JSON text to store and the decoded value; or why not (a verdict on the record). */
+export type DecodedValue = { ok: true; payload: Buffer; json: () => Json } | { ok: false; reason: string };
 
 /** What the record mapping needs of a registry: a synchronous decode of a framed value whose schema was fetched. */
 export interface FramedValueDecoder {
@@ -213,11 +213,16 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
 
   /** Whether any framed value among these names a schema id not known yet (no allocation, no promise). */
   needsFetch(records: readonly { value: Buffer | null }[]): boolean {
-    for (const r of records) {
-      const v = r.value;
-      if (v && v.length >= FRAME_HEADER && v[0] === 0 && !this.known(v.readUInt32BE(1))) return true;
+    return this.firstToFetch(records) >= 0;
+  }
+
+  /** The index of the first record whose framed value names a schema id not known yet, or -1. */
+  firstToFetch(records: readonly { value: Buffer | null }[]): number {
+    for (let i = 0; i < records.length; i++) {
+      const v = records[i]!.value;
+      if (v && v.length >= FRAME_HEADER && v[0] === 0 && !this.known(v.readUInt32BE(1))) return i;
     }
-    return false;
+    return -1;
   }
 
   private known(id: number): boolean {
@@ -324,6 +329,7 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
   }
 
   private remember(id: number, reason: string, ttlMs: number): void {
+    // The oldest answer goes first; decode() still dead-letters an id whose answer went (below).
     if (this.unknown.size >= MAX_UNKNOWN) this.unknown.delete(this.unknown.keys().next().value!);
     this.unknown.set(id, { reason, until: Date.now() + ttlMs });
   }
@@ -341,9 +347,13 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
     const schema = this.schemas.get(id);
     if (!schema) {
       const u = this.unknown.get(id);
-      if (u) return { ok: false, reason: u.reason, halt: false };
-      // fetchMissing ran for this chunk, so only a defect gets here: halt rather than dead-letter a good record.
-      return { ok: false, reason: `schema id ${id} was not fetched before its record was mapped`, halt: true };
+      if (u) return { ok: false, reason: u.reason };
+      // fetchMissing ran for this chunk and kept no schema: the registry did not have it, and its answer was
+      // pushed out by more than MAX_UNKNOWN other unknown ids since (a stream of binary values that are not frames).
+      return {
+        ok: false,
+        reason: `schema id ${id} is not in the schema registry (one of more than ${MAX_UNKNOWN} unknown ids at once)`,
+      };
     }
     try {
       if (schema.kind === 'JSON') {
@@ -370,7 +380,7 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
       return { ok: true, payload: Buffer.from(JSON.stringify(decoded)), json: () => ({ ok: true, value: decoded }) };
     } catch (err) {
       const what = schema.kind === 'JSON' ? 'JSON Schema value is not JSON' : `${schema.kind} value does not decode under its schema`;
-      return { ok: false, reason: `schema id ${id}: the ${what}: ${(err as Error).message}`, halt: false };
+      return { ok: false, reason: `schema id ${id}: the ${what}: ${(err as Error).message}` };
     }
   }
 

@@ -304,3 +304,22 @@ test('TLS: an https registry signed by QUEEN_SCHEMA_REGISTRY_CA_FILE is used; wi
   t.true(err.retriable);
   t.regex(err.message, /no answer \((DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE)\)/);
 });
+
+test('a chunk naming more unknown ids than are remembered still dead-letters each of them (binary values that are not frames)', async (t) => {
+  const client = mock();
+  const good = await framers(client).json('js', { transactionId: 'j-1' });
+  const d = decoderOn(client);
+  const noise = Array.from({ length: 1100 }, (_, i) => {
+    const b = Buffer.from([0, 0, 0, 0, 0, 0x41, 0x42]);
+    b.writeUInt32BE(100_000 + i, 1);
+    return b;
+  });
+  t.is(d.firstToFetch([rec(Buffer.from('{}')), rec(good)]), 1, 'the first record that needs the registry');
+  const mapped = await mapAll(d, 'js', [good, ...noise]);
+  t.true(mapped[0]!.ok);
+  const rejected = mapped.slice(1);
+  t.true(
+    rejected.every((m) => !m.ok && !m.halt && /^schema id \d+ is not in the schema registry/.test(m.reason)),
+    'every one a per-record dead letter',
+  );
+});
