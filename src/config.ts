@@ -7,6 +7,10 @@
 import { ConfigError } from './errors.js';
 import { availableCpus } from './util/cpus.js';
 import { bool, int, oneOf, ratio, url, type Env } from './config/env.js';
+import { schemaRegistry, type SchemaRegistryConfig } from './config/schemaRegistry.js';
+
+export { redactUrl } from './config/env.js';
+export type { SchemaRegistryConfig } from './config/schemaRegistry.js';
 import { parseConsumerSettings, type KafkaConsumerSettings } from './config/consumerSettings.js';
 import {
   parseIngressTopics,
@@ -82,6 +86,7 @@ export const DEFAULTS = {
   lagIntervalMs: 15_000,
   traceSampleRatio: 1,
   traceKafkaRecords: false,
+  schemaRegistryTimeoutMs: 5_000,
 } as const;
 
 export interface Config {
@@ -159,6 +164,8 @@ export interface Config {
   traceSampleRatio: number;
   /** Also run @opentelemetry/instrumentation-kafkajs's per-record consumer spans (docs/observability.md: their cost). */
   traceKafkaRecords: boolean;
+  /** Where framed Avro/Protobuf/JSON Schema values are decoded (docs/kafka-ingress.md); undefined: no registry. */
+  schemaRegistry: SchemaRegistryConfig | undefined;
   /** Commit in queen_build_info (the image sets it; otherwise read from git when available). */
   buildCommit: string | undefined;
 }
@@ -235,6 +242,7 @@ export function loadConfig(env: Env = process.env): Config {
     traceSampleRatio: ratio(env, 'OTEL_TRACES_SAMPLER_ARG', DEFAULTS.traceSampleRatio),
     traceKafkaRecords: bool(env, 'QUEEN_OTEL_KAFKAJS_INSTRUMENTATION', DEFAULTS.traceKafkaRecords),
     buildCommit: env.QUEEN_BUILD_COMMIT?.trim() || undefined,
+    schemaRegistry: schemaRegistry(env, DEFAULTS.schemaRegistryTimeoutMs),
   };
   if (!/^[A-Za-z0-9._-]{1,255}$/.test(cfg.kafkaClientId)) {
     throw new ConfigError(`KAFKA_CLIENT_ID must match [A-Za-z0-9._-]{1,255}, got "${cfg.kafkaClientId}"`);
@@ -284,15 +292,4 @@ function withPatternMappings(
     }
     return q;
   });
-}
-
-/** A connection string with its password replaced, safe to log. */
-export function redactUrl(raw: string): string {
-  try {
-    const u = new URL(raw);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '<unparsable url>';
-  }
 }

@@ -53,6 +53,24 @@ export class DatabaseError extends QueenError {
 }
 
 /**
+ * A Schema Registry request failed; classified by its HTTP answer (see
+ * ingress/schemaRegistry.ts, REGISTRY_ANSWERS). Retriable: the registry is
+ * unreachable, refuses our credentials or answers 5xx, which says nothing
+ * about the record, so its partition halts and retries. Not retriable: the
+ * registry's own "not found" for a schema id, a verdict on that record.
+ */
+export class SchemaRegistryError extends QueenError {
+  constructor(
+    message: string,
+    /** The HTTP status, or undefined when no answer came (connection refused, timeout, TLS). */
+    readonly status: number | undefined,
+    options: { retriable: boolean; cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/**
  * A bundle push failed before any of it was committed, for a reason that is
  * not retriable (a defect, or SQL refusing something in it). Its items may be
  * pushed again apart from each other: the fusion layer does that per request,

@@ -3,6 +3,7 @@ import { migrate } from './engine/migrate.js';
 import { HTTP_DEFAULTS, HttpApi } from './http/server.js';
 import { localReadiness, type FleetView } from './http/routes/ops.js';
 import { KafkaIngress } from './ingress/kafkaIngress.js';
+import { SchemaRegistryDecoder } from './ingress/schemaRegistry.js';
 import { LagMonitor } from './ingress/lagMonitor.js';
 import { buildInfo } from './telemetry/buildInfo.js';
 import { pipelineOptions, WritePipeline } from './pipeline.js';
@@ -137,6 +138,9 @@ export class Service extends Component {
           missingId: config.ingressMissingId,
           stuckAfterMs: config.ingressStuckAfterMs,
           restartBackoffMaxMs: config.ingressRestartBackoffMaxMs,
+          schemaRegistry: config.schemaRegistry
+            ? SchemaRegistryDecoder.fromConfig(config.schemaRegistry, log.child({ component: 'schema-registry' }), this.metrics)
+            : undefined,
         },
         log.child({ component: 'ingress' }),
         this.metrics,

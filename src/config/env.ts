@@ -57,3 +57,14 @@ export function url(env: Env, name: string, protocols: string[]): string | undef
   }
   return raw;
 }
+
+/** A connection string with its password replaced, safe to log. */
+export function redactUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '<unparsable url>';
+  }
+}

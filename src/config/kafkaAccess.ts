@@ -17,7 +17,8 @@ export type KafkaSasl = { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'
   { mechanism: 'plain' } | { mechanism: 'scram-sha-256' } | { mechanism: 'scram-sha-512' }
 );
 
-function readPemFile(env: Env, name: string): string | undefined {
+/** A PEM file named by the variable (undefined when unset); a file that is not PEM is refused. */
+export function readPemFile(env: Env, name: string): string | undefined {
   const path = env[name];
   if (path === undefined || path.trim() === '') return undefined;
   let text: string;

@@ -116,6 +116,21 @@ export class ChunkVerifier {
     const mustHalt = (l: DeadLetter, halt: boolean) => {
       if ((halt || this.opts.errorsTolerance === 'none') && (!haltAt || BigInt(l.record.offset) < BigInt(haltAt.record.offset))) haltAt = l;
     };
+    // Framed values' schemas not cached yet (a loop, no await, when there are none); an unreachable registry halts the partition until it answers.
+    const registry = this.opts.schemaRegistry;
+    const toFetch = registry ? registry.firstToFetch(messages) : -1;
+    if (registry && toFetch >= 0) {
+      const { topic, partition } = batch;
+      const offset = messages[toFetch]!.offset;
+      const fetched = await registry.fetchUntilDone(topic, messages, {
+        isRunning,
+        isStale,
+        signal: this.host.signal,
+        halt: (reason) => this.halted.halt({ topic, partition, offset, reason, at: Date.now(), cause: 'schema-registry' }),
+        resume: () => this.halted.resume(topic, partition, 'written'),
+      });
+      if (!fetched) return false;
+    }
     for (const m of messages) {
       const undecodable = undecodableReason(m);
       if (undecodable) {

@@ -63,7 +63,12 @@ export class HaltedPartitions {
     // A batch of this partition waiting for room in its lane must not hold up fetching for the others.
     this.host.onHalted();
     const { topic, partition, offset, reason } = h;
-    if (h.cause === 'dead-letter-write')
+    if (h.cause === 'schema-registry')
+      this.log.error(
+        { topic, partition, offset, reason },
+        'partition halted: the schema registry does not answer; retrying with backoff, resumes by itself once it does',
+      );
+    else if (h.cause === 'dead-letter-write')
       this.log.error(
         { topic, partition, offset, reason },
         'partition halted: a dead-letter write failed; retrying with backoff, resumes by itself once it succeeds (QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE=all skips such records instead)',
@@ -75,10 +80,11 @@ export class HaltedPartitions {
       );
   }
 
-  /** Ends a dead-letter halt: the write went through, or the chunk was abandoned (a restart or rebalance reads it again). */
+  /** Ends a dead-letter or schema-registry halt: the write went through (the registry answered), or the chunk was abandoned (a restart or rebalance reads it again). */
   resume(topic: string, partition: number, why: 'written' | 'abandoned'): void {
     const key = `${topic}\x1f${partition}`;
-    if (this.halted.get(key)?.cause !== 'dead-letter-write') return;
+    const cause = this.halted.get(key)?.cause;
+    if (cause !== 'dead-letter-write' && cause !== 'schema-registry') return;
     this.halted.delete(key);
     if (this.host.mayResume()) {
       try {
@@ -87,6 +93,10 @@ export class HaltedPartitions {
         // No group right now: the restarted consumer starts unpaused.
       }
     }
-    if (why === 'written') this.log.info({ topic, partition }, 'dead-letter write succeeded; partition resumed');
+    if (why === 'written')
+      this.log.info(
+        { topic, partition },
+        cause === 'schema-registry' ? 'schema registry answered; partition resumed' : 'dead-letter write succeeded; partition resumed',
+      );
   }
 }

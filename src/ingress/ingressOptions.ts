@@ -1,6 +1,7 @@
 import type { KafkaConfig } from 'kafkajs';
 import type { KafkaConsumerSettings, TopicMapping, TopicPattern } from '../config.js';
 import type { MissingIdPolicy } from './recordMapping.js';
+import type { SchemaRegistryDecoder } from './schemaRegistry.js';
 
 // The ingress's options and its commit observer's report: types only, so
 // that every part of the ingress (kafkaIngress.ts and the files it composes)
@@ -34,6 +35,8 @@ export interface KafkaIngressOptions {
   deadLetterErrorsTolerance?: 'all' | 'none';
   /** A record without a transactionId: 'dlq' (default), 'fail' (halt its partition) or 'offset' (topic/partition/offset); a topic's own mapping may say otherwise. */
   missingId?: MissingIdPolicy;
+  /** Decodes Confluent-framed values (QUEEN_SCHEMA_REGISTRY_URL); without it only framed JSON Schema values are read. */
+  schemaRegistry?: SchemaRegistryDecoder;
   /** A batch waiting longer than this for its verdicts marks the consumer stuck (readiness, metric). */
   stuckAfterMs?: number;
   /** kafkajs's own retries of a failing fetch/batch before the consumer crashes (default 10). */

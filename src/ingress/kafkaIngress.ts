@@ -186,7 +186,7 @@ export class KafkaIngress extends Component {
         throw new ConfigError(`QUEEN_INGRESS_MAPPING["${key}"].partition: constant:${p.constant}: ${(err as Error).message}`);
       }
     }
-    const m: MappingOptions = { missingId: mapping?.missingId ?? this.opts.missingId ?? 'dlq' };
+    const m: MappingOptions = { missingId: mapping?.missingId ?? this.opts.missingId ?? 'dlq', registry: this.opts.schemaRegistry };
     if (mapping) {
       m.transactionId = mapping.transactionId;
       m.partition = mapping.partition;

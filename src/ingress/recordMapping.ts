@@ -1,6 +1,7 @@
 import { DEFAULT_ID_SOURCES, type IdSource, type PartitionSource } from '../config.js';
 import type { PushItem } from '../engine/writer.js';
 import { LIMITS } from '../engine/limits.js';
+import type { FramedValueDecoder, Json } from './schemaRegistry.js';
 
 /** A header value as kafkajs decodes it: Kafka allows a null value, and a repeated name gives an array. */
 export type HeaderValue = Buffer | string | null;
@@ -35,6 +36,13 @@ export interface MappingOptions {
   transactionId?: readonly IdSource[];
   /** Where the log partition comes from; default: the key. */
   partition?: PartitionSource;
+  /**
+   * Decodes Confluent-framed values through a Schema Registry (QUEEN_SCHEMA_REGISTRY_URL),
+   * whose schemas were fetched for the chunk before mapping (schemaRegistry.ts);
+   * its JSON pointers then read the decoded record. Without one, only a framed
+   * JSON Schema value is read.
+   */
+  registry?: FramedValueDecoder;
 }
 
 /**
@@ -74,8 +82,11 @@ function headerString(headers: KafkaRecord['headers'], name: string): string | u
  *                  JSON value; or a named header, the key, any JSON pointer,
  *                  the offset where chosen. None: the missing-id policy (dlq,
  *                  fail, or topic/partition/offset where chosen).
- *   payload        the value bytes as they are; a Confluent-framed JSON value
- *                  (magic byte 0, 4-byte schema id) without its 5-byte header.
+ *   payload        the value bytes as they are; a Confluent-framed value
+ *                  (magic byte 0, 4-byte schema id) decoded to JSON through
+ *                  the registry (JSON pointers then read the decoded record),
+ *                  or without a registry a framed JSON value without its
+ *                  5-byte header.
  *   traceContext   `traceparent` (+ ";" + `tracestate`) headers.
  * Records the mapping cannot turn into an item are rejected with a reason
  * (dead-lettered, or a halt); everything else the engine judges. Never
@@ -86,7 +97,7 @@ export function mapRecord(topic: string, queue: string, kafkaPartition: number, 
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
   if (rec.value === null || rec.value === undefined)
     return reject('record value is null (a tombstone carries no message)', 'VALUE_CONVERTER');
-  const value = readValue(rec.value);
+  const value = readValue(rec.value, opts.registry);
   if (!value.ok) return reject(value.reason, 'VALUE_CONVERTER');
   let key: string | undefined;
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
@@ -155,7 +166,7 @@ function describe(s: IdSource): string {
  * the value is not JSON, the path is absent, or what is there is anything
  * else (an empty string, an object, a fraction): no such value is an id.
  */
-function scalarAt(doc: { ok: true; value: unknown } | { ok: false }, pointer: string): string | undefined {
+function scalarAt(doc: Json, pointer: string): string | undefined {
   if (!doc.ok) return undefined;
   let at: unknown = doc.value;
   if (pointer !== '') {
@@ -175,25 +186,26 @@ function scalarAt(doc: { ok: true; value: unknown } | { ok: false }, pointer: st
 /**
  * Confluent's wire format: magic byte 0, a 4-byte big-endian schema id, then
  * the serialized value. JSON text never starts with a 0 byte, so a value that
- * does is taken as framed. Without a schema registry only a JSON Schema value
- * can be read (its payload is JSON text); Avro and Protobuf payloads are
- * binary and are refused with a reason, never stored under a made-up id.
+ * does is taken as framed. With a registry it is decoded there (Avro,
+ * Protobuf, JSON Schema alike). Without one only a JSON Schema value can be
+ * read (its payload is JSON text); Avro and Protobuf payloads are binary and
+ * are refused with a reason, never stored under a made-up id.
  */
 const FRAME_HEADER = 5;
 
-type Json = { ok: true; value: unknown } | { ok: false };
 /** The payload to store, and its JSON (parsed once, on first use: only a JSON source needs it). */
 type ValueRead = { ok: true; payload: Buffer; json: () => Json } | { ok: false; reason: string };
 
-function readValue(value: Buffer): ValueRead {
+function readValue(value: Buffer, registry: FramedValueDecoder | undefined): ValueRead {
   if (value.length >= FRAME_HEADER && value[0] === 0) {
+    if (registry) return registry.decode(value);
     const schemaId = value.readUInt32BE(1);
     const body = value.subarray(FRAME_HEADER);
     const parsed = parseJson(body);
     if (!parsed.ok)
       return {
         ok: false,
-        reason: `Confluent-framed value (schema id ${schemaId}) is not JSON: an Avro or Protobuf value needs a schema registry, and none is configured`,
+        reason: `Confluent-framed value (schema id ${schemaId}) is not JSON: an Avro or Protobuf value needs a schema registry, and none is configured (QUEEN_SCHEMA_REGISTRY_URL)`,
       };
     return { ok: true, payload: body, json: () => parsed };
   }

@@ -37,8 +37,9 @@ export interface HaltedPartition {
   /**
    * bad-record: QUEEN_INGRESS_ERRORS_TOLERANCE=none or QUEEN_INGRESS_MISSING_ID=fail; stays until a restart.
    * dead-letter-write: the record's dead-letter write failed; retried with backoff, resumes by itself once it succeeds.
+   * schema-registry: the registry did not answer for a framed value's schema; retried with backoff, resumes by itself once it answers.
    */
-  cause: 'bad-record' | 'dead-letter-write';
+  cause: 'bad-record' | 'dead-letter-write' | 'schema-registry';
 }
 
 export interface IngressStatus {

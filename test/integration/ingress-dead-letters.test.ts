@@ -222,7 +222,7 @@ test.serial('an oversized gzip record: its dead letter is cut to fit the topic, 
 });
 
 test.serial(
-  'Confluent-framed values without a registry: JSON Schema stored with its id, Avro dead-lettered, nothing under an offset id',
+  'Confluent-framed values without a registry: JSON Schema stored with its id, Avro and Protobuf dead-lettered, nothing under an offset id',
   async (t) => {
     const { kafka, db, sql } = t.context;
     const topic = uniqueName('framed');
@@ -234,6 +234,8 @@ test.serial(
       { key: 'k', value: framed(1, '{"transactionId":"js-1","n":1}') },
       // Avro binary: a zigzag string length, then bytes (no tab, newline or byte over 0x7f).
       { key: 'k', value: framed(2, '\u0004a1\u0002') },
+      // Protobuf binary: the message indexes (one 0 byte: the first message), then field 2 as the string "p1".
+      { key: 'k', value: framed(3, '\u0000\u0012\u0002p1') },
       { key: 'k', value: framed(1, '{"transactionId":"js-2","n":2}') },
     ];
     await javaProduce(brokers(), topic, records, { compression: 'lz4' });
@@ -257,11 +259,18 @@ test.serial(
       );
       const rec = stack.metrics.counter('queen_ingress_records_total', '');
       t.is(rec.get('duplicate'), 1, 'the re-sent framed record is a duplicate');
-      const [letter] = await readTopic(kafka, `${topic}.dlq`, 1);
+      const [letter, protoLetter] = await readTopic(kafka, `${topic}.dlq`, 2);
       t.is(letter!.headers![CONNECT_HEADERS.offset]!.toString(), '2');
       t.regex(letter!.headers![CONNECT_HEADERS.exceptionMessage]!.toString(), /Confluent-framed value \(schema id 2\) is not JSON/);
       t.is(letter!.headers![CONNECT_HEADERS.stage]!.toString(), 'VALUE_CONVERTER');
       t.deepEqual(letter!.value, Buffer.from(framed(2, '\u0004a1\u0002'), 'latin1'), 'the dead letter keeps the framed bytes');
+      t.is(protoLetter!.headers![CONNECT_HEADERS.offset]!.toString(), '3');
+      t.regex(
+        protoLetter!.headers![CONNECT_HEADERS.exceptionMessage]!.toString(),
+        /Confluent-framed value \(schema id 3\) is not JSON: an Avro or Protobuf value needs a schema registry/,
+      );
+      t.is(protoLetter!.headers![CONNECT_HEADERS.stage]!.toString(), 'VALUE_CONVERTER');
+      t.deepEqual(protoLetter!.value, Buffer.from(framed(3, '\u0000\u0012\u0002p1'), 'latin1'));
     } finally {
       await stack.stop();
     }

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import test from 'ava';
 import { loadConfig, parseMappings, parseTopics, redactUrl } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
@@ -129,4 +132,61 @@ test('QUEEN_INGRESS_MAPPING: per-topic id and partition sources, validated', (t)
     const err = t.throws(() => parseMappings(raw, topics, 'dlq'), { instanceOf: ConfigError }, raw);
     t.regex(err.message, re, raw);
   }
+});
+
+test('schema registry: none by default; URLs, basic auth from a password file, a CA file, a timeout', (t) => {
+  t.is(loadConfig({}).schemaRegistry, undefined);
+  const dir = mkdtempSync(join(tmpdir(), 'sr-'));
+  writeFileSync(join(dir, 'pw'), 'file-s3cret\n');
+  writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+  const c = loadConfig({
+    QUEEN_SCHEMA_REGISTRY_URL: 'https://sr-1:8081, https://sr-2:8081',
+    QUEEN_SCHEMA_REGISTRY_USER: 'svc',
+    QUEEN_SCHEMA_REGISTRY_PASSWORD_FILE: join(dir, 'pw'),
+    QUEEN_SCHEMA_REGISTRY_CA_FILE: join(dir, 'ca.pem'),
+    QUEEN_SCHEMA_REGISTRY_TIMEOUT_MS: '2500',
+  });
+  t.deepEqual(c.schemaRegistry, {
+    urls: ['https://sr-1:8081', 'https://sr-2:8081'],
+    basicAuth: { user: 'svc', password: 'file-s3cret' },
+    ca: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n',
+    timeoutMs: 2500,
+  });
+  t.deepEqual(loadConfig({ QUEEN_SCHEMA_REGISTRY_URL: 'http://sr:8081' }).schemaRegistry, {
+    urls: ['http://sr:8081'],
+    basicAuth: undefined,
+    ca: undefined,
+    timeoutMs: 5000,
+  });
+});
+
+test('schema registry settings are refused with a reason that never echoes a secret', (t) => {
+  const refused = (env: Record<string, string>, re: RegExp) => {
+    const err = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
+    t.regex(err.message, re);
+    t.false(err.message.includes('s3cret'), err.message);
+  };
+  refused({ QUEEN_SCHEMA_REGISTRY_URL: 'https://svc:s3cret@sr:8081' }, /carries credentials: set QUEEN_SCHEMA_REGISTRY_USER/);
+  refused({ QUEEN_SCHEMA_REGISTRY_URL: 'ftp://sr' }, /must use http: or https:/);
+  refused(
+    { QUEEN_SCHEMA_REGISTRY_URL: 'http://sr', QUEEN_SCHEMA_REGISTRY_USER: 'svc' },
+    /USER and QUEEN_SCHEMA_REGISTRY_PASSWORD\(_FILE\) go together/,
+  );
+  refused({ QUEEN_SCHEMA_REGISTRY_URL: 'http://sr', QUEEN_SCHEMA_REGISTRY_PASSWORD: 's3cret' }, /go together/);
+  refused(
+    {
+      QUEEN_SCHEMA_REGISTRY_URL: 'http://sr',
+      QUEEN_SCHEMA_REGISTRY_USER: 'svc',
+      QUEEN_SCHEMA_REGISTRY_PASSWORD: 's3cret',
+      QUEEN_SCHEMA_REGISTRY_PASSWORD_FILE: '/x',
+    },
+    /not both/,
+  );
+  refused({ QUEEN_SCHEMA_REGISTRY_USER: 'svc', QUEEN_SCHEMA_REGISTRY_PASSWORD: 's3cret' }, /QUEEN_SCHEMA_REGISTRY_URL is not/);
+  const dir = mkdtempSync(join(tmpdir(), 'sr-'));
+  writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+  refused(
+    { QUEEN_SCHEMA_REGISTRY_URL: 'http://sr', QUEEN_SCHEMA_REGISTRY_CA_FILE: join(dir, 'ca.pem') },
+    /no QUEEN_SCHEMA_REGISTRY_URL is https/,
+  );
 });

@@ -93,6 +93,13 @@ test('a Confluent-framed value that is not JSON (Avro, Protobuf) is rejected wit
     t.like(m, { ok: false, stage: 'VALUE_CONVERTER', halt: false });
     t.regex((m as { reason: string }).reason, /Confluent-framed value \(schema id 7\) is not JSON.*schema registry/);
   }
+  // Protobuf: the message indexes (one 0 byte: the first message), then field 2 (a string "p1").
+  const protobuf = framed(8, Buffer.from([0x00, 0x12, 0x02, 0x70, 0x31]));
+  for (const headers of [undefined, { transactionId: 'from-header' }]) {
+    const m = mapRecord('o', 'q', 0, rec({ value: protobuf, headers }), { missingId: 'offset' });
+    t.like(m, { ok: false, stage: 'VALUE_CONVERTER', halt: false });
+    t.regex((m as { reason: string }).reason, /Confluent-framed value \(schema id 8\) is not JSON.*QUEEN_SCHEMA_REGISTRY_URL/);
+  }
   // A short value starting with a 0 byte is not a frame: stored as it is (under an explicit id).
   const short = mapRecord('o', 'q', 0, rec({ value: Buffer.from([0, 1]), headers: { transactionId: 'b' } }), DLQ);
   t.true(short.ok);
