@@ -22,7 +22,7 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 /**
- * The compact tier's candidate names through log_push_v11's hint interface
+ * The compact tier's candidate names through the push's hint interface (log_push_v12 keeps v11's)
  * as it is (exact offsets per item), against real PostgreSQL.
  *
  * First test: the tier alone, with fingerprints narrowed (the cache gives
@@ -149,7 +149,7 @@ const item = (queue: string, partition: string, txn: string): PushItem => ({
 const verdicts = (rs: PushResult[]): string[] => rs.map((r) => `${r.status}@${r.offset}${r.id === NIL_UUID ? '/gone' : ''}`);
 
 test.serial(
-  'compact tier names through log_push_v11 as it is: verdicts equal -1 verdicts on random histories, with false candidates forced',
+  'compact tier names through the hint interface of log_push_v12 (as v11 had it): verdicts equal -1 verdicts on random histories, with false candidates forced',
   async (t) => {
     const source = new CompactSource(3);
     const compact = await writerWith(t, source);
