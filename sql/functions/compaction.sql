@@ -36,6 +36,8 @@
 CREATE OR REPLACE FUNCTION queen.log_compact_v1(p_partition_id bigint, p_min_tail integer, p_fanout integer)
 RETURNS TABLE (compacted bigint, merged bigint, dropped integer)
 LANGUAGE plpgsql
+-- No JIT, as log_push_v12 (push.sql): compiling a statement cost more than it ran.
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
