@@ -55,7 +55,14 @@ export interface WindowBeyondBudgetResult {
 
 export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyondBudgetResult> {
   const p = ctx.quick
-    ? { smallMb: 2, ampleMb: DEFAULTS.dedupCacheMb, sizes: process.env.WBB_SIZES ? process.env.WBB_SIZES.split(',').map(Number) : [250_000, 1_000_000], passes: 6, bundlesPerPass: 8, payloadBytes: 64 }
+    ? {
+        smallMb: 2,
+        ampleMb: DEFAULTS.dedupCacheMb,
+        sizes: process.env.WBB_SIZES ? process.env.WBB_SIZES.split(',').map(Number) : [250_000, 1_000_000],
+        passes: 6,
+        bundlesPerPass: 8,
+        payloadBytes: 64,
+      }
     : { smallMb: 16, ampleMb: DEFAULTS.dedupCacheMb, sizes: [2_000_000, 20_000_000], passes: 6, bundlesPerPass: 20, payloadBytes: 64 };
   const all: Pass[] = [];
   const wrong: string[] = [];
