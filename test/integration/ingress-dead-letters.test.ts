@@ -1,4 +1,3 @@
-import anyTest, { type TestFn } from 'ava';
 import kafkajs, { type Kafka, type KafkaMessage } from 'kafkajs';
 import pg from 'pg';
 import { pino, type Logger } from 'pino';
@@ -6,11 +5,11 @@ import { parseMappings } from '../../src/config.js';
 import { HttpApi } from '../../src/http/server.js';
 import { CONNECT_HEADERS, QUEEN_HEADERS } from '../../src/ingress/deadLetter.js';
 import type { KafkaIngressOptions } from '../../src/ingress/kafkaIngress.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { javaProduce, type JavaRecord } from '../helpers/javaProducer.js';
-import { brokers, caughtUp, committed, createTopic, kafkaClient, storedFrames, uniqueName } from '../helpers/kafka.js';
-import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
+import { brokers, caughtUp, committed, createTopic, storedFrames, uniqueName } from '../helpers/kafka.js';
+import { waitFor } from '../helpers/leaks.js';
 import { startIngestStack, type IngestStack } from '../helpers/stack.js';
+import { kafkaDbTest } from '../helpers/kafkaDbTest.js';
 
 const { ConfigResourceTypes, Partitioners } = kafkajs;
 
@@ -23,21 +22,7 @@ const { ConfigResourceTypes, Partitioners } = kafkajs;
  * a real broker-side refusal).
  */
 
-interface Ctx {
-  db: TestDatabase;
-  sql: pg.Pool;
-  kafka: Kafka;
-}
-const test = anyTest as TestFn<Ctx>;
-
-test.before(async (t) => {
-  const db = await createTestDatabase('ingress_dead_letters');
-  t.context = { db, sql: new pg.Pool({ connectionString: db.url, max: 2 }), kafka: kafkaClient() };
-});
-teardownAndCheckLeaks(test, async (t) => {
-  await t.context.sql?.end();
-  await t.context.db?.drop();
-});
+const test = kafkaDbTest('ingress_dead_letters');
 
 /** Reads every record of a topic from the beginning until `n` arrived. */
 async function readTopic(kafka: Kafka, topic: string, n: number): Promise<KafkaMessage[]> {

@@ -1,30 +1,14 @@
-import anyTest, { type TestFn } from 'ava';
 import type { Kafka, KafkaMessage } from 'kafkajs';
-import pg from 'pg';
 import { CONNECT_HEADERS, QUEEN_HEADERS } from '../../src/ingress/deadLetter.js';
 import { codecStats } from '../../src/ingress/codecs.js';
 import { HttpApi } from '../../src/http/server.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { javaProduce } from '../helpers/javaProducer.js';
-import { brokers, caughtUp, committed, createTopic, kafkaClient, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
-import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
+import { brokers, caughtUp, committed, createTopic, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
+import { waitFor } from '../helpers/leaks.js';
 import { startIngestStack } from '../helpers/stack.js';
+import { kafkaDbTest } from '../helpers/kafkaDbTest.js';
 
-interface Ctx {
-  db: TestDatabase;
-  sql: pg.Pool;
-  kafka: Kafka;
-}
-const test = anyTest as TestFn<Ctx>;
-
-test.before(async (t) => {
-  const db = await createTestDatabase('ingress_hardening');
-  t.context = { db, sql: new pg.Pool({ connectionString: db.url, max: 2 }), kafka: kafkaClient() };
-});
-teardownAndCheckLeaks(test, async (t) => {
-  await t.context.sql?.end();
-  await t.context.db?.drop();
-});
+const test = kafkaDbTest('ingress_hardening');
 
 /** Reads every record of a topic from the beginning until `n` arrived. */
 async function readTopic(kafka: Kafka, topic: string, n: number): Promise<KafkaMessage[]> {

@@ -1,30 +1,13 @@
-import anyTest, { type TestFn } from 'ava';
-import type { Kafka } from 'kafkajs';
-import pg from 'pg';
 import { loadConfig } from '../../src/config.js';
 import { LagMonitor } from '../../src/ingress/lagMonitor.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { brokers, caughtUp, committed, createTopic, kafkaClient, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
-import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
+import { brokers, caughtUp, committed, createTopic, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
+import { waitFor } from '../helpers/leaks.js';
 import { startIngestStack } from '../helpers/stack.js';
+import { kafkaDbTest } from '../helpers/kafkaDbTest.js';
 
-interface Ctx {
-  db: TestDatabase;
-  sql: pg.Pool;
-  kafka: Kafka;
-}
-const test = anyTest as TestFn<Ctx>;
-
-test.before(async (t) => {
-  const db = await createTestDatabase('ingress_patterns');
-  t.context = { db, sql: new pg.Pool({ connectionString: db.url, max: 2 }), kafka: kafkaClient() };
-});
-teardownAndCheckLeaks(test, async (t) => {
-  await t.context.sql?.end();
-  await t.context.db?.drop();
-});
+const test = kafkaDbTest('ingress_patterns');
 
 test('a /regex/ topic consumes the two topics whose names match it, not a third, and their mappings apply', async (t) => {
   const { db, sql, kafka } = t.context;

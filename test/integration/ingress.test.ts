@@ -1,36 +1,11 @@
-import anyTest, { type TestFn } from 'ava';
-import type { Kafka, Message } from 'kafkajs';
+import type { Message } from 'kafkajs';
 import pg from 'pg';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import {
-  caughtUp,
-  committed,
-  createTopic,
-  kafkaClient,
-  produce,
-  recordCount,
-  storedFrames,
-  uniqueName,
-  VerdictLog,
-} from '../helpers/kafka.js';
-import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
+import { caughtUp, committed, createTopic, produce, recordCount, storedFrames, uniqueName, VerdictLog } from '../helpers/kafka.js';
+import { waitFor } from '../helpers/leaks.js';
 import { startIngestStack } from '../helpers/stack.js';
+import { kafkaDbTest } from '../helpers/kafkaDbTest.js';
 
-interface Ctx {
-  db: TestDatabase;
-  sql: pg.Pool;
-  kafka: Kafka;
-}
-const test = anyTest as TestFn<Ctx>;
-
-test.before(async (t) => {
-  const db = await createTestDatabase('ingress');
-  t.context = { db, sql: new pg.Pool({ connectionString: db.url, max: 2 }), kafka: kafkaClient() };
-});
-teardownAndCheckLeaks(test, async (t) => {
-  await t.context.sql?.end();
-  await t.context.db?.drop();
-});
+const test = kafkaDbTest('ingress');
 
 const KEYS = 32;
 

@@ -1,29 +1,17 @@
-import anyTest, { type TestFn } from 'ava';
 import { SchemaRegistryClient, type Client } from '@confluentinc/schemaregistry';
 import type { Kafka, KafkaMessage } from 'kafkajs';
-import pg from 'pg';
 import { parseMappings, redactUrl } from '../../src/config.js';
 import { CONNECT_HEADERS } from '../../src/ingress/deadLetter.js';
 import { SchemaRegistryDecoder } from '../../src/ingress/schemaRegistry.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { FakeSchemaRegistry } from '../helpers/fakeSchemaRegistry.js';
-import {
-  brokers,
-  caughtUp,
-  committed,
-  createTopic,
-  kafkaClient,
-  produce,
-  recordCount,
-  storedFrames,
-  uniqueName,
-} from '../helpers/kafka.js';
-import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
+import { brokers, caughtUp, committed, createTopic, produce, recordCount, storedFrames, uniqueName } from '../helpers/kafka.js';
+import { waitFor } from '../helpers/leaks.js';
 import { javaProduce } from '../helpers/javaProducer.js';
 import { framers } from '../helpers/registryFixtures.js';
 import { ServiceProcess } from '../helpers/serviceProcess.js';
 import { startIngestStack } from '../helpers/stack.js';
+import { kafkaDbTest } from '../helpers/kafkaDbTest.js';
 
 /**
  * Confluent-framed Avro, Protobuf and JSON Schema values, made by Confluent's
@@ -50,21 +38,7 @@ const AGAINST = REAL_URL
 /** An id no registry in a test has handed out. */
 const UNKNOWN_ID = 2_147_480_000;
 
-interface Ctx {
-  db: TestDatabase;
-  sql: pg.Pool;
-  kafka: Kafka;
-}
-const test = anyTest as TestFn<Ctx>;
-
-test.before(async (t) => {
-  const db = await createTestDatabase('schema_registry');
-  t.context = { db, sql: new pg.Pool({ connectionString: db.url, max: 2 }), kafka: kafkaClient() };
-});
-teardownAndCheckLeaks(test, async (t) => {
-  await t.context.sql?.end();
-  await t.context.db?.drop();
-});
+const test = kafkaDbTest('schema_registry');
 
 function producerClient(url: string, auth?: { user: string; password: string }): Client {
   return new SchemaRegistryClient({
