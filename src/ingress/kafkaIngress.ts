@@ -292,7 +292,7 @@ export class KafkaIngress extends Component {
     // Batches waiting for room see `draining` and return.
     this.intake.wakeSettleWaiters();
     await this.intake.idle();
-    await this.commits.flush();
+    await this.commits.flushForStop();
     // disconnect() stops fetching and leaves the group, so partitions move at
     // once rather than after a session timeout.
     await this.consumer.disconnect();

@@ -20,11 +20,18 @@ export interface PartitionOffset {
  * (kafkajs 2.2.4 gives fetches a connection of their own; heartbeats and
  * commits share the other).
  * `flush()` resolves when everything advanced so far was sent (stop() calls
- * it before the consumer leaves its group).
+ * it before the consumer leaves its group). `retryRefused()` sends once more
+ * the newest refused offset of each partition that no later commit covered:
+ * stop() calls it after flush(), so a commit refused by a passing fault (a
+ * timed-out request on a loaded broker) does not cost a redelivery of what
+ * was verified. Still behind the log, so never a loss; a partition the
+ * group moved away is refused again (a stale generation), and that is all.
  */
 export class OffsetCommitter {
   private inFlight: Promise<void> | undefined;
   private waiting = new Map<string, { at: PartitionOffset; done: ((ok: boolean) => void)[] }>();
+  /** Per partition, the newest offset whose commit was refused and that no later commit covered. */
+  private refused = new Map<string, PartitionOffset>();
 
   constructor(private readonly send: (offsets: PartitionOffset[]) => Promise<boolean>) {}
 
@@ -47,6 +54,15 @@ export class OffsetCommitter {
     return this.inFlight ?? Promise.resolve();
   }
 
+  /** Sends the refused offsets once more (see the class comment); resolves with whether that landed (true when none were left). */
+  async retryRefused(): Promise<boolean> {
+    await this.flush();
+    if (this.refused.size === 0) return true;
+    const again = [...this.refused.values()];
+    this.refused.clear();
+    return this.send(again);
+  }
+
   private async drain(): Promise<void> {
     // One turn of the event loop first, so partitions finishing together share the request.
     await new Promise<void>((r) => setImmediate(r));
@@ -54,7 +70,11 @@ export class OffsetCommitter {
       const batch = this.waiting;
       this.waiting = new Map();
       const ok = await this.send([...batch.values()].map((w) => w.at));
-      for (const w of batch.values()) for (const d of w.done) d(ok);
+      for (const [key, w] of batch) {
+        if (ok) this.refused.delete(key);
+        else this.refused.set(key, w.at);
+        for (const d of w.done) d(ok);
+      }
     }
     this.inFlight = undefined;
   }

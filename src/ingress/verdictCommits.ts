@@ -51,6 +51,11 @@ export class VerdictCommits {
     return this.committer.flush();
   }
 
+  /** On stop, before leaving the group: everything advanced is sent, and a refused commit is tried once more. */
+  async flushForStop(): Promise<void> {
+    await this.committer.retryRefused();
+  }
+
   /** Commits `next` (the offset after the submission's last record) and tells the observer; never waited for. */
   advance(topic: string, partition: number, next: string, c: VerifiedChunk): void {
     const { records, fetchedAt, fetchedAtMs, startedAtMs, verdictsAtMs } = c;

@@ -67,3 +67,19 @@ test('flush waits for everything advanced so far; a refused commit is reported t
   t.false(await b);
   await c.flush();
 });
+
+test('retryRefused sends once more the newest refused offset of each partition that no later commit covered', async (t) => {
+  const sent: string[][] = [];
+  const answers = [false, true, true];
+  const c = new OffsetCommitter(async (offsets) => {
+    sent.push(offsets.map((o) => `${o.topic}/${o.partition}:${o.offset}`));
+    return answers.shift() ?? true;
+  });
+  // Refused: t/0 at 5 and t/1 at 7. Then t/1 advances to 9 and lands, which covers its refused 7.
+  t.false(await Promise.all([c.advance('t', 0, '5'), c.advance('t', 1, '7')]).then((r) => r.every(Boolean)));
+  t.true(await c.advance('t', 1, '9'));
+  t.true(await c.retryRefused(), 'the retry landed');
+  t.deepEqual(sent, [['t/0:5', 't/1:7'], ['t/1:9'], ['t/0:5']]);
+  t.true(await c.retryRefused(), 'nothing left to retry');
+  t.is(sent.length, 3, 'no request without refused offsets');
+});
