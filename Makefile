@@ -7,7 +7,7 @@ SHELL := /bin/bash
 # PATH, so `node`, `npm`, `npx` and what they spawn are Node 24's (the
 # machine's own if it is 24 or newer, else a pinned build fetched once into
 # .local/node). Goals that run no Node skip it, so `make help` fetches nothing.
-NODE_FREE_GOALS := help clean jaeger helm-lint helm-check
+NODE_FREE_GOALS := help clean jaeger helm-lint
 ifneq ($(filter-out $(NODE_FREE_GOALS),$(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))),)
 NODE_BIN := $(shell deploy/local/node.sh)
 ifneq ($(.SHELLSTATUS),0)
