@@ -167,7 +167,33 @@ render -f "$CHART/ci/default-values.yaml" --set networkPolicy.enabled=true --set
 expect "no DNS and no OTLP rule" "$(q "$OUT/np-min.yaml" NetworkPolicy "$egress")" '[["TCP/5432",0],["TCP/9092",0]]'
 ok "NetworkPolicy: off by default; peers, test pod, DNS/PostgreSQL/Kafka (derived 9092,9093)/OTLP (4318, 443) egress"
 
-# 10. helm test: a hardened pod (k8scheck above counted it) in the same image
+# 10. record handling and the Schema Registry reach the service's env; the
+# registry's password is a mounted Secret key (never an env value), its CA a
+# mounted file, and its URLs' ports an egress rule of their own.
+env_of='(names) => (o) => { const e = o.spec.template.spec.containers[0].env; return names.map((n) => { const x = e.find((y) => y.name === n); return x ? (x.value ?? x.valueFrom) : null; }); }'
+rec_env='["QUEEN_INGRESS_MISSING_ID","QUEEN_INGRESS_ERRORS_TOLERANCE","QUEEN_INGRESS_DLQ_ERRORS_TOLERANCE","QUEEN_DLQ_SUFFIX","QUEEN_INGRESS_MAPPING","QUEEN_KAFKA_CONSUMER"]'
+sr_env='["QUEEN_SCHEMA_REGISTRY_URL","QUEEN_SCHEMA_REGISTRY_TIMEOUT_MS","QUEEN_SCHEMA_REGISTRY_USER","QUEEN_SCHEMA_REGISTRY_PASSWORD_FILE","QUEEN_SCHEMA_REGISTRY_CA_FILE"]'
+expect "record handling env (defaults)" "$(q "$OUT/default.yaml" Deployment "($env_of)($rec_env)")" '["dlq","all","none",".dlq",null,null]'
+expect "no registry env by default" "$(q "$OUT/default.yaml" Deployment "($env_of)($sr_env)")" '[null,null,null,null,null]'
+sr=$OUT/schema-registry.yaml
+expect "record handling env (set)" "$(q "$sr" Deployment "($env_of)($rec_env)")" \
+  '["offset","none","all","-dead","{\"orders\":{\"partition\":\"json:/customerId\",\"transactionId\":[\"header:eventId\",\"json:/id\"]},\"payments\":{\"missingId\":\"fail\",\"transactionId\":\"key\"}}","{\"maxBytesPerPartition\":2097152,\"rackId\":\"eu-west-1a\"}"]'
+expect "registry env" "$(q "$sr" Deployment "($env_of)($sr_env)")" \
+  '["https://sr-a.registry.svc:8081, https://sr-b.registry.svc","2000","queen-reader","/etc/queen-ingress/schema-registry/password","/etc/queen-ingress/schema-registry-ca/ca.crt"]'
+sr_files='o => { const s = o.spec.template.spec, c = s.containers[0], e = Object.fromEntries(c.env.map((x) => [x.name, x.value]));
+  return ["schema-registry", "schema-registry-ca"].map((n) => { const v = s.volumes.find((x) => x.name === n), m = c.volumeMounts.find((x) => x.name === n);
+    const f = n === "schema-registry" ? e.QUEEN_SCHEMA_REGISTRY_PASSWORD_FILE : e.QUEEN_SCHEMA_REGISTRY_CA_FILE;
+    return [v.secret.secretName, v.secret.items, m.readOnly, f === m.mountPath + "/" + v.secret.items[0].path]; }); }'
+expect "registry password and CA are mounted Secret keys the env names" "$(q "$sr" Deployment "$sr_files")" \
+  '[["queen-ingress",[{"key":"SR_PASSWORD","path":"password"}],true,true],["registry-ca",[{"key":"ca.crt","path":"ca.crt"}],true,true]]'
+grep -q 'secret' <<<"$(q "$sr" Deployment "($env_of)($sr_env)")" && die "a registry secret reached an env value"
+expect "registry egress (8081 given, 443 by scheme; named peers)" "$(q "$sr" NetworkPolicy "o => ($egress)(o).at(-1)")" '["TCP/8081,TCP/443",1]'
+render -f "$CHART/ci/default-values.yaml" --set schemaRegistry.url=http://sr:8081 >"$OUT/sr-noauth.yaml"
+expect "a registry without auth or CA: URL and timeout only, no mounts" "$(q "$OUT/sr-noauth.yaml" Deployment "o => [($env_of)($sr_env)(o), o.spec.template.spec.volumes.map((v) => v.name)]")" \
+  '[["http://sr:8081","5000",null,null,null],["tmp"]]'
+ok "record handling (missingId, tolerances, DLQ suffix, mapping and consumer as JSON) and Schema Registry (URLs, timeout, user, password and CA as mounted files, egress 8081/443)"
+
+# 11. helm test: a hardened pod (k8scheck above counted it) in the same image
 # asks the Service's readiness path; it passes on 200 and fails otherwise.
 test_pod='(o, all) => { const d = all.find((x) => x.kind === "Deployment"), s = all.find((x) => x.kind === "Service"), c = o.spec.containers[0];
   const sel = s.spec.selector;
@@ -187,7 +213,7 @@ for answer in "200 0" "503 1" "closed 1"; do
 done
 ok "helm test pod: hook, image, hardening, not selected by the Service; exits 0 on 200, 1 on 503 or no answer"
 
-# 11. NOTES.txt (helm template leaves it out: render it through a copy that wraps it in a ConfigMap).
+# 12. NOTES.txt (helm template leaves it out: render it through a copy that wraps it in a ConfigMap).
 cp -r "$CHART" "$OUT/notes-chart"
 { echo '{{- define "notes.txt" -}}'; cat "$CHART/templates/NOTES.txt"; echo '{{- end -}}'; } >"$OUT/notes-chart/templates/_notes.tpl"
 rm "$OUT/notes-chart/templates/NOTES.txt"
@@ -199,11 +225,11 @@ for want in 'deployment/qi-queen-ingress' 'helm test -n default qi' 'service/qi-
 done
 ok "NOTES.txt renders the rollout, helm test, port-forward, sampling and NetworkPolicy lines"
 
-# 12. the chart README lists every value of values.yaml, and only those.
+# 13. the chart README lists every value of values.yaml, and only those.
 (cd "$ROOT" && node "$HERE/readme-values.mjs" "$CHART/values.yaml" "$CHART/README.md") >"$OUT/readme.txt" 2>&1 || { cat "$OUT/readme.txt"; die "chart README.md and values.yaml disagree"; }
 ok "chart README.md: $(cat "$OUT/readme.txt")"
 
-# 13. the schema refuses bad values at lint time, naming the field.
+# 14. the schema refuses bad values at lint time, naming the field.
 for f in "$HERE"/tests/bad-*.yaml; do
   expect=$(sed -n 's/^# expect: //p' "$f")
   [ -n "$expect" ] || die "${f#"$ROOT"/} has no '# expect:' line"
@@ -217,7 +243,7 @@ for f in "$HERE"/tests/bad-*.yaml; do
   ok "schema rejects ${f#"$ROOT"/} at lint and template ($expect)"
 done
 
-# 14. k8scheck itself fails on what it must catch (mutations of a good render).
+# 15. k8scheck itself fails on what it must catch (mutations of a good render).
 sed 's/readOnlyRootFilesystem: true/readOnlyRootFileSystem: true/' "$OUT/default.yaml" >"$OUT/typo.yaml"
 if "$K8SCHECK" "$OUT/typo.yaml" >"$OUT/m.txt" 2>&1; then die "k8scheck accepted an unknown field"; fi
 grep -q 'unknown field' "$OUT/m.txt" || { cat "$OUT/m.txt"; die "k8scheck failed without naming the unknown field"; }

@@ -69,6 +69,17 @@ plain decimal between 0 and 1): Go would print 0.00001 as "1e-05".
 {{- if $p -}}{{ $p }}{{- else if eq $u.scheme "https" -}}443{{- else -}}80{{- end -}}
 {{- end -}}
 
+{{/* The distinct ports of schemaRegistry.url ("url,…"; explicit, else 80/443 by scheme), for its NetworkPolicy egress. */}}
+{{- define "queen-ingress.schemaRegistryPorts" -}}
+{{- $ports := list -}}
+{{- range splitList "," .Values.schemaRegistry.url -}}
+{{- $u := urlParse (trim .) -}}
+{{- $p := regexFind ":[0-9]+$" $u.host | trimPrefix ":" -}}
+{{- $ports = append $ports (ternary (atoi $p) (ternary 443 80 (eq $u.scheme "https")) (ne $p "")) -}}
+{{- end -}}
+{{- $ports | uniq | toJson -}}
+{{- end -}}
+
 {{/* repository:tag, or repository:tag@digest when a digest pins the exact image. */}}
 {{- define "queen-ingress.image" -}}
 {{- $ref := printf "%s:%s" .Values.image.repository .Values.image.tag -}}
