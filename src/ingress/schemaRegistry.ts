@@ -174,7 +174,7 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
     // Used only to compile schemas (references included) and for their caches; never to deserialize (that costs several promises per record).
     const { AvroDeserializer, ProtobufDeserializer, SerdeType } = lib();
     this.avro = new AvroDeserializer(clients.text, SerdeType.VALUE, {});
-    this.protobuf = new ProtobufDeserializer(clients.serialized, SerdeType.VALUE, {});
+    this.protobuf = new ProtobufDeserializer(alwaysSerialized(clients.serialized), SerdeType.VALUE, {});
     this.fetches = metrics?.counter(
       'queen_ingress_schema_fetches_total',
       'Schema ids fetched from the Schema Registry, by outcome',
@@ -322,8 +322,9 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
     }
     if (kind === 'JSON') return { kind: 'JSON' };
     if (kind === 'PROTOBUF') {
-      const serialized = await this.clients.serialized.getBySubjectAndId(subject, id, 'serialized');
-      return { kind: 'PROTOBUF', file: await this.protobuf.toFileDesc(this.clients.serialized, serialized), messages: new Map() };
+      const client = alwaysSerialized(this.clients.serialized);
+      const serialized = await client.getBySubjectAndId(subject, id, 'serialized');
+      return { kind: 'PROTOBUF', file: await this.protobuf.toFileDesc(client, serialized), messages: new Map() };
     }
     throw new Error(`schema type ${kind} is not one of AVRO, PROTOBUF, JSON`);
   }
@@ -388,6 +389,35 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
   cachedIds(): number[] {
     return [...this.schemas.keys()];
   }
+}
+
+/**
+ * The client as the Protobuf compiler must see it: every schema asked for in
+ * `format=serialized` (a base64 FileDescriptorProto). The library asks for a
+ * schema's direct references that way but for their own references (an
+ * import of an import) without a format, and a real registry then answers
+ * .proto text, which does not parse as a descriptor: the id would be
+ * dead-lettered as unusable for good. Protobuf schemas reference only
+ * Protobuf schemas, so forcing the format is right for the whole graph.
+ */
+const serializedViews = new WeakMap<Client, Client>();
+function alwaysSerialized(client: Client): Client {
+  let view = serializedViews.get(client);
+  if (!view) {
+    view = new Proxy(client, {
+      get(target, prop, receiver) {
+        if (prop === 'getSchemaMetadata')
+          return (subject: string, version: number, deleted?: boolean) =>
+            target.getSchemaMetadata(subject, version, deleted ?? false, 'serialized');
+        if (prop === 'getBySubjectAndId') return (subject: string, id: number) => target.getBySubjectAndId(subject, id, 'serialized');
+        if (prop === 'getLatestSchemaMetadata') return (subject: string) => target.getLatestSchemaMetadata(subject, 'serialized');
+        const v = Reflect.get(target, prop, receiver) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    serializedViews.set(client, view);
+  }
+  return view;
 }
 
 /** JSON.stringify's replacer for avsc values: bytes and fixed (Buffers) as base64, as Connect's JSON converter writes them. */
