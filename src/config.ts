@@ -82,6 +82,8 @@ export const DEFAULTS = {
   ingressDlqErrorsTolerance: 'none',
   ingressMissingId: 'dlq',
   ingressStuckAfterMs: 120_000,
+  // As the Java consumer's metadata.max.age.ms, which bounds when its pattern subscription sees a new topic.
+  ingressTopicRefreshMs: 300_000,
   ingressRestartBackoffMaxMs: 30_000,
   lagIntervalMs: 15_000,
   traceSampleRatio: 1,
@@ -157,6 +159,8 @@ export interface Config {
   /** A Kafka record without a transactionId: dead-lettered, its partition halted, or stored under topic/partition/offset. */
   ingressMissingId: 'dlq' | 'fail' | 'offset';
   ingressStuckAfterMs: number;
+  /** How often QUEEN_INGRESS_TOPICS's patterns are matched again against the broker's topics (0 = only at start). */
+  ingressTopicRefreshMs: number;
   ingressRestartBackoffMaxMs: number;
   /** How often consumer lag is read from the broker. */
   lagIntervalMs: number;
@@ -237,6 +241,7 @@ export function loadConfig(env: Env = process.env): Config {
     ] as const),
     ingressMissingId: oneOf(env, 'QUEEN_INGRESS_MISSING_ID', DEFAULTS.ingressMissingId, ['dlq', 'fail', 'offset'] as const),
     ingressStuckAfterMs: int(env, 'QUEEN_INGRESS_STUCK_AFTER_MS', DEFAULTS.ingressStuckAfterMs, 1_000, 3_600_000),
+    ingressTopicRefreshMs: int(env, 'QUEEN_INGRESS_TOPIC_REFRESH_MS', DEFAULTS.ingressTopicRefreshMs, 0, 86_400_000),
     ingressRestartBackoffMaxMs: int(env, 'QUEEN_INGRESS_RESTART_BACKOFF_MAX_MS', DEFAULTS.ingressRestartBackoffMaxMs, 1_000, 600_000),
     lagIntervalMs: int(env, 'QUEEN_LAG_INTERVAL_MS', DEFAULTS.lagIntervalMs, 100, 3_600_000),
     traceSampleRatio: ratio(env, 'OTEL_TRACES_SAMPLER_ARG', DEFAULTS.traceSampleRatio),
@@ -264,6 +269,10 @@ export function loadConfig(env: Env = process.env): Config {
   );
   cfg.ingressTopics = cfg.ingressTopics.map((t) => (mappings.has(t.topic) ? { ...t, mapping: mappings.get(t.topic)! } : t));
   cfg.ingressTopicPatterns = withPatternMappings(cfg.ingressTopicPatterns, cfg.ingressTopics, mappings);
+  if (cfg.ingressTopicRefreshMs > 0 && cfg.ingressTopicRefreshMs < 1_000)
+    throw new ConfigError(
+      `QUEEN_INGRESS_TOPIC_REFRESH_MS must be 0 (only at start) or between 1000 and 86400000, got ${cfg.ingressTopicRefreshMs}`,
+    );
   if ((cfg.ingressTopics.length > 0 || cfg.ingressTopicPatterns.length > 0) && cfg.kafkaBrokers.length === 0) {
     throw new ConfigError('QUEEN_INGRESS_TOPICS is set but KAFKA_BROKERS is empty: name the brokers to consume from');
   }

@@ -137,6 +137,7 @@ export class Service extends Component {
           deadLetterErrorsTolerance: config.ingressDlqErrorsTolerance,
           missingId: config.ingressMissingId,
           stuckAfterMs: config.ingressStuckAfterMs,
+          topicRefreshMs: config.ingressTopicRefreshMs,
           restartBackoffMaxMs: config.ingressRestartBackoffMaxMs,
           schemaRegistry: config.schemaRegistry
             ? SchemaRegistryDecoder.fromConfig(config.schemaRegistry, log.child({ component: 'schema-registry' }), this.metrics)

@@ -15,8 +15,10 @@ export interface KafkaIngressOptions {
   sasl?: KafkaConfig['sasl'];
   groupId: string;
   topics: TopicMapping[];
-  /** QUEEN_INGRESS_TOPICS's /regex/ entries: the topics they match are added at start (matchTopicPatterns). */
+  /** QUEEN_INGRESS_TOPICS's /regex/ entries: the topics they match are added at start and at each refresh (matchTopicPatterns). */
   topicPatterns?: TopicPattern[];
+  /** How often the patterns are matched again while running; a new match resubscribes the consumer. 0 or absent: only at start. */
+  topicRefreshMs?: number;
   dlqSuffix: string;
   /**
    * What a record that cannot be stored does: 'all' (default) dead-letters it

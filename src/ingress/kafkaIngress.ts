@@ -64,8 +64,8 @@ export class KafkaIngress extends Component {
   private readonly deadLetters: DeadLetterProducer;
   /**
    * The topics consumed: the literal ones, then at start those the patterns
-   * match (resolveTopicPatterns). Fixed from then on: a topic created later
-   * is consumed after the next start.
+   * match (resolveTopicPatterns), then those a refresh finds (refreshTopics).
+   * Only ever grows: a topic is never dropped while running.
    */
   private readonly topics: TopicMapping[];
   /** Each topic's own dead-letter topic, where it has one (the dead-letter producer reads it). */
@@ -75,6 +75,10 @@ export class KafkaIngress extends Component {
   private readonly mappingOf: Map<string, MappingOptions>;
   private readonly supervisor: ConsumerSupervisor;
   private restarting: Promise<void> | undefined;
+  /** Matches the patterns again every topicRefreshMs while running (set only with patterns). */
+  private refreshTimer: NodeJS.Timeout | undefined;
+  /** The refresh in progress (at most one; stop() waits for it). */
+  private refreshing: Promise<void> | undefined;
   private readonly abort = new AbortController();
   private paused = false;
   /** Set by stop(): no new chunk starts; in-flight chunks finish and commit. */
@@ -226,6 +230,11 @@ export class KafkaIngress extends Component {
     await this.resolveTopicPatterns();
     await this.ensureDeadLetterTopics();
     await this.runConsumer();
+    const refreshMs = this.opts.topicRefreshMs ?? 0;
+    if ((this.opts.topicPatterns ?? []).length > 0 && refreshMs > 0) {
+      this.refreshTimer = setInterval(() => this.refreshTick(), refreshMs);
+      this.refreshTimer.unref();
+    }
     this.fusion.events.on('pressure', this.onPressure);
     this.fusion.events.on('relief', this.onRelief);
     this.log.info({ topics: this.topics, group: this.opts.groupId }, 'consuming');
@@ -261,7 +270,11 @@ export class KafkaIngress extends Component {
    */
   private restartConsumer(): Promise<void> {
     if (this.state !== 'running') return Promise.resolve();
+    // One restart at a time: a crash restart and a resubscription (refreshTopics) never interleave.
+    const previous = this.restarting;
     const restart = (async () => {
+      await previous;
+      if (this.state !== 'running') return;
       await this.consumer.disconnect().catch(() => undefined);
       // The old consumer's chunks finish or give up (its isRunning() is now false); none commits through the new one.
       await this.intake.idle();
@@ -285,7 +298,9 @@ export class KafkaIngress extends Component {
     // (uncommitted, hence redelivered later). Only then leave the group.
     this.draining = true;
     this.abort.abort();
+    clearInterval(this.refreshTimer);
     this.supervisor.stop();
+    await this.refreshing;
     await this.restarting;
     // A crashed consumer has no group to pause (kafkajs throws "Consumer group was not initialized").
     if (this.supervisor.status().member) this.consumer.pause(this.topics.map((t) => ({ topic: t.topic })));
@@ -310,25 +325,13 @@ export class KafkaIngress extends Component {
   private async resolveTopicPatterns(): Promise<void> {
     const patterns = this.opts.topicPatterns ?? [];
     if (patterns.length === 0) return;
-    const admin = this.kafka.admin();
-    await admin.connect();
-    let names: string[];
-    try {
-      names = await this.retryStartup('listing topics for the topic patterns', () => admin.listTopics());
-    } finally {
-      await admin.disconnect();
-    }
-    const found = matchTopicPatterns(names, patterns, this.topics, this.opts.dlqSuffix);
-    for (const t of found) {
-      this.topics.push(t);
-      this.queueOf.set(t.topic, t.queue);
-      this.mappingOf.set(t.topic, this.mappingOptions(t.topic, t.mapping));
-      if (t.dlq) this.dlqOverrides.set(t.topic, t.dlq);
-    }
+    const found = await this.newMatches(true);
+    this.adopt(found);
+    const later = (this.opts.topicRefreshMs ?? 0) > 0 ? 'at the next topic refresh' : 'after the next start';
     for (const p of patterns) {
       const matched = found.filter((t) => p.pattern.test(t.topic)).map((t) => t.topic);
       if (matched.length === 0)
-        this.log.warn({ pattern: p.source }, 'no topic matches this pattern yet; a topic created later is consumed after the next start');
+        this.log.warn({ pattern: p.source }, `no topic matches this pattern yet; a topic created later is consumed ${later}`);
       else this.log.info({ pattern: p.source, topics: matched }, 'topic pattern matched');
     }
     if (this.topics.length === 0)
@@ -337,21 +340,88 @@ export class KafkaIngress extends Component {
       );
   }
 
+  /** The topics the patterns match now that are not consumed yet (at start with start-up retries, later without). */
+  private async newMatches(atStart: boolean): Promise<TopicMapping[]> {
+    const admin = this.kafka.admin();
+    await admin.connect();
+    let names: string[];
+    try {
+      names = atStart
+        ? await this.retryStartup('listing topics for the topic patterns', () => admin.listTopics())
+        : await admin.listTopics();
+    } finally {
+      await admin.disconnect();
+    }
+    return matchTopicPatterns(names, this.opts.topicPatterns ?? [], this.topics, this.opts.dlqSuffix);
+  }
+
+  /** Makes newly matched topics known to every part that looks a topic up (queue, mapping, dead-letter topic, lag monitor). */
+  private adopt(found: readonly TopicMapping[]): void {
+    for (const t of found) {
+      this.topics.push(t);
+      this.queueOf.set(t.topic, t.queue);
+      this.mappingOf.set(t.topic, this.mappingOptions(t.topic, t.mapping));
+      if (t.dlq) this.dlqOverrides.set(t.topic, t.dlq);
+    }
+  }
+
+  /** Running and not stopping (read after each await: a stop may have begun meanwhile). */
+  private live(): boolean {
+    return this.state === 'running' && !this.draining;
+  }
+
+  private refreshTick(): void {
+    if (this.refreshing || !this.live()) return;
+    this.refreshing = this.refreshTopics()
+      .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'topic refresh failed; trying again at the next one'))
+      .finally(() => (this.refreshing = undefined));
+  }
+
+  /**
+   * A topic created after start that a pattern matches: its dead-letter topic
+   * is created, then the consumer drains (fetching paused, in-flight chunks
+   * finish and commit behind their verdicts) and is replaced by one
+   * subscribed to every topic. The group rebalances once for the leave and
+   * once for the join; as after any rebalance, a record fetched but not
+   * committed is redelivered and answered as a duplicate, never stored twice.
+   * A consumer that is not a member now (crashed, restarting) needs nothing:
+   * its restart subscribes to the grown list.
+   */
+  private async refreshTopics(): Promise<void> {
+    const found = await this.newMatches(false);
+    if (found.length === 0 || !this.live()) return;
+    await this.ensureDeadLetterTopics(found.map((t) => t.topic));
+    if (!this.live()) return;
+    this.adopt(found);
+    this.log.info({ topics: found.map((t) => t.topic) }, 'new topics match the topic patterns; resubscribing');
+    if (!this.supervisor.status().member) return;
+    try {
+      this.consumer.pause(this.topics.map((t) => ({ topic: t.topic })));
+      await this.intake.idle();
+      await this.commits.flush();
+      await this.restartConsumer();
+    } catch (err) {
+      // As a crash: the supervisor restarts with backoff, and that consumer subscribes to every topic.
+      this.supervisor.fail(err as Error);
+    }
+  }
+
   /** Creates missing dead-letter topics (retrying what a just-started broker answers retriably). */
-  private async ensureDeadLetterTopics(): Promise<void> {
+  private async ensureDeadLetterTopics(of: readonly string[] = this.topics.map((t) => t.topic)): Promise<void> {
+    const topics = of.map((t) => this.deadLetters.topicFor(t));
     const admin = this.kafka.admin();
     await admin.connect();
     try {
       await this.retryStartup('creating dead-letter topics', async () => {
         const existing = new Set(await admin.listTopics());
-        const wanted = this.topics.map((t) => this.deadLetters.topicFor(t.topic)).filter((t) => !existing.has(t));
+        const wanted = topics.filter((t) => !existing.has(t));
         if (wanted.length > 0) await admin.createTopics({ topics: wanted.map((topic) => ({ topic })), waitForLeaders: true });
       });
     } finally {
       await admin.disconnect();
     }
     // Each dead-letter topic's max.message.bytes: a dead letter is cut to fit it.
-    await this.deadLetters.refreshLimits(this.topics.map((t) => this.deadLetters.topicFor(t.topic)));
+    await this.deadLetters.refreshLimits(topics);
   }
 
   /**

@@ -96,3 +96,66 @@ test('a /regex/ topic consumes the two topics whose names match it, not a third,
     await stack.stop();
   }
 });
+
+test('a topic created while running that a /regex/ matches is consumed after the next refresh; the others lose and double nothing', async (t) => {
+  const { db, sql, kafka } = t.context;
+  const prefix = uniqueName('live');
+  const a = `${prefix}-a`;
+  const b = `${prefix}-b`;
+  const group = uniqueName('g-live');
+  await createTopic(kafka, a, 2);
+  const sent = new Map<string, string[]>([
+    [a, []],
+    [b, []],
+  ]);
+  const send = async (topic: string, n: number) => {
+    const ids = Array.from({ length: n }, (_, i) => `${topic}-ev-${sent.get(topic)!.length + i}`);
+    await produce(
+      kafka,
+      topic,
+      ids.map((id, i) => ({ key: `k${i % 4}`, value: JSON.stringify({ transactionId: id }) })),
+    );
+    sent.get(topic)!.push(...ids);
+  };
+  await send(a, 30);
+  const cfg = loadConfig({ KAFKA_BROKERS: brokers().join(','), QUEEN_INGRESS_TOPICS: `/${prefix}-.+/` });
+  const stack = await startIngestStack({
+    databaseUrl: db.url,
+    topic: a,
+    group,
+    ingress: { topics: cfg.ingressTopics, topicPatterns: cfg.ingressTopicPatterns, topicRefreshMs: 1_000 },
+  });
+  try {
+    t.deepEqual(stack.ingress.topicNames(), [a], 'at start only a exists');
+    await waitFor('a caught up', () => caughtUp(kafka, group, a), 120_000, 200);
+    await createTopic(kafka, b, 2);
+    await send(b, 30);
+    // a keeps receiving while the consumer is replaced by one subscribed to b too.
+    let rounds = 0;
+    await waitFor(
+      'b consumed and caught up',
+      async () => {
+        if (rounds++ < 200) await send(a, 5);
+        return stack.ingress.topicNames().includes(b) && (await caughtUp(kafka, group, b));
+      },
+      120_000,
+      100,
+    );
+    await send(a, 10);
+    await waitFor('a caught up after the resubscription', () => caughtUp(kafka, group, a), 120_000, 200);
+    t.deepEqual(stack.ingress.topicNames(), [a, b]);
+    const ids = async (queue: string) => (await storedFrames(sql, queue)).map((f) => f.transactionId).sort();
+    t.deepEqual(await ids(b), [...sent.get(b)!].sort(), 'b: every record, once');
+    t.deepEqual(await ids(a), [...sent.get(a)!].sort(), 'a: every record sent before, during and after the resubscription, once');
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      t.true((await admin.listTopics()).includes(`${b}.dlq`), "b's dead-letter topic was created with it");
+    } finally {
+      await admin.disconnect();
+    }
+    t.is(stack.metrics.counter('queen_ingress_dead_letters_total', '').get(), 0);
+  } finally {
+    await stack.stop();
+  }
+});

@@ -12,6 +12,8 @@ test('defaults: dedup cache on, 512 MB, port 6632, no topics', (t) => {
   t.is(c.dedupCacheMb, 512);
   t.deepEqual(c.ingressTopics, []);
   t.is(c.maxPayloadBytes, 1024 * 1024);
+  t.is(c.ingressTopicRefreshMs, 300_000, 'patterns are matched again every 5 minutes, as a Java consumer sees new topics');
+  t.is(loadConfig({ QUEEN_INGRESS_TOPIC_REFRESH_MS: '0' }).ingressTopicRefreshMs, 0, '0: only at start');
 });
 
 test('managed Kafka: SASL and TLS settings, per-topic dead-letter topic, errors tolerance', (t) => {
@@ -49,6 +51,10 @@ test('a bad value names the variable and its limit', (t) => {
   const cases: [Record<string, string>, RegExp][] = [
     [{ QUEEN_HTTP_PORT: '70000' }, /QUEEN_HTTP_PORT must be an integer between 0 and 65535/],
     [{ QUEEN_HTTP_PORT: 'abc' }, /QUEEN_HTTP_PORT must be an integer/],
+    [
+      { QUEEN_INGRESS_TOPIC_REFRESH_MS: '500' },
+      /QUEEN_INGRESS_TOPIC_REFRESH_MS must be 0 \(only at start\) or between 1000 and 86400000, got 500/,
+    ],
     [{ QUEEN_DEDUP_CACHE: 'maybe' }, /QUEEN_DEDUP_CACHE must be one of 1, 0/],
     [{ QUEEN_DEDUP_CACHE_MB: '0' }, /QUEEN_DEDUP_CACHE_MB must be an integer between 1/],
     [{ QUEEN_LOG_LEVEL: 'loud' }, /QUEEN_LOG_LEVEL must be one of fatal/],
