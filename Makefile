@@ -125,7 +125,9 @@ soak: soak-retention soak-memory
 
 # 30 minutes at half of the measured max push rate with retention on; table
 # sizes must stay flat after the first retention period (curve in bench/results/).
-# SOAK_ARGS="--minutes 3 --retention 30" for a short check.
+# SOAK_ARGS="--minutes 3 --retention 30" for a short check; SOAK_ARGS="--service-defaults
+# --window 3600" keeps the default dedup cache (512 MB) and wires the compactor
+# as the service does, so a window beyond the budget takes the cold path (issue 38).
 soak-retention: build
 	$(RUN_NODE_OPTIONS) scripts/with-deps.sh --profile run -- node dist/bench/soak.js retention $(SOAK_ARGS)
 

@@ -1,6 +1,6 @@
 /**
  * Soaks: long runs that are not part of `make bench` or `make test`.
- *   node dist/bench/soak.js retention [--minutes 30] [--retention 300] [--window 600]
+ *   node dist/bench/soak.js retention [--minutes 30] [--retention 300] [--window 600] [--service-defaults]
  * (`make soak-retention` runs it with PostgreSQL up.) Results and curves go
  * to bench/results/latest/ and history/ like the benchmarks' (a run shorter
  * than 30 minutes as mode quick; QUEEN_SOAK_TAG=NAME records an experiment
@@ -17,10 +17,17 @@ async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
     args: process.argv.slice(2),
     allowPositionals: true,
-    options: { minutes: { type: 'string' }, retention: { type: 'string' }, window: { type: 'string' } },
+    options: {
+      minutes: { type: 'string' },
+      retention: { type: 'string' },
+      window: { type: 'string' },
+      'service-defaults': { type: 'boolean' },
+    },
   });
   if (positionals[0] !== 'retention' || positionals.length !== 1) {
-    process.stderr.write('usage: node dist/bench/soak.js retention [--minutes N] [--retention SECONDS] [--window SECONDS]\n');
+    process.stderr.write(
+      'usage: node dist/bench/soak.js retention [--minutes N] [--retention SECONDS] [--window SECONDS] [--service-defaults]\n',
+    );
     return 2;
   }
   const adminUrl = process.env.DATABASE_URL;
@@ -28,6 +35,7 @@ async function main(): Promise<number> {
   const num = (v: string | undefined, d: number) => (v === undefined ? d : Number(v));
   const sp = { minutes: num(values.minutes, 30), retentionSeconds: num(values.retention, 300), windowSeconds: num(values.window, 600) };
   for (const [k, v] of Object.entries(sp)) if (!(v > 0)) throw new Error(`--${k} must be a positive number`);
+  const serviceDefaults = values['service-defaults'] === true;
   const started = new Date();
   const quick = sp.minutes < 30;
   const meta: RunMeta = {
@@ -40,7 +48,7 @@ async function main(): Promise<number> {
   const progress = new StderrProgress();
   progress.setSuite(1, 1, 'soak-retention');
   const t0 = Date.now();
-  const result = await retentionSoak({ quick, progress, adminUrl, brokers: undefined }, sp);
+  const result = await retentionSoak({ quick, progress, adminUrl, brokers: undefined }, { ...sp, serviceDefaults });
   const written = await writeSuite(meta, result, (Date.now() - t0) / 1000);
   process.stdout.write(`\n${renderTable(rowsOf(result))}\nresults: ${written.join(', ')}\n`);
   return 0;
