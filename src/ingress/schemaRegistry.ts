@@ -162,6 +162,8 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
   private readonly inflight = new Map<number, Promise<void>>();
   private readonly avro: AvroDeserializer;
   private readonly protobuf: ProtobufDeserializer;
+  /** The serialized client as the Protobuf compiler must see it (alwaysSerialized). */
+  private readonly protobufClient: Client;
   private readonly failures: Counter | undefined;
   private readonly fetches: Counter | undefined;
 
@@ -174,7 +176,8 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
     // Used only to compile schemas (references included) and for their caches; never to deserialize (that costs several promises per record).
     const { AvroDeserializer, ProtobufDeserializer, SerdeType } = lib();
     this.avro = new AvroDeserializer(clients.text, SerdeType.VALUE, {});
-    this.protobuf = new ProtobufDeserializer(alwaysSerialized(clients.serialized), SerdeType.VALUE, {});
+    this.protobufClient = alwaysSerialized(clients.serialized);
+    this.protobuf = new ProtobufDeserializer(this.protobufClient, SerdeType.VALUE, {});
     this.fetches = metrics?.counter(
       'queen_ingress_schema_fetches_total',
       'Schema ids fetched from the Schema Registry, by outcome',
@@ -322,9 +325,8 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
     }
     if (kind === 'JSON') return { kind: 'JSON' };
     if (kind === 'PROTOBUF') {
-      const client = alwaysSerialized(this.clients.serialized);
-      const serialized = await client.getBySubjectAndId(subject, id, 'serialized');
-      return { kind: 'PROTOBUF', file: await this.protobuf.toFileDesc(client, serialized), messages: new Map() };
+      const serialized = await this.protobufClient.getBySubjectAndId(subject, id, 'serialized');
+      return { kind: 'PROTOBUF', file: await this.protobuf.toFileDesc(this.protobufClient, serialized), messages: new Map() };
     }
     throw new Error(`schema type ${kind} is not one of AVRO, PROTOBUF, JSON`);
   }
@@ -400,24 +402,18 @@ export class SchemaRegistryDecoder implements FramedValueDecoder {
  * dead-lettered as unusable for good. Protobuf schemas reference only
  * Protobuf schemas, so forcing the format is right for the whole graph.
  */
-const serializedViews = new WeakMap<Client, Client>();
 function alwaysSerialized(client: Client): Client {
-  let view = serializedViews.get(client);
-  if (!view) {
-    view = new Proxy(client, {
-      get(target, prop, receiver) {
-        if (prop === 'getSchemaMetadata')
-          return (subject: string, version: number, deleted?: boolean) =>
-            target.getSchemaMetadata(subject, version, deleted ?? false, 'serialized');
-        if (prop === 'getBySubjectAndId') return (subject: string, id: number) => target.getBySubjectAndId(subject, id, 'serialized');
-        if (prop === 'getLatestSchemaMetadata') return (subject: string) => target.getLatestSchemaMetadata(subject, 'serialized');
-        const v = Reflect.get(target, prop, receiver) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
-    });
-    serializedViews.set(client, view);
-  }
-  return view;
+  return new Proxy(client, {
+    get(target, prop, receiver) {
+      if (prop === 'getSchemaMetadata')
+        return (subject: string, version: number, deleted?: boolean) =>
+          target.getSchemaMetadata(subject, version, deleted ?? false, 'serialized');
+      if (prop === 'getBySubjectAndId') return (subject: string, id: number) => target.getBySubjectAndId(subject, id, 'serialized');
+      if (prop === 'getLatestSchemaMetadata') return (subject: string) => target.getLatestSchemaMetadata(subject, 'serialized');
+      const v = Reflect.get(target, prop, receiver) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
 }
 
 /** JSON.stringify's replacer for avsc values: bytes and fixed (Buffers) as base64, as Connect's JSON converter writes them. */
