@@ -81,6 +81,7 @@ export const DEFAULTS = {
   ingressErrorsTolerance: 'all',
   ingressDlqErrorsTolerance: 'none',
   ingressMissingId: 'dlq',
+  ingressKeepOrigin: true,
   ingressStuckAfterMs: 120_000,
   // As the Java consumer's metadata.max.age.ms, which bounds when its pattern subscription sees a new topic.
   ingressTopicRefreshMs: 300_000,
@@ -158,6 +159,8 @@ export interface Config {
   ingressDlqErrorsTolerance: 'all' | 'none';
   /** A Kafka record without a transactionId: dead-lettered, its partition halted, or stored under topic/partition/offset. */
   ingressMissingId: 'dlq' | 'fail' | 'offset';
+  /** Keep each record's topic, partition, offset, timestamp and headers with its message (frame format v2); pop and browse return them. */
+  ingressKeepOrigin: boolean;
   ingressStuckAfterMs: number;
   /** How often QUEEN_INGRESS_TOPICS's patterns are matched again against the broker's topics (0 = only at start). */
   ingressTopicRefreshMs: number;
@@ -240,6 +243,7 @@ export function loadConfig(env: Env = process.env): Config {
       'all',
     ] as const),
     ingressMissingId: oneOf(env, 'QUEEN_INGRESS_MISSING_ID', DEFAULTS.ingressMissingId, ['dlq', 'fail', 'offset'] as const),
+    ingressKeepOrigin: bool(env, 'QUEEN_INGRESS_KEEP_ORIGIN', DEFAULTS.ingressKeepOrigin),
     ingressStuckAfterMs: int(env, 'QUEEN_INGRESS_STUCK_AFTER_MS', DEFAULTS.ingressStuckAfterMs, 1_000, 3_600_000),
     ingressTopicRefreshMs: int(env, 'QUEEN_INGRESS_TOPIC_REFRESH_MS', DEFAULTS.ingressTopicRefreshMs, 0, 86_400_000),
     ingressRestartBackoffMaxMs: int(env, 'QUEEN_INGRESS_RESTART_BACKOFF_MAX_MS', DEFAULTS.ingressRestartBackoffMaxMs, 1_000, 600_000),

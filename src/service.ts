@@ -136,6 +136,7 @@ export class Service extends Component {
           errorsTolerance: config.ingressErrorsTolerance,
           deadLetterErrorsTolerance: config.ingressDlqErrorsTolerance,
           missingId: config.ingressMissingId,
+          keepOrigin: config.ingressKeepOrigin,
           stuckAfterMs: config.ingressStuckAfterMs,
           topicRefreshMs: config.ingressTopicRefreshMs,
           restartBackoffMaxMs: config.ingressRestartBackoffMaxMs,

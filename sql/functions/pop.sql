@@ -27,7 +27,8 @@
 -- Decodes a partition's frames in [p_from, p_to] (format: docs/frame-format.md),
 -- so psql users can read the log:
 --   SELECT * FROM queen.log_read_v1(42, 0, 99);
--- Walks each segment's frames in SQL; the broker decodes in TypeScript instead.
+-- Walks each segment's frames in SQL (versions 1 and 2; a v2 frame's Kafka origin
+-- is skipped); the broker decodes in TypeScript instead.
 CREATE OR REPLACE FUNCTION queen.log_read_v1(p_partition_id bigint, p_from bigint, p_to bigint)
 RETURNS TABLE (msg_offset bigint, message_id uuid, transaction_id text, trace_context text, payload bytea, created_at timestamptz)
 LANGUAGE plpgsql STABLE STRICT
@@ -35,6 +36,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     s   record;
+    v   integer;
     n   integer;
     k   integer;
     pos integer;
@@ -52,8 +54,9 @@ BEGIN
           AND ls.base_offset <= p_to
         ORDER BY ls.base_offset
     LOOP
-        IF get_byte(s.blob, 0) <> 1 THEN
-            RAISE EXCEPTION 'log_read_v1: unknown segment format version %', get_byte(s.blob, 0) USING ERRCODE = '22000';
+        v := get_byte(s.blob, 0);
+        IF v NOT IN (1, 2) THEN
+            RAISE EXCEPTION 'log_read_v1: unknown segment format version %', v USING ERRCODE = '22000';
         END IF;
         n := (get_byte(s.blob, 1) << 24) | (get_byte(s.blob, 2) << 16) | (get_byte(s.blob, 3) << 8) | get_byte(s.blob, 4);
         pos := 5 + 16 * n; -- 0-based, get_byte's convention
@@ -73,6 +76,11 @@ BEGIN
                 RETURN NEXT;
             END IF;
             pos := pos + 8 + tl + cl + pl;
+            IF v = 2 THEN
+                -- Version 2 frames end with a length-prefixed Kafka origin section; skipped here.
+                pos := pos + 4 + ((get_byte(s.blob, pos) << 24) | (get_byte(s.blob, pos + 1) << 16)
+                                  | (get_byte(s.blob, pos + 2) << 8) | get_byte(s.blob, pos + 3));
+            END IF;
         END LOOP;
     END LOOP;
 END

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Transport } from './transport.js';
-import type { PushInput, PushOutcome, WirePushResult } from './types.js';
+import type { KafkaOrigin, PushInput, PushOutcome, WirePushResult } from './types.js';
 import { pushIdentity } from './types.js';
 
 /** Settles a message: completed, failed (counts an attempt; past retryLimit it is dead-lettered), retry, dlq. */
@@ -22,6 +22,8 @@ export interface Message {
   data: unknown;
   dataEncoding?: 'base64';
   traceContext: string | null;
+  /** The Kafka record it came from (topic, partition, offset, timestamp, headers); absent for HTTP pushes. */
+  kafka?: KafkaOrigin;
   leaseId: string | null;
   leaseExpiresAt: string | null;
   consumerGroup: string;

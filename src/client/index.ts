@@ -23,4 +23,5 @@ export {
   type Message,
   type PopOptions,
 } from './consume.js';
-export type { DeadLetter, DeadLetterList, QueueList, RequeueResult, ServerVersion } from './types.js';
+export type { DeadLetter, DeadLetterList, KafkaHeader, KafkaOrigin, QueueList, RequeueResult, ServerVersion } from './types.js';
+export { headerBytes } from './types.js';

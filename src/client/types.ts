@@ -96,6 +96,32 @@ export function pushIdentity(r: WirePushResult): { id: string | null; transactio
   };
 }
 
+/** A Kafka record header, as the server returns it (docs/http-api.md, "Kafka origin"). */
+export interface KafkaHeader {
+  key: string;
+  /** UTF-8 text; base64 text when `valueEncoding` is "base64" (a value that is not UTF-8); null for Kafka's null value. */
+  value: string | null;
+  valueEncoding?: 'base64';
+}
+
+/** Where a message came from in Kafka; only messages the Kafka ingress stored have it. */
+export interface KafkaOrigin {
+  topic: string;
+  partition: number;
+  /** Kafka's int64 offset as decimal text. */
+  offset: string;
+  /** The record timestamp, ISO 8601; null when the record had none. */
+  timestamp: string | null;
+  /** Every header as kept: repeats and null values included. */
+  headers: KafkaHeader[];
+}
+
+/** A header's value as the bytes the producer sent (null for a null value). */
+export function headerBytes(h: KafkaHeader): Buffer | null {
+  if (h.value === null) return null;
+  return Buffer.from(h.value, h.valueEncoding === 'base64' ? 'base64' : 'utf8');
+}
+
 /** GET /api/v1/version: the build the broker runs (the same values as its queen_build_info metric). */
 export interface ServerVersion {
   version: string;

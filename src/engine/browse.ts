@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { NotFoundError } from '../errors.js';
-import { unpackSegment } from './frames.js';
+import { decodeOrigin, unpackSegment } from './frames.js';
 import { checkPartitionName, checkQueueName } from './limits.js';
 import type { PoppedMessage } from './pop.js';
 import { toDatabaseError } from './sqlstate.js';
@@ -71,6 +71,7 @@ export async function readSpan(pool: pg.Pool, p: PartitionRow, from: number, lim
         createdAt: row.created_at,
         payload: f.payload,
         traceContext: f.traceContext,
+        kafka: f.origin && decodeOrigin(f.origin),
       });
     }
   }

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { unpackSegment, type DecodedFrame } from './frames.js';
+import { decodeOrigin, unpackSegment, type DecodedFrame, type KafkaOrigin } from './frames.js';
 import type { LeaseSpan } from './acks.js';
 import { toDatabaseError } from './sqlstate.js';
 import { uuidToString } from '../util/uuidv7.js';
@@ -31,6 +31,8 @@ export interface PoppedMessage {
   createdAt: Date;
   payload: Buffer;
   traceContext: string | undefined;
+  /** The Kafka record it came from, when it came from Kafka (frame format v2). */
+  kafka?: KafkaOrigin | undefined;
 }
 
 export interface PopOutcome {
@@ -223,6 +225,7 @@ export async function popOnce(pool: pg.Pool, req: PopRequest, cache: SegmentCach
         createdAt,
         payload: f.payload,
         traceContext: f.traceContext,
+        kafka: f.origin && decodeOrigin(f.origin),
       });
     }
   }

@@ -13,7 +13,7 @@ import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationErr
 import { HASH_BYTES, hashString, writeHashAt } from '../util/txnHash.js';
 import { LeaderTable } from './leaderTable.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
-import { packSegment, type Frame } from './frames.js';
+import { encodeOrigin, packSegment, type Frame, type KafkaOrigin } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTraceContext, checkTransactionId, LIMITS } from './limits.js';
 import type { HintRun, LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
@@ -29,6 +29,12 @@ export interface PushItem {
   payload: Buffer;
   /** W3C trace context (traceparent, optionally ";" tracestate), kept in the frame. */
   traceContext?: string | undefined;
+  /**
+   * The Kafka record it came from (topic, partition, offset, timestamp,
+   * headers), kept in the frame and returned by pop and browse. Never part of
+   * the deduplication key: a re-send with other headers is a duplicate.
+   */
+  origin?: KafkaOrigin | undefined;
 }
 
 export type PushStatus = 'queued' | 'duplicate' | 'failed';
@@ -106,6 +112,8 @@ interface Accepted {
   slot: number;
   payload: Buffer;
   trace: Buffer | undefined;
+  /** The encoded origin section (frames.ts), when the item has one. */
+  origin: Buffer | undefined;
 }
 
 interface Leader extends Accepted {
@@ -177,6 +185,13 @@ export class LogWriter {
       throw new PayloadTooLargeError(`payload is ${item.payload.length} bytes, over the limit of ${this.opts.maxPayloadBytes}`, 'payload');
     }
     const trace = checkTraceContext(item.traceContext);
+    const origin = item.origin === undefined ? undefined : encodeOrigin(item.origin);
+    if (origin && origin.length > this.opts.maxPayloadBytes) {
+      throw new PayloadTooLargeError(
+        `origin (topic and headers) is ${origin.length} bytes, over the limit of ${this.opts.maxPayloadBytes}`,
+        'origin',
+      );
+    }
     const transactionId = given ?? encodeTxnId(uuidv7Bytes());
     return {
       index,
@@ -187,6 +202,7 @@ export class LogWriter {
       slot: -1,
       payload: item.payload,
       trace,
+      origin,
     };
   }
 
@@ -548,7 +564,7 @@ class BundleHashes {
 }
 
 function toFrame(l: Leader): Frame {
-  return { id: l.id, transactionId: l.txnBytes, traceContext: l.trace, payload: l.payload };
+  return { id: l.id, transactionId: l.txnBytes, traceContext: l.trace, payload: l.payload, origin: l.origin };
 }
 
 function failed(item: PushItem, error: string): PushResult {

@@ -37,6 +37,8 @@ export interface KafkaIngressOptions {
   deadLetterErrorsTolerance?: 'all' | 'none';
   /** A record without a transactionId: 'dlq' (default), 'fail' (halt its partition) or 'offset' (topic/partition/offset); a topic's own mapping may say otherwise. */
   missingId?: MissingIdPolicy;
+  /** Keep each record's topic, partition, offset, timestamp and headers with its message (default true; QUEEN_INGRESS_KEEP_ORIGIN). */
+  keepOrigin?: boolean;
   /** Decodes Confluent-framed values (QUEEN_SCHEMA_REGISTRY_URL); without it only framed JSON Schema values are read. */
   schemaRegistry?: SchemaRegistryDecoder;
   /** A batch waiting longer than this for its verdicts marks the consumer stuck (readiness, metric). */

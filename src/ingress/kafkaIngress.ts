@@ -190,7 +190,11 @@ export class KafkaIngress extends Component {
         throw new ConfigError(`QUEEN_INGRESS_MAPPING["${key}"].partition: constant:${p.constant}: ${(err as Error).message}`);
       }
     }
-    const m: MappingOptions = { missingId: mapping?.missingId ?? this.opts.missingId ?? 'dlq', registry: this.opts.schemaRegistry };
+    const m: MappingOptions = {
+      missingId: mapping?.missingId ?? this.opts.missingId ?? 'dlq',
+      registry: this.opts.schemaRegistry,
+      keepOrigin: this.opts.keepOrigin ?? true,
+    };
     if (mapping) {
       m.transactionId = mapping.transactionId;
       m.partition = mapping.partition;

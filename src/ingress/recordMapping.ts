@@ -1,4 +1,5 @@
 import { DEFAULT_ID_SOURCES, type IdSource, type PartitionSource } from '../config.js';
+import type { KafkaHeader, KafkaOrigin } from '../engine/frames.js';
 import type { PushItem } from '../engine/writer.js';
 import { LIMITS } from '../engine/limits.js';
 import type { FramedValueDecoder, Json } from './schemaRegistry.js';
@@ -43,6 +44,8 @@ export interface MappingOptions {
    * JSON Schema value is read.
    */
   registry?: FramedValueDecoder;
+  /** Keep the record's topic, partition, offset, timestamp and headers as the item's origin (the service's default; absent = not kept). */
+  keepOrigin?: boolean;
 }
 
 /**
@@ -88,6 +91,10 @@ function headerString(headers: KafkaRecord['headers'], name: string): string | u
  *                  or without a registry a framed JSON value without its
  *                  5-byte header.
  *   traceContext   `traceparent` (+ ";" + `tracestate`) headers.
+ *   origin         (keepOrigin) topic, Kafka partition, offset, timestamp
+ *                  and every header as the record holds it (null values,
+ *                  repeats, binary), stored in the frame and returned by pop
+ *                  and browse; never part of the dedup key.
  * Records the mapping cannot turn into an item are rejected with a reason
  * (dead-lettered, or a halt); everything else the engine judges. Never
  * throws, whatever the record holds.
@@ -146,11 +153,32 @@ export function mapRecord(topic: string, queue: string, kafkaPartition: number, 
         opts.missingId === 'fail',
       );
   }
-  return {
-    ok: true,
-    item: { queue, partition: partition ?? LIMITS.defaultPartition, transactionId, payload: value.payload, traceContext },
-  };
+  const item: PushItem = { queue, partition: partition ?? LIMITS.defaultPartition, transactionId, payload: value.payload, traceContext };
+  if (opts.keepOrigin) item.origin = originOf(topic, kafkaPartition, rec);
+  return { ok: true, item };
 }
+
+/**
+ * The record's place in Kafka and its headers. kafkajs gives headers as an
+ * object whose repeated keys became arrays, so the order kept is kafkajs's:
+ * keys in first-appearance order, a key's repeats together, in their order.
+ */
+function originOf(topic: string, partition: number, rec: KafkaRecord): KafkaOrigin {
+  const headers: KafkaHeader[] = [];
+  const h = rec.headers;
+  if (h) {
+    for (const key of Object.keys(h)) {
+      const v = h[key];
+      if (v === undefined) continue;
+      if (Array.isArray(v)) for (const one of v) headers.push({ key, value: headerBytes(one) });
+      else headers.push({ key, value: headerBytes(v) });
+    }
+  }
+  const ts = rec.timestamp === undefined ? NaN : Number(rec.timestamp);
+  return { topic, partition, offset: rec.offset, timestamp: Number.isSafeInteger(ts) && ts >= 0 ? ts : null, headers };
+}
+
+const headerBytes = (v: HeaderValue): Buffer | null => (v === null ? null : typeof v === 'string' ? Buffer.from(v, 'utf8') : v);
 
 const KEY: PartitionSource = { key: true };
 

@@ -1,6 +1,7 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { packSegment, unpackSegment } from '../../src/engine/frames.js';
+import { decodeOrigin, encodeOrigin, packSegment, unpackSegment, type KafkaOrigin } from '../../src/engine/frames.js';
+import { ValidationError } from '../../src/errors.js';
 import { uuidToString, uuidv7Bytes } from '../../src/util/uuidv7.js';
 
 test('pack/unpack round-trips any frames; ids sit at 5 + 16 i', (t) => {
@@ -35,6 +36,101 @@ test('pack/unpack round-trips any frames; ids sit at 5 + 16 i', (t) => {
     ),
     { numRuns: 100 },
   );
+});
+
+const originArb: fc.Arbitrary<KafkaOrigin> = fc.record({
+  topic: fc.string({ minLength: 1, maxLength: 30 }),
+  partition: fc.integer({ min: 0, max: 0x7fffffff }),
+  offset: fc.bigInt({ min: 0n, max: (1n << 63n) - 1n }).map(String),
+  timestamp: fc.option(fc.integer({ min: 0, max: 2 ** 45 }), { nil: null }),
+  headers: fc.array(
+    fc.record({
+      key: fc.string({ maxLength: 20 }),
+      value: fc.option(
+        fc.uint8Array({ maxLength: 50 }).map((a) => Buffer.from(a)),
+        { nil: null },
+      ),
+    }),
+    { maxLength: 8 },
+  ),
+});
+
+test('v2: frames with and without an origin round-trip; ids still sit at 5 + 16 i; the origin keeps every header, null values and repeats', (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(
+        fc.record({
+          txn: fc.string({ minLength: 1, maxLength: 40 }),
+          payload: fc.uint8Array({ maxLength: 100 }),
+          origin: fc.option(originArb, { nil: undefined }),
+        }),
+        { minLength: 1, maxLength: 12 },
+      ),
+      (frames) => {
+        const packed = frames.map((f) => ({
+          id: uuidv7Bytes(),
+          transactionId: Buffer.from(f.txn),
+          traceContext: undefined,
+          payload: Buffer.from(f.payload),
+          origin: f.origin && encodeOrigin(f.origin),
+        }));
+        const blob = packSegment(packed);
+        t.is(blob[0], frames.some((f) => f.origin) ? 2 : 1);
+        const back = unpackSegment(blob);
+        back.forEach((b, i) => {
+          t.deepEqual(blob.subarray(5 + 16 * i, 21 + 16 * i), packed[i]!.id);
+          t.is(b.transactionId, frames[i]!.txn);
+          t.deepEqual(b.payload, Buffer.from(frames[i]!.payload));
+          const want = frames[i]!.origin;
+          if (!want) t.is(b.origin, undefined);
+          else t.deepEqual(decodeOrigin(b.origin!), want);
+        });
+      },
+    ),
+    { numRuns: 200 },
+  );
+});
+
+test('a version 1 blob (what HTTP pushes and earlier releases write) still decodes, with no origin', (t) => {
+  // Built by hand, byte for byte as docs/frame-format.md gives version 1.
+  const id = Buffer.alloc(16, 7);
+  const txn = Buffer.from('t-1');
+  const payload = Buffer.from('{"a":1}');
+  const blob = Buffer.concat([
+    Buffer.from([1, 0, 0, 0, 1]),
+    id,
+    Buffer.from([0, txn.length]),
+    txn,
+    Buffer.from([0, 0]),
+    Buffer.from([0, 0, 0, payload.length]),
+    payload,
+  ]);
+  const [f] = unpackSegment(blob);
+  t.deepEqual(f!.id, id);
+  t.is(f!.transactionId, 't-1');
+  t.is(f!.traceContext, undefined);
+  t.deepEqual(f!.payload, payload);
+  t.is(f!.origin, undefined);
+  t.deepEqual(packSegment([{ id, transactionId: txn, traceContext: undefined, payload }]), blob, 'no origin: written as version 1');
+  t.throws(() => unpackSegment(Buffer.concat([Buffer.from([3]), blob.subarray(1)])), { message: /unknown segment format version 3/ });
+});
+
+test('an origin that cannot be encoded fails with a ValidationError naming it', (t) => {
+  const ok: KafkaOrigin = { topic: 't', partition: 0, offset: '1', timestamp: null, headers: [] };
+  t.throws(() => encodeOrigin({ ...ok, offset: 'x' }), { instanceOf: ValidationError, message: /offset/ });
+  t.throws(() => encodeOrigin({ ...ok, offset: String(1n << 63n) }), { instanceOf: ValidationError, message: /int64/ });
+  t.throws(() => encodeOrigin({ ...ok, partition: -1 }), { instanceOf: ValidationError, message: /partition/ });
+  t.throws(() => encodeOrigin({ ...ok, headers: [{ key: 'k'.repeat(70_000), value: null }] }), {
+    instanceOf: ValidationError,
+    message: /key/,
+  });
+  t.throws(() => encodeOrigin({ ...ok, headers: Array.from({ length: 70_000 }, () => ({ key: 'k', value: null })) }), {
+    instanceOf: ValidationError,
+    message: /headers/,
+  });
+  // The largest offset Kafka can hold survives exactly (past 2^53).
+  const max = String((1n << 63n) - 1n);
+  t.is(decodeOrigin(encodeOrigin({ ...ok, offset: max })).offset, max);
 });
 
 test('uuidv7 ids are version 7 and increase within a process', (t) => {

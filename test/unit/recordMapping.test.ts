@@ -143,3 +143,31 @@ test('configured partition sources: key (default), a header, a JSON pointer, a c
   t.is(partition({ jsonPointer: '/absent' }), 'Default');
   t.regex(partition({ key: true }), /^rejected: record key is not valid UTF-8/);
 });
+
+test('keepOrigin: topic, Kafka partition, offset, timestamp and every header are kept, null values and repeats included; the id is not affected', (t) => {
+  const headers = { transactionId: 'id-1', traceparent: null, bin: Buffer.from([0xff, 0x00]), rep: ['a', null, Buffer.from('c')] };
+  const m = mapRecord('orders', 'q', 3, rec({ offset: '9007199254740993', timestamp: '1764870000123', headers }), {
+    ...DLQ,
+    keepOrigin: true,
+  });
+  if (!m.ok) return t.fail(m.reason);
+  t.is(m.item.transactionId, 'id-1');
+  t.deepEqual(m.item.origin, {
+    topic: 'orders',
+    partition: 3,
+    offset: '9007199254740993',
+    timestamp: 1764870000123,
+    headers: [
+      { key: 'transactionId', value: Buffer.from('id-1') },
+      { key: 'traceparent', value: null },
+      { key: 'bin', value: Buffer.from([0xff, 0x00]) },
+      { key: 'rep', value: Buffer.from('a') },
+      { key: 'rep', value: null },
+      { key: 'rep', value: Buffer.from('c') },
+    ],
+  });
+  const noTs = mapRecord('orders', 'q', 0, rec({ timestamp: '-1' }), { ...DLQ, keepOrigin: true });
+  t.true(noTs.ok && noTs.item.origin?.timestamp === null && noTs.item.origin.headers.length === 0);
+  const off = mapRecord('orders', 'q', 0, rec({ headers }), DLQ);
+  t.true(off.ok && off.item.origin === undefined, 'not kept unless asked');
+});

@@ -5,6 +5,7 @@ import { checkPartitionName, checkQueueName } from '../../engine/limits.js';
 import type { PoppedMessage, PopOutcome, PopRequest, SubscriptionMode } from '../../engine/pop.js';
 import type { PushItem } from '../../engine/writer.js';
 import type { ReadPath } from '../../read/readPath.js';
+import { originWire } from '../originWire.js';
 import { readItems, toWire, translateItem } from '../pushBody.js';
 import { queryInt } from '../queryParams.js';
 
@@ -200,7 +201,7 @@ export function payloadWire(payload: Buffer): { data: unknown; dataEncoding?: 'b
   }
 }
 
-/** A message on the wire: its payload as payloadWire gives it. */
+/** A message on the wire: its payload as payloadWire gives it; `kafka` only for a message that came from a Kafka record. */
 export function messageWire(m: PoppedMessage): Record<string, unknown> {
   const { data, dataEncoding } = payloadWire(m.payload);
   return {
@@ -213,6 +214,7 @@ export function messageWire(m: PoppedMessage): Record<string, unknown> {
     data,
     ...(dataEncoding ? { dataEncoding } : {}),
     traceContext: m.traceContext ?? null,
+    ...(m.kafka ? { kafka: originWire(m.kafka) } : {}),
   };
 }
 
