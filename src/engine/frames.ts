@@ -59,8 +59,9 @@ export interface Frame {
   transactionId: Buffer; // UTF-8
   traceContext: Buffer | undefined; // UTF-8, optional
   payload: Buffer;
-  /** An encoded origin section (encodeOrigin), optional. */
-  origin?: Buffer | undefined;
+  /** The Kafka origin, checked, and its section's size (originSize), optional. */
+  origin?: KafkaOrigin | undefined;
+  originSize?: number | undefined;
 }
 
 const MAX_U16 = 0xffff;
@@ -69,56 +70,137 @@ const INT64_MIN = -(1n << 63n);
 const INT64_MAX = (1n << 63n) - 1n;
 
 /**
- * A Kafka origin as its frame section. Throws ValidationError naming what
- * does not fit (a key or topic over 65 535 bytes, more than 65 535 headers,
- * an offset that is not an int64): the writer fails that item alone.
+ * The bytes of a Kafka origin's frame section, checking that it fits: throws
+ * ValidationError naming what does not (a key or topic over 65 535 bytes,
+ * more than 65 535 headers, an offset that is not an int64), so the writer
+ * fails that item alone. The writer calls it per item and packSegment writes
+ * the section straight into the segment (writeOrigin): no Buffer per record.
  */
-export function encodeOrigin(o: KafkaOrigin): Buffer {
-  const topic = Buffer.from(o.topic, 'utf8');
-  if (topic.length > MAX_U16) throw new ValidationError('origin topic is over 65535 bytes', 'origin');
+export function originSize(o: KafkaOrigin): number {
+  const topicLen = utf8Length(o.topic);
+  if (topicLen > MAX_U16) throw new ValidationError('origin topic is over 65535 bytes', 'origin');
   if (!Number.isInteger(o.partition) || o.partition < 0 || o.partition > MAX_I32)
     throw new ValidationError(`origin partition ${o.partition} is not a Kafka partition`, 'origin');
-  const offset = int64(o.offset, 'offset');
-  const timestamp = o.timestamp === null ? -1n : int64(String(o.timestamp), 'timestamp');
-  if (o.headers.length > MAX_U16) throw new ValidationError(`origin has ${o.headers.length} headers, over 65535`, 'origin');
-  const keys: Buffer[] = [];
-  let size = 2 + topic.length + 4 + 8 + 8 + 2;
-  for (const h of o.headers) {
-    const key = Buffer.from(h.key, 'utf8');
-    if (key.length > MAX_U16) throw new ValidationError('an origin header key is over 65535 bytes', 'origin');
+  checkInt64(o.offset, 'offset');
+  if (o.timestamp !== null) checkInt64(o.timestamp, 'timestamp');
+  const headers = o.headers;
+  if (headers.length > MAX_U16) throw new ValidationError(`origin has ${headers.length} headers, over 65535`, 'origin');
+  let size = 2 + topicLen + 4 + 8 + 8 + 2;
+  for (const h of headers) {
+    const keyLen = utf8Length(h.key);
+    if (keyLen > MAX_U16) throw new ValidationError('an origin header key is over 65535 bytes', 'origin');
     if (h.value !== null && h.value.length > MAX_I32) throw new ValidationError('an origin header value is too long', 'origin');
-    keys.push(key);
-    size += 2 + key.length + 4 + (h.value?.length ?? 0);
+    size += 2 + keyLen + 4 + (h.value?.length ?? 0);
   }
-  const out = Buffer.allocUnsafe(size);
-  let pos = out.writeUInt16BE(topic.length, 0);
-  pos += topic.copy(out, pos);
-  pos = out.writeInt32BE(o.partition, pos);
-  pos = out.writeBigInt64BE(offset, pos);
-  pos = out.writeBigInt64BE(timestamp, pos);
-  pos = out.writeUInt16BE(o.headers.length, pos);
-  o.headers.forEach((h, i) => {
-    const key = keys[i]!;
-    pos = out.writeUInt16BE(key.length, pos);
-    pos += key.copy(out, pos);
-    if (h.value === null) pos = out.writeInt32BE(-1, pos);
+  return size;
+}
+
+/**
+ * A checked origin (originSize) written at `pos`; returns the position after
+ * it. Integers are stored byte by byte and values with `set`: Buffer's
+ * write*BE and copy are calls with argument checks, several per header, on
+ * every Kafka record (bench/originCost.ts).
+ */
+export function writeOrigin(out: Buffer, pos: number, o: KafkaOrigin): number {
+  pos = writeShortString(out, pos, o.topic);
+  pos = putU32(out, pos, o.partition);
+  pos = writeInt64(out, pos, o.offset);
+  pos = writeInt64(out, pos, o.timestamp ?? -1);
+  const headers = o.headers;
+  out[pos] = headers.length >>> 8;
+  out[pos + 1] = headers.length & 0xff;
+  pos += 2;
+  for (const h of headers) {
+    pos = writeShortString(out, pos, h.key);
+    if (h.value === null)
+      pos = putU32(out, pos, 0xffffffff); // -1 as int32
     else {
-      pos = out.writeInt32BE(h.value.length, pos);
-      pos += h.value.copy(out, pos);
+      pos = putU32(out, pos, h.value.length);
+      out.set(h.value, pos);
+      pos += h.value.length;
     }
-  });
+  }
+  return pos;
+}
+
+/** u32 big-endian (an int32's bits when given n >>> 0). */
+function putU32(out: Buffer, pos: number, n: number): number {
+  out[pos] = n >>> 24;
+  out[pos + 1] = (n >>> 16) & 0xff;
+  out[pos + 2] = (n >>> 8) & 0xff;
+  out[pos + 3] = n & 0xff;
+  return pos + 4;
+}
+
+/** A Kafka origin as its own frame section (tests, tools; the write path uses originSize + writeOrigin). */
+export function encodeOrigin(o: KafkaOrigin): Buffer {
+  const out = Buffer.allocUnsafe(originSize(o));
+  writeOrigin(out, 0, o);
   return out;
 }
 
-function int64(text: string, what: string): bigint {
-  let v: bigint;
-  try {
-    v = BigInt(text);
-  } catch {
-    throw new ValidationError(`origin ${what} ${JSON.stringify(text)} is not an integer`, 'origin');
+/*
+ * Topic names and header keys are short and almost always ASCII. Native
+ * Buffer.byteLength / buf.write cost a call each (~100 ns), more than a JS
+ * loop over a dozen characters, and they run several times per Kafka record
+ * (bench/originCost.ts), so ASCII is measured and written here and anything
+ * else goes to the native calls.
+ */
+function utf8Length(str: string): number {
+  for (let i = 0; i < str.length; i++) if (str.charCodeAt(i) > 0x7f) return Buffer.byteLength(str, 'utf8');
+  return str.length;
+}
+
+/** u16 length + UTF-8 bytes of `str` (length checked by originSize). */
+function writeShortString(out: Buffer, pos: number, str: string): number {
+  const n = str.length;
+  let i = 0;
+  for (; i < n; i++) {
+    const c = str.charCodeAt(i);
+    if (c > 0x7f) break;
+    out[pos + 2 + i] = c;
   }
-  if (v < INT64_MIN || v > INT64_MAX) throw new ValidationError(`origin ${what} ${text} is not an int64`, 'origin');
-  return v;
+  if (i === n) {
+    out[pos] = n >>> 8;
+    out[pos + 1] = n & 0xff;
+    return pos + 2 + n;
+  }
+  const len = out.write(str, pos + 2, 'utf8');
+  out.writeUInt16BE(len, pos);
+  return pos + 2 + len;
+}
+
+const TWO_32 = 2 ** 32;
+const SAFE_DIGITS = /^-?\d{1,15}$/;
+
+/** Throws ValidationError unless `v` (decimal text or a number) is an int64. */
+function checkInt64(v: string | number, what: string): void {
+  if (typeof v === 'number' ? Number.isSafeInteger(v) : SAFE_DIGITS.test(v)) return;
+  let b: bigint;
+  try {
+    b = BigInt(v);
+  } catch {
+    throw new ValidationError(`origin ${what} ${JSON.stringify(v)} is not an integer`, 'origin');
+  }
+  if (b < INT64_MIN || b > INT64_MAX) throw new ValidationError(`origin ${what} ${String(v)} is not an int64`, 'origin');
+}
+
+/** A checked int64 (decimal text or a number) at `pos`, big-endian; returns the position after it. */
+function writeInt64(out: Buffer, pos: number, v: string | number): number {
+  const n = typeof v === 'number' ? v : SAFE_DIGITS.test(v) ? Number(v) : undefined;
+  if (n === undefined) return out.writeBigInt64BE(BigInt(v), pos);
+  // Two halves: hi = floor(n / 2^32) is exact for |n| < 2^53, and lo is what remains (two's complement for n < 0).
+  const hi = Math.floor(n / TWO_32);
+  putU32(out, pos, hi >>> 0);
+  return putU32(out, pos + 4, n - hi * TWO_32);
+}
+
+/** The int64 at `pos`: a number when it is a safe integer (every real offset and timestamp), else via BigInt. */
+function readInt64(b: Buffer, pos: number): number | bigint {
+  const hi = b.readInt32BE(pos);
+  const lo = b.readUInt32BE(pos + 4);
+  const n = hi * TWO_32 + lo;
+  return Number.isSafeInteger(n) ? n : b.readBigInt64BE(pos);
 }
 
 /** An origin section back to its fields (header values are views into `b`). Throws on a malformed section. */
@@ -130,9 +212,9 @@ export function decodeOrigin(b: Buffer): KafkaOrigin {
   pos += tl;
   const partition = b.readInt32BE(pos);
   pos += 4;
-  const offset = b.readBigInt64BE(pos).toString();
+  const offset = String(readInt64(b, pos));
   pos += 8;
-  const ts = b.readBigInt64BE(pos);
+  const ts = readInt64(b, pos);
   pos += 8;
   const n = b.readUInt16BE(pos);
   pos += 2;
@@ -152,7 +234,7 @@ export function decodeOrigin(b: Buffer): KafkaOrigin {
     }
   }
   if (pos !== b.length) throw new RangeError(`origin section has ${b.length - pos} trailing bytes`);
-  return { topic, partition, offset, timestamp: ts < 0n ? null : Number(ts), headers };
+  return { topic, partition, offset, timestamp: ts < 0 ? null : Number(ts), headers };
 }
 
 export function packSegment(frames: readonly Frame[]): Buffer {
@@ -160,7 +242,7 @@ export function packSegment(frames: readonly Frame[]): Buffer {
   let size = FRAME_HEADER_BYTES;
   for (const f of frames) {
     size += 16 + 2 + f.transactionId.length + 2 + (f.traceContext?.length ?? 0) + 4 + f.payload.length;
-    if (v2) size += 4 + (f.origin?.length ?? 0);
+    if (v2) size += 4 + (f.origin ? (f.originSize ?? originSize(f.origin)) : 0);
   }
   const out = Buffer.allocUnsafe(size);
   out[0] = v2 ? FRAME_FORMAT_V2 : FRAME_FORMAT_V1;
@@ -182,10 +264,10 @@ export function packSegment(frames: readonly Frame[]): Buffer {
     pos += 4;
     pos += f.payload.copy(out, pos);
     if (v2) {
-      const origin = f.origin;
-      out.writeUInt32BE(origin?.length ?? 0, pos);
+      const at = pos;
       pos += 4;
-      if (origin) pos += origin.copy(out, pos);
+      if (f.origin) pos = writeOrigin(out, pos, f.origin);
+      out.writeUInt32BE(pos - at - 4, at);
     }
   }
   return out;

@@ -13,7 +13,7 @@ import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationErr
 import { HASH_BYTES, hashString, writeHashAt } from '../util/txnHash.js';
 import { LeaderTable } from './leaderTable.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
-import { encodeOrigin, packSegment, type Frame, type KafkaOrigin } from './frames.js';
+import { originSize, packSegment, type Frame, type KafkaOrigin } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTraceContext, checkTransactionId, LIMITS } from './limits.js';
 import type { HintRun, LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
@@ -112,8 +112,9 @@ interface Accepted {
   slot: number;
   payload: Buffer;
   trace: Buffer | undefined;
-  /** The encoded origin section (frames.ts), when the item has one. */
-  origin: Buffer | undefined;
+  /** The Kafka origin, checked, and its frame section's size (frames.ts), when the item has one. */
+  origin: KafkaOrigin | undefined;
+  originSize: number;
 }
 
 interface Leader extends Accepted {
@@ -185,10 +186,11 @@ export class LogWriter {
       throw new PayloadTooLargeError(`payload is ${item.payload.length} bytes, over the limit of ${this.opts.maxPayloadBytes}`, 'payload');
     }
     const trace = checkTraceContext(item.traceContext);
-    const origin = item.origin === undefined ? undefined : encodeOrigin(item.origin);
-    if (origin && origin.length > this.opts.maxPayloadBytes) {
+    const origin = item.origin;
+    const originBytes = origin === undefined ? 0 : originSize(origin);
+    if (originBytes > this.opts.maxPayloadBytes) {
       throw new PayloadTooLargeError(
-        `origin (topic and headers) is ${origin.length} bytes, over the limit of ${this.opts.maxPayloadBytes}`,
+        `origin (topic and headers) is ${originBytes} bytes, over the limit of ${this.opts.maxPayloadBytes}`,
         'origin',
       );
     }
@@ -203,6 +205,7 @@ export class LogWriter {
       payload: item.payload,
       trace,
       origin,
+      originSize: originBytes,
     };
   }
 
@@ -564,7 +567,7 @@ class BundleHashes {
 }
 
 function toFrame(l: Leader): Frame {
-  return { id: l.id, transactionId: l.txnBytes, traceContext: l.trace, payload: l.payload, origin: l.origin };
+  return { id: l.id, transactionId: l.txnBytes, traceContext: l.trace, payload: l.payload, origin: l.origin, originSize: l.originSize };
 }
 
 function failed(item: PushItem, error: string): PushResult {

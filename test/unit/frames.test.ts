@@ -72,7 +72,7 @@ test('v2: frames with and without an origin round-trip; ids still sit at 5 + 16 
           transactionId: Buffer.from(f.txn),
           traceContext: undefined,
           payload: Buffer.from(f.payload),
-          origin: f.origin && encodeOrigin(f.origin),
+          origin: f.origin,
         }));
         const blob = packSegment(packed);
         t.is(blob[0], frames.some((f) => f.origin) ? 2 : 1);
