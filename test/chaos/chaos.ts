@@ -14,6 +14,19 @@
  * each partition's committed offset is not ahead of PostgreSQL: every record
  * below it is in the log. Report: bench/results/chaos/chaos-<time>.json.
  *
+ * --poison (every --poison-every records, default 2,000) mixes in records
+ * that must be dead-lettered, in turn: a tombstone with null header values, a
+ * 2 MiB value sent gzip-compressed (over QUEEN_MAX_PAYLOAD_BYTES), a
+ * Confluent-framed Avro value with no registry configured, and a JSON value
+ * without a transactionId; and 1 % of the good records carry a null header
+ * value. Then also verified: every poison record is in the dead-letter topic
+ * (at least once: a dead-letter write is at-least-once under kill -9) and
+ * none is in the log, the good records' null headers are kept as null, and
+ * the group never stalls: when committed offsets stop moving for 120 s, each
+ * instance's /health/ready and queen_ingress_halted_partitions are read and
+ * the stall is reported as visible (readiness names a halted partition) or
+ * silent; either fails the run.
+ *
  * Needs DATABASE_URL and KAFKA_BROKERS from scripts/with-deps.sh, whose local
  * broker and PostgreSQL it pauses and restarts (pid/script paths under .local).
  */
@@ -23,7 +36,9 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import kafkajs, { type Message } from 'kafkajs';
 import pg from 'pg';
+import { decodeOrigin } from '../../src/engine/frames.js';
 import { registerCodecs } from '../../src/ingress/codecs.js';
+import { allowNullHeaderValues } from '../../src/ingress/nullHeaderValues.js';
 import { migrate } from '../../src/engine/migrate.js';
 import { brokers, committed, createTopic, endOffsets, kafkaClient, storedFrames, uniqueName } from '../helpers/kafka.js';
 import { waitFor } from '../helpers/leaks.js';
@@ -47,6 +62,38 @@ const KILLS = arg('kills', 10);
 const PG_RESTARTS = arg('pg-restarts', 2);
 const REBALANCES = arg('rebalances', 5);
 const PAUSE_S = arg('broker-pause-s', 20);
+const POISON = process.argv.includes('--poison');
+const POISON_EVERY = arg('poison-every', 2000);
+const POISON_KINDS = ['tombstone-null-headers', 'oversized-gzip', 'framed-avro-no-registry', 'missing-id'] as const;
+type PoisonKind = (typeof POISON_KINDS)[number];
+/** Marks an offset of offsetTxn that holds a poison record (never stored). */
+const POISON_OFFSET = -2;
+const POISON_HEADER = 'chaos-poison';
+const NULL_HEADER = 'chaos-null';
+
+/** The i-th poison record: a marker header names it, so the verifier finds it in the dead-letter topic. */
+function poisonRecord(i: number, partition: number): { m: Message; kind: PoisonKind; marker: string } {
+  const kind = POISON_KINDS[i % POISON_KINDS.length]!;
+  const marker = `p-${i}`;
+  const headers: Record<string, string | null> = { [POISON_HEADER]: marker };
+  let value: Buffer | null;
+  if (kind === 'tombstone-null-headers') {
+    value = null;
+    headers.traceparent = null;
+    headers[NULL_HEADER] = null;
+  } else if (kind === 'oversized-gzip') {
+    // Compresses to a few KB, so the broker takes it; 2 MiB once decompressed, over the service's 1 MiB limit.
+    value = Buffer.from(JSON.stringify({ poison: marker, pad: 'x'.repeat(2 * 1024 * 1024) }));
+    headers.transactionId = `poison-${marker}`;
+  } else if (kind === 'framed-avro-no-registry') {
+    // Magic byte 0, schema id 7, then bytes that are not JSON: only a registry could read it.
+    value = Buffer.concat([Buffer.from([0, 0, 0, 0, 7]), Buffer.from([0x02, 0x0c, 0x70, 0x6f, 0x69, 0x73, 0x6f, 0x6e])]);
+    headers.transactionId = `poison-${marker}`;
+  } else {
+    value = Buffer.from(JSON.stringify({ poison: marker }));
+  }
+  return { m: { key: `poison-${i}`, partition, value, headers: headers as Message['headers'] }, kind, marker };
+}
 
 type Fault = 'kill9' | 'pgRestart' | 'rebalance' | 'brokerPause';
 
@@ -55,6 +102,8 @@ const log = (msg: string, extra: Record<string, unknown> = {}) =>
 
 async function main(): Promise<void> {
   registerCodecs();
+  // The producer writes Kafka's null header values (kafkajs 2.2.4 cannot by itself; nullHeaderValues.ts).
+  allowNullHeaderValues();
   const databaseUrl = process.env.DATABASE_URL!;
   if (!databaseUrl || !process.env.KAFKA_BROKERS)
     throw new Error('run through `make chaos` (scripts/with-deps.sh sets DATABASE_URL and KAFKA_BROKERS)');
@@ -66,6 +115,7 @@ async function main(): Promise<void> {
   const topic = uniqueName('chaos');
   const group = uniqueName('g-chaos');
   await createTopic(kafka, topic, PARTITIONS);
+  if (POISON) await createTopic(kafka, `${topic}.dlq`, 1);
   const started = Date.now();
 
   // ---- instances ----
@@ -139,6 +189,8 @@ async function main(): Promise<void> {
   const codecs = [CompressionTypes.None, CompressionTypes.GZIP, CompressionTypes.LZ4, CompressionTypes.ZSTD, CompressionTypes.Snappy];
   let produced = 0;
   let resent = 0;
+  const poisonSent: { marker: string; kind: PoisonKind }[] = [];
+  const nullHeaderIds = new Set<string>();
   const producing = (async () => {
     const producer = kafka.producer({
       idempotent: true,
@@ -170,7 +222,16 @@ async function main(): Promise<void> {
           i++;
         }
         const p = k % PARTITIONS;
-        batch.push({ m: { key: `key-${k}`, partition: p, value: JSON.stringify({ k, s }), headers: { transactionId: txns[id]! } }, p, id });
+        const headers: Record<string, string | null> = { transactionId: txns[id]! };
+        if (POISON && s % 100 === 7) {
+          headers[NULL_HEADER] = null;
+          nullHeaderIds.add(txns[id]!);
+        }
+        batch.push({
+          m: { key: `key-${k}`, partition: p, value: JSON.stringify({ k, s }), headers: headers as Message['headers'] },
+          p,
+          id,
+        });
       }
       const compression = codecs[sends++ % codecs.length]!;
       for (let attempt = 0; ; attempt++) {
@@ -191,6 +252,23 @@ async function main(): Promise<void> {
         }
       }
       produced += batch.length;
+      // A poison record each POISON_EVERY records, in a send of its own, gzip: the oversized one only fits the broker compressed.
+      while (POISON && poisonSent.length < Math.floor(i / POISON_EVERY)) {
+        const n = poisonSent.length;
+        const p = Math.floor(Math.random() * PARTITIONS);
+        const poison = poisonRecord(n, p);
+        for (let attempt = 0; ; attempt++) {
+          try {
+            const meta = await producer.send({ topic, acks: -1, compression: CompressionTypes.GZIP, messages: [poison.m] });
+            offsetTxn[p]![Number(meta[0]!.baseOffset)] = POISON_OFFSET;
+            break;
+          } catch (err) {
+            log('poison send failed; resending', { err: (err as Error).message, attempt });
+            if (attempt > 20) throw err;
+          }
+        }
+        poisonSent.push({ marker: poison.marker, kind: poison.kind });
+      }
     }
     await producer.disconnect();
   })();
@@ -228,16 +306,31 @@ async function main(): Promise<void> {
   }
   await producing;
   log('all produced; waiting for the group to catch up', { produced, resent });
+  const stalls: Stall[] = [];
+  let lastTotal = -1;
+  let lastMoved = Date.now();
   await waitFor(
     'caught up',
     async () => {
       const [c, e] = await Promise.all([committed(kafka, group, topic), endOffsets(kafka, topic)]);
+      let total = 0;
+      for (const v of c.values()) total += Math.max(0, v);
+      if (total !== lastTotal) [lastTotal, lastMoved] = [total, Date.now()];
+      else if (Date.now() - lastMoved > 120_000) {
+        // No commit for 120 s with records still to commit: a stall. Is it visible?
+        const stall = await probeStall(instances, total);
+        stalls.push(stall);
+        log('STALL: committed offsets have not moved for 120 s', { ...stall });
+        throw new Error(`the group stalled (${stall.visible ? 'visible in readiness' : 'silently'}) at ${total} committed`);
+      }
       for (const [p, high] of e) if (high > 0 && (c.get(p) ?? -1) < high) return false;
       return true;
     },
     3_600_000,
     1000,
-  );
+  ).catch((err: unknown) => {
+    if (stalls.length === 0) throw err;
+  });
   samples.push({ after: 'end', ...(await retried(() => checkCommitsBehindLog(kafka, sql, group, topic, offsetTxn, txns))) });
 
   // ---- verify ----
@@ -252,6 +345,16 @@ async function main(): Promise<void> {
   let orderViolations = 0;
   for (const seqs of perKey.values()) seqs.forEach((s, i) => (orderViolations += s === i ? 0 : 1));
   const missing = txns.filter((t) => !ids.has(t)).length;
+  const poisonInLog = frames.filter((f) => f.transactionId.startsWith('poison-') || f.payload.includes('"poison"')).length;
+  // Good records sent with a null header value: the log keeps it as null (frame format v2).
+  let nullHeadersKept = 0;
+  for (const f of frames) {
+    if (!nullHeaderIds.has(f.transactionId) || !f.origin) continue;
+    if (decodeOrigin(f.origin).headers.some((h) => h.key === NULL_HEADER && h.value === null)) nullHeadersKept++;
+  }
+  const dlqMarkers = POISON ? await deadLetterMarkers(kafka, `${topic}.dlq`) : new Map<string, number>();
+  const poisonMissingFromDlq = poisonSent.filter((p) => !dlqMarkers.has(p.marker));
+  const poisonByKind = Object.fromEntries(POISON_KINDS.map((k) => [k, poisonSent.filter((p) => p.kind === k).length]));
   const report = {
     when: new Date().toISOString(),
     durationSeconds: Math.round((Date.now() - started) / 1000),
@@ -263,10 +366,24 @@ async function main(): Promise<void> {
       pgRestarts: PG_RESTARTS,
       rebalances: REBALANCES,
       brokerPauseSeconds: PAUSE_S,
+      poison: POISON ? { every: POISON_EVERY, kinds: POISON_KINDS } : false,
     },
     produced: { kafkaRecords: produced, distinct: txns.length, resent, compression: 'per send, rotating none/gzip/lz4/zstd/snappy' },
     faults: done,
     stored: frames.length,
+    poison: POISON
+      ? {
+          sent: poisonSent.length,
+          byKind: poisonByKind,
+          inDeadLetterTopic: poisonSent.length - poisonMissingFromDlq.length,
+          deadLetterRecordsWithAMarker: [...dlqMarkers.values()].reduce((a, b) => a + b, 0),
+          missingFromDeadLetterTopic: poisonMissingFromDlq.slice(0, 20),
+          inLog: poisonInLog,
+          goodRecordsWithANullHeader: nullHeaderIds.size,
+          nullHeadersKeptInTheLog: nullHeadersKept,
+        }
+      : undefined,
+    stalls,
     checks: {
       exactlyOncePerKey: frames.length === txns.length && ids.size === txns.length && missing === 0,
       storedTwice: frames.length - ids.size,
@@ -275,6 +392,9 @@ async function main(): Promise<void> {
       orderViolations,
       commitsNeverAheadOfLog: samples.every((s) => s.committed >= 0),
       noUnexpectedExits: unexpectedExits.length === 0,
+      noStall: stalls.length === 0,
+      poisonDeadLetteredNeverStored: !POISON || (poisonSent.length > 0 && poisonMissingFromDlq.length === 0 && poisonInLog === 0),
+      nullHeadersKept: !POISON || nullHeadersKept === nullHeaderIds.size,
       samples,
     },
     unexpectedExits,
@@ -297,8 +417,15 @@ async function main(): Promise<void> {
   );
   await Promise.all(all.map((p) => p.ensureDead()));
   await sql.end();
+  const c = report.checks;
   const ok =
-    report.checks.exactlyOncePerKey && report.checks.orderPerKey && report.checks.commitsNeverAheadOfLog && report.checks.noUnexpectedExits;
+    c.exactlyOncePerKey &&
+    c.orderPerKey &&
+    c.commitsNeverAheadOfLog &&
+    c.noUnexpectedExits &&
+    c.noStall &&
+    c.poisonDeadLetteredNeverStored &&
+    c.nullHeadersKept;
   process.exit(ok ? 0 : 1);
 }
 
@@ -319,6 +446,7 @@ async function checkCommitsBehindLog(
   for (const [p, off] of c) {
     for (let o = 0; o < off; o++) {
       const id = offsetTxn[p]?.[o];
+      if (id === POISON_OFFSET) continue; // dead-lettered, never in the log
       if (id === undefined) {
         unknown++;
         continue;
@@ -331,6 +459,71 @@ async function checkCommitsBehindLog(
     total += Math.max(0, off);
   }
   return { committed: total, unknownOffsets: unknown };
+}
+
+interface Stall {
+  at: string;
+  committed: number;
+  /** True when some instance's readiness answers 503 naming a halted partition. */
+  visible: boolean;
+  instances: { pid: number | undefined; ready: number | string; reasons: string; haltedPartitions: number | string }[];
+}
+
+/** What each live instance says while the group does not move: readiness and the halted-partitions gauge. */
+async function probeStall(instances: ServiceProcess[], committedNow: number): Promise<Stall> {
+  const out: Stall['instances'] = [];
+  for (const p of instances) {
+    const port = p.lines.find((l) => l.msg === 'HTTP API listening')?.port as number | undefined;
+    if (port === undefined) continue;
+    const base = `http://127.0.0.1:${port}`;
+    let ready: number | string;
+    let reasons = '';
+    let halted: number | string;
+    try {
+      const r = await fetch(`${base}/health/ready`, { signal: AbortSignal.timeout(5000) });
+      ready = r.status;
+      reasons = await r.text();
+    } catch (err) {
+      ready = (err as Error).message;
+    }
+    try {
+      const m = /^queen_ingress_halted_partitions (\d+)/m.exec(
+        await (await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(5000) })).text(),
+      );
+      halted = m ? Number(m[1]) : 'absent';
+    } catch (err) {
+      halted = (err as Error).message;
+    }
+    out.push({ pid: p.child.pid, ready, reasons: reasons.slice(0, 2000), haltedPartitions: halted });
+  }
+  const visible = out.some((i) => i.ready === 503 && i.reasons.includes('halted'));
+  return { at: new Date().toISOString(), committed: committedNow, visible, instances: out };
+}
+
+/** How often each poison marker header occurs in the dead-letter topic (read from the beginning to its end). */
+async function deadLetterMarkers(kafka: ReturnType<typeof kafkaClient>, dlq: string): Promise<Map<string, number>> {
+  const ends = await endOffsets(kafka, dlq);
+  const want = [...ends.values()].reduce((a, b) => a + b, 0);
+  const markers = new Map<string, number>();
+  if (want === 0) return markers;
+  let seen = 0;
+  const c = kafka.consumer({ groupId: uniqueName('g-chaos-dlq') });
+  await c.connect();
+  try {
+    await c.subscribe({ topic: dlq, fromBeginning: true });
+    await c.run({
+      eachMessage: async ({ message }) => {
+        seen++;
+        const v = message.headers?.[POISON_HEADER];
+        const marker = Array.isArray(v) ? v[0] : v;
+        if (marker !== undefined && marker !== null) markers.set(marker.toString(), (markers.get(marker.toString()) ?? 0) + 1);
+      },
+    });
+    await waitFor(`${want} dead letters read`, () => seen >= want, 300_000, 200);
+  } finally {
+    await c.disconnect();
+  }
+  return markers;
 }
 
 /** Retries what fails while PostgreSQL or the broker restarts (a check, never a verdict). */

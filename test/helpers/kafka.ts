@@ -165,6 +165,8 @@ export interface StoredFrame {
   offset: number;
   transactionId: string;
   payload: Buffer;
+  /** The frame's Kafka origin section, undecoded (decodeOrigin); undefined when none was kept. */
+  origin: Buffer | undefined;
 }
 
 /** Every frame stored for a queue, decoded from the segment blobs, in (partition, offset) order. */
@@ -181,7 +183,13 @@ export async function storedFrames(pool: pg.Pool, queue: string): Promise<Stored
   const out: StoredFrame[] = [];
   for (const row of r.rows) {
     unpackSegment(row.blob).forEach((f, i) =>
-      out.push({ partition: row.name, offset: Number(row.base_offset) + i, transactionId: f.transactionId, payload: f.payload }),
+      out.push({
+        partition: row.name,
+        offset: Number(row.base_offset) + i,
+        transactionId: f.transactionId,
+        payload: f.payload,
+        origin: f.origin,
+      }),
     );
   }
   return out;
