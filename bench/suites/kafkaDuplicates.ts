@@ -17,7 +17,7 @@ import { addCpu, cpuSince, cpuSnapshot, fmtShares, type CpuDelta } from '../lib/
 import { checkpoint, createBenchDatabase, type BenchDatabase } from '../lib/db.js';
 import { provisionQueueNamed } from '../lib/engine.js';
 import { settle } from '../lib/gc.js';
-import { createTopic, deleteTopicsAndGroups, endOffsets, kafkaClient, uniqueName, withAdmin } from '../lib/kafka.js';
+import { createTopic, deleteTopicsAndGroups, endOffsets, groupProgress, kafkaClient, uniqueName, withAdmin } from '../lib/kafka.js';
 import { histogramNames, parsePromText, promHistogram, promSum, type PromSample } from '../lib/promText.js';
 import { CONSUMER_SETTINGS, POOL_SIZE, startIngestStack } from '../lib/stack.js';
 import { fmt, median, sleep } from '../lib/stats.js';
@@ -286,25 +286,6 @@ async function buildStore(
   } finally {
     await pool.end();
   }
-}
-
-/** Committed offsets of the group summed, and whether every partition reached its end. */
-async function groupProgress(
-  admin: Admin,
-  group: string,
-  topic: string,
-  ends: Map<number, number>,
-): Promise<{ committed: number; done: boolean }> {
-  const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-  const c = new Map((t?.partitions ?? []).map((x) => [x.partition, Number(x.offset)]));
-  let committed = 0;
-  let done = true;
-  for (const [part, high] of ends) {
-    const o = Math.max(0, c.get(part) ?? 0);
-    committed += Math.min(o, high);
-    if (high > 0 && o < high) done = false;
-  }
-  return { committed, done };
 }
 
 /** Polls until the group caught up or the timeout; the rate is then committed records over elapsed time. */
