@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { benchDatabaseNames } from './db.js';
 
 /**
@@ -14,6 +14,10 @@ export interface CpuSnapshot {
   host: { busy: number; total: number; steal: number } | undefined;
   postgres: Map<string, number>;
   java: Map<string, number>;
+  /** The watched service pod's processes (primary and workers), see watchPod. */
+  pod: Map<string, number>;
+  /** The watched Kafka broker process, see watchBroker. */
+  broker: Map<string, number>;
 }
 
 export interface CpuDelta {
@@ -24,6 +28,18 @@ export interface CpuDelta {
   postgresMs: number;
   /** CPU ms used by java processes (Kafka) on this host. */
   kafkaMs: number;
+  /**
+   * CPU ms of the service pod being measured (`node dist/src/main.js`: its
+   * primary and every worker, lib/servicePod.ts), 0 when none is watched. Not
+   * part of clientMs: the pod is its own processes.
+   */
+  podMs: number;
+  /**
+   * CPU ms of the one process listening on the bench's Kafka port (the
+   * broker alone, where kafkaMs counts every java process on the host: other
+   * sessions' brokers and Connect workers too); NaN when none is watched.
+   */
+  brokerMs: number;
   /** CPU ms used by the whole machine (all cores), steal included. */
   machineMs: number;
   /**
@@ -37,7 +53,7 @@ export interface CpuDelta {
 
 /** CPU used by everything else on the machine (other sessions' tests, builds): noise, recorded so it can be seen. */
 export function externalMs(d: CpuDelta): number {
-  return d.machineMs - d.stealMs - d.clientMs - d.postgresMs - d.kafkaMs;
+  return d.machineMs - d.stealMs - d.clientMs - d.postgresMs - d.kafkaMs - d.podMs;
 }
 
 const TICK_MS = 10; // USER_HZ = 100 on Linux
@@ -95,6 +111,98 @@ function processTicks(): { postgres: Map<string, number>; java: Map<string, numb
   return { postgres, java };
 }
 
+/**
+ * The processes cpuSnapshot also reads by pid: the service pod the bench
+ * spawned (its pids are known only once its workers are up, so a getter) and
+ * the Kafka broker. One pod at a time: the suites run one after another.
+ */
+let podPids: () => readonly number[] = () => [];
+let brokerPid: number | undefined;
+
+/** Counts these pids' CPU as `podMs` in every snapshot from now on; the returned function stops it. */
+export function watchPod(pids: () => readonly number[]): () => void {
+  podPids = pids;
+  return () => {
+    if (podPids === pids) podPids = () => [];
+  };
+}
+
+/** Counts this pid's CPU as `brokerMs` (undefined: not watched, brokerMs NaN). */
+export function watchBroker(pid: number | undefined): void {
+  brokerPid = pid;
+}
+
+/** CPU ms (user + system) one process has used so far; undefined when it is gone. */
+export function processCpuMs(pid: number): number | undefined {
+  return readTicks(String(pid))?.ticks;
+}
+
+function ticksOf(pids: readonly number[]): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const pid of pids) {
+    const t = readTicks(String(pid));
+    if (t) m.set(String(pid), t.ticks);
+  }
+  return m;
+}
+
+/** A TCP port's listening sockets' inodes, from /proc/net/tcp and tcp6. */
+function listeningInodes(port: number): Set<string> {
+  const inodes = new Set<string>();
+  for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(f, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const c = line.trim().split(/\s+/);
+      // c[1] local address "ADDR:PORT" (hex), c[3] state (0A = LISTEN), c[9] inode.
+      if (c.length < 10 || c[3] !== '0A') continue;
+      if (parseInt(c[1]!.split(':').pop()!, 16) === port) inodes.add(c[9]!);
+    }
+  }
+  return inodes;
+}
+
+/**
+ * The pid of the process listening on this host's `port` (the local Kafka
+ * broker of the bench, when KAFKA_BROKERS names this host), or undefined: a
+ * remote broker, or a process whose file descriptors this user may not read.
+ */
+export function listenerPid(host: string, port: number): number | undefined {
+  if (!['127.0.0.1', 'localhost', '::1', '0.0.0.0'].includes(host)) return undefined;
+  const inodes = listeningInodes(port);
+  if (inodes.size === 0) return undefined;
+  let dirs: string[];
+  try {
+    dirs = readdirSync('/proc');
+  } catch {
+    return undefined;
+  }
+  for (const d of dirs) {
+    if (!/^\d+$/.test(d)) continue;
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${d}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      let target: string;
+      try {
+        target = readlinkSync(`/proc/${d}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const m = /^socket:\[(\d+)\]$/.exec(target);
+      if (m && inodes.has(m[1]!)) return Number(d);
+    }
+  }
+  return undefined;
+}
+
 /** CPU of processes alive at the end, since the start (0 for a process's time before it was first seen). */
 function since(a: Map<string, number>, b: Map<string, number>): number {
   let n = 0;
@@ -104,7 +212,15 @@ function since(a: Map<string, number>, b: Map<string, number>): number {
 
 export function cpuSnapshot(): CpuSnapshot {
   const p = processTicks();
-  return { wall: performance.now(), self: process.cpuUsage(), host: hostStat(), postgres: p.postgres, java: p.java };
+  return {
+    wall: performance.now(),
+    self: process.cpuUsage(),
+    host: hostStat(),
+    postgres: p.postgres,
+    java: p.java,
+    pod: ticksOf(podPids()),
+    broker: ticksOf(brokerPid === undefined ? [] : [brokerPid]),
+  };
 }
 
 export function cpuSince(a: CpuSnapshot): CpuDelta {
@@ -116,6 +232,8 @@ export function cpuSince(a: CpuSnapshot): CpuDelta {
     clientMs: (self.user + self.system) / 1000,
     postgresMs: since(a.postgres, b.postgres),
     kafkaMs: since(a.java, b.java),
+    podMs: since(a.pod, b.pod),
+    brokerMs: a.broker.size > 0 && b.broker.size > 0 ? since(a.broker, b.broker) : NaN,
     machineMs: a.host && b.host ? b.host.busy - a.host.busy : NaN,
     stealMs: a.host && b.host ? b.host.steal - a.host.steal : NaN,
     capacityMs: a.host && b.host ? b.host.total - a.host.total : NaN,
@@ -124,7 +242,7 @@ export function cpuSince(a: CpuSnapshot): CpuDelta {
 
 /** Sums deltas (e.g. over repetitions). */
 export function addCpu(xs: readonly CpuDelta[]): CpuDelta {
-  const z: CpuDelta = { wallMs: 0, clientMs: 0, postgresMs: 0, kafkaMs: 0, machineMs: 0, stealMs: 0, capacityMs: 0 };
+  const z: CpuDelta = { wallMs: 0, clientMs: 0, postgresMs: 0, kafkaMs: 0, podMs: 0, brokerMs: 0, machineMs: 0, stealMs: 0, capacityMs: 0 };
   for (const x of xs) for (const k of Object.keys(z) as (keyof CpuDelta)[]) z[k] += x[k];
   return z;
 }
@@ -134,12 +252,14 @@ export function cpuShares(d: CpuDelta): {
   client: number;
   postgres: number;
   kafka: number;
+  pod: number;
   external: number;
   steal: number;
   machine: number;
 } {
   const cap = d.capacityMs;
   return {
+    pod: d.podMs / cap,
     client: d.clientMs / cap,
     postgres: d.postgresMs / cap,
     kafka: d.kafkaMs / cap,
@@ -149,9 +269,9 @@ export function cpuShares(d: CpuDelta): {
   };
 }
 
-/** "client 45%, pg 50%, kafka 3%, other 2%, steal 0%" of the machine's capacity. */
+/** "client 45%, pg 50%, kafka 3%, other 2%, steal 0%" of the machine's capacity ("pod x%" first when a service pod was watched). */
 export function fmtShares(d: CpuDelta, kafka = false): string {
   const s = cpuShares(d);
   const pc = (x: number): string => `${Math.round(x * 100)}%`;
-  return `client ${pc(s.client)}, pg ${pc(s.postgres)}${kafka ? `, kafka ${pc(s.kafka)}` : ''}, other ${pc(s.external + (kafka ? 0 : s.kafka))}, steal ${pc(s.steal)}`;
+  return `${d.podMs > 0 ? `pod ${pc(s.pod)}, ` : ''}client ${pc(s.client)}, pg ${pc(s.postgres)}${kafka ? `, kafka ${pc(s.kafka)}` : ''}, other ${pc(s.external + (kafka ? 0 : s.kafka))}, steal ${pc(s.steal)}`;
 }

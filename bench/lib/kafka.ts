@@ -96,3 +96,22 @@ export async function waitCommitted(
     await sleep(everyMs);
   }
 }
+
+/** Committed offsets of the group summed (each capped at its partition's end), and whether every partition reached its end. */
+export async function groupProgress(
+  admin: Admin,
+  group: string,
+  topic: string,
+  ends: Map<number, number>,
+): Promise<{ committed: number; done: boolean }> {
+  const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+  const c = new Map((t?.partitions ?? []).map((x) => [x.partition, Number(x.offset)]));
+  let committed = 0;
+  let done = true;
+  for (const [part, high] of ends) {
+    const o = Math.max(0, c.get(part) ?? 0);
+    committed += Math.min(o, high);
+    if (high > 0 && o < high) done = false;
+  }
+  return { committed, done };
+}

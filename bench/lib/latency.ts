@@ -106,6 +106,8 @@ export async function pacedLatency(
     payloadBytes: number;
     tickMs: number;
     label: string;
+    /** Called as the measured window opens and closes (with the CPU snapshots): a caller reads its own counters there. */
+    onWindow?: (edge: 'open' | 'close') => void;
   },
 ): Promise<LatencyResult> {
   const params: PacedProducerParams = {
@@ -126,11 +128,15 @@ export async function pacedLatency(
   const openWindow = (): void => {
     loop.enable();
     cpu0 = cpuSnapshot();
+    o.onWindow?.('open');
   };
   const closeWindow = (): void => {
     if (windowStart) clearTimeout(windowStart);
     loop.disable();
-    if (cpu0 && !cpu) cpu = cpuSince(cpu0);
+    if (cpu0 && !cpu) {
+      cpu = cpuSince(cpu0);
+      o.onWindow?.('close');
+    }
   };
   const worker = new Worker(new URL('./pacedProducer.js', import.meta.url), { workerData: { pacedProducer: params } });
   let done: { sent: number; achievedRate: number };

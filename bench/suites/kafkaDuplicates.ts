@@ -13,12 +13,13 @@ import {
 } from '../baselines/connectSink.js';
 import { SINK_DDL, startKafkaSink } from '../baselines/kafkaSink.js';
 import { BinaryCopyWriter } from '../lib/copy.js';
-import { addCpu, cpuSince, cpuSnapshot, fmtShares, type CpuDelta } from '../lib/cpu.js';
+import { addCpu, cpuSince, cpuSnapshot, fmtShares, listenerPid, watchBroker, type CpuDelta } from '../lib/cpu.js';
 import { checkpoint, createBenchDatabase, type BenchDatabase } from '../lib/db.js';
 import { provisionQueueNamed } from '../lib/engine.js';
 import { settle } from '../lib/gc.js';
-import { createTopic, deleteTopicsAndGroups, endOffsets, kafkaClient, uniqueName, withAdmin } from '../lib/kafka.js';
+import { createTopic, deleteTopicsAndGroups, endOffsets, groupProgress, kafkaClient, uniqueName, withAdmin } from '../lib/kafka.js';
 import { histogramNames, parsePromText, promHistogram, promSum, type PromSample } from '../lib/promText.js';
+import { cpuPerRecord, drainTimed, ServicePod, sizeOverride, workerRowsOnly } from '../lib/servicePod.js';
 import { CONSUMER_SETTINGS, POOL_SIZE, startIngestStack } from '../lib/stack.js';
 import { fmt, median, sleep } from '../lib/stats.js';
 import { bulkLoad, MessageFactory, type PartitionCursor } from '../lib/synth.js';
@@ -69,6 +70,14 @@ const WLABEL: Record<Workload, string> = { dupfree: 'dup-free', dups10: '10% dup
 /** The workloads each system runs: the default-config Connect sink only the one its info rows compare (10 % dups). */
 const RUNS_OF: Record<System, Workload[]> = { service: WORKLOADS, connect: WORKLOADS, connectDefault: ['dups10'], sink: WORKLOADS };
 const isConnect = (s: System): s is ConnectSystem => s === 'connect' || s === 'connectDefault';
+/**
+ * The real service as a pod (lib/servicePod.ts) with QUEEN_WORKERS=1 and =2,
+ * on the 10 % dups workload at both sizes (docs/scaling.md, "To measure").
+ */
+type PodSystem = 'pod1' | 'pod2';
+const POD_SYSTEMS: PodSystem[] = ['pod1', 'pod2'];
+const POD_LABEL: Record<PodSystem, string> = { pod1: 'service pod, QUEEN_WORKERS=1', pod2: 'service pod, QUEEN_WORKERS=2' };
+const isPod = (s: System | PodSystem): s is PodSystem => s === 'pod1' || s === 'pod2';
 
 const QUEUE = 'kd';
 /** Each Connect configuration writes its own table: a run must start from exactly the stored history, never another's rows. */
@@ -127,7 +136,7 @@ interface Run {
   rep: number;
   size: number;
   workload: Workload;
-  system: System;
+  system: System | PodSystem;
   recordsPerS: number;
   seconds: number;
   timedOut: boolean;
@@ -288,25 +297,6 @@ async function buildStore(
   }
 }
 
-/** Committed offsets of the group summed, and whether every partition reached its end. */
-async function groupProgress(
-  admin: Admin,
-  group: string,
-  topic: string,
-  ends: Map<number, number>,
-): Promise<{ committed: number; done: boolean }> {
-  const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-  const c = new Map((t?.partitions ?? []).map((x) => [x.partition, Number(x.offset)]));
-  let committed = 0;
-  let done = true;
-  for (const [part, high] of ends) {
-    const o = Math.max(0, c.get(part) ?? 0);
-    committed += Math.min(o, high);
-    if (high > 0 && o < high) done = false;
-  }
-  return { committed, done };
-}
-
 /** Polls until the group caught up or the timeout; the rate is then committed records over elapsed time. */
 async function waitCaughtUp(
   admin: Admin,
@@ -386,8 +376,8 @@ export const kafkaDuplicates: Suite = {
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
       ? {
-          records: 40_000,
-          stored: 200_000,
+          records: sizeOverride('QUEEN_BENCH_RECORDS', 40_000),
+          stored: sizeOverride('QUEEN_BENCH_STORED', 200_000),
           keys: 32,
           topicPartitions: 8,
           valueBytes: 290,
@@ -401,8 +391,8 @@ export const kafkaDuplicates: Suite = {
           joinTimeoutS: 180,
         }
       : {
-          records: 1_000_000,
-          stored: 5_000_000,
+          records: sizeOverride('QUEEN_BENCH_RECORDS', 1_000_000),
+          stored: sizeOverride('QUEEN_BENCH_STORED', 5_000_000),
           keys: 32,
           topicPartitions: 8,
           valueBytes: 290,
@@ -430,13 +420,21 @@ export const kafkaDuplicates: Suite = {
     const clones: BenchDatabase[] = [];
     const runs: Run[] = [];
     const notes: string[] = [];
-    const totalSteps = 3 + p.reps * (1 + SYSTEMS.length);
+    // QUEEN_BENCH_PART=workers: only the service-pod rows (lib/servicePod.ts), no Connect, no dup-free topic.
+    const only = workerRowsOnly();
+    const totalSteps = (only ? 2 : 3) + p.reps * ((only ? 0 : 1 + SYSTEMS.length) + 1 + sizes.length);
     let step = 0;
     const admin = kafka.admin();
     await admin.connect();
+    const [brokerHost, brokerPort] = brokers[0]!.split(':');
+    const brokerPid = listenerPid(brokerHost!, Number(brokerPort));
+    watchBroker(brokerPid);
     try {
-      ctx.progress.step(++step, totalSteps, 'fetching Kafka Connect + Debezium JDBC sink (cached under .local/connect)');
-      const home: ConnectHome = await fetchConnect();
+      let home: ConnectHome | undefined;
+      if (!only) {
+        ctx.progress.step(++step, totalSteps, 'fetching Kafka Connect + Debezium JDBC sink (cached under .local/connect)');
+        home = await fetchConnect();
+      }
 
       // 1. Stored history: one template per size (the 0 template is empty but provisioned alike).
       ctx.progress.step(++step, totalSteps, `loading stored history templates (${sizes.map((s) => fmt(s)).join(', ')} messages)`);
@@ -448,7 +446,7 @@ export const kafkaDuplicates: Suite = {
       ctx.progress.step(
         ++step,
         totalSteps,
-        `producing ${fmt(p.records)} records x ${1 + sizes.length} topics (${p.keys} keys, ${p.topicPartitions} partitions, ${p.valueBytes}-byte values)`,
+        `producing ${fmt(p.records)} records x ${(only ? 0 : 1) + sizes.length} topics (${p.keys} keys, ${p.topicPartitions} partitions, ${p.valueBytes}-byte values)`,
       );
       const mk = (kind: TopicPlan['kind'], storedSize: number): TopicPlan => {
         const t: TopicPlan = {
@@ -463,7 +461,7 @@ export const kafkaDuplicates: Suite = {
         return t;
       };
       const free = mk('dupfree', 0);
-      await produceTopic(brokers, free, p, undefined, 1);
+      if (!only) await produceTopic(brokers, free, p, undefined, 1);
       const dupTopics = new Map<number, TopicPlan>();
       for (const st of stores) {
         const t = mk('dups10', st.size);
@@ -471,7 +469,7 @@ export const kafkaDuplicates: Suite = {
         dupTopics.set(st.size, t);
       }
       const ends = new Map<string, Map<number, number>>();
-      for (const t of [free, ...dupTopics.values()]) {
+      for (const t of [...(only ? [] : [free]), ...dupTopics.values()]) {
         const e = await withAdmin(kafka, (a) => endOffsets(a, t.name));
         const n = [...e.values()].reduce((a, b) => a + b, 0);
         if (n !== p.records) throw new Error(`topic ${t.name} holds ${n} records, expected ${p.records}`);
@@ -522,7 +520,7 @@ export const kafkaDuplicates: Suite = {
         } else {
           const settings = connectCfg[system];
           const c = await startConnectSink({
-            home,
+            home: home!,
             brokers,
             databaseUrl: db.url,
             topic: plan.name,
@@ -619,7 +617,101 @@ export const kafkaDuplicates: Suite = {
               ['replay', s1],
             ];
       };
+      // The service pod, 1 worker and 2, on the 10 % dups topic of each size:
+      // each arm on a clone of its own (both write the queue the service's
+      // runs write), the pair back to back, which goes first alternating
+      // between repetitions like the sizes.
+      const podPairs = async (rep: number): Promise<void> => {
+        const dbs = new Map<string, { db: BenchDatabase; pool: pg.Pool }>();
+        try {
+          ctx.progress.step(++step, totalSteps, `rep ${rep + 1}/${p.reps}: cloning the stored-history templates for the service pods`);
+          for (const store of stores)
+            for (const pod of POD_SYSTEMS) {
+              const db = await createBenchDatabase(ctx.adminUrl, `kafka_dups_${store.size}_${pod}`, { template: store.template.name });
+              clones.push(db);
+              dbs.set(`${store.size}_${pod}`, { db, pool: db.pool(2, 'queen-bench-check') });
+            }
+          const pods: PodSystem[] = rep % 2 === 0 ? ['pod1', 'pod2'] : ['pod2', 'pod1'];
+          for (const size of rep % 2 === 0 ? sizes : [...sizes].reverse()) {
+            ctx.progress.step(
+              ++step,
+              totalSteps,
+              `rep ${rep + 1}/${p.reps}: ${pods.map((x) => POD_LABEL[x]).join(' then ')}, 10% dups at ${fmt(size)} stored`,
+            );
+            const store = stores.find((s) => s.size === size)!;
+            for (const pod of pods) {
+              const { db, pool } = dbs.get(`${size}_${pod}`)!;
+              runs.push(await measurePod(rep, store, db, pool, pod, dupTopics.get(size)!));
+            }
+          }
+        } finally {
+          for (const { db, pool } of dbs.values()) {
+            await pool.end();
+            await db.drop();
+            clones.splice(clones.indexOf(db), 1);
+          }
+        }
+      };
+      const measurePod = async (
+        rep: number,
+        store: Store,
+        db: BenchDatabase,
+        pool: pg.Pool,
+        system: PodSystem,
+        plan: TopicPlan,
+      ): Promise<Run> => {
+        const workers = system === 'pod1' ? 1 : 2;
+        const group = uniqueName(`bench-dups-${system}`);
+        groups.push(group);
+        await settle();
+        const pod = await ServicePod.start(
+          {
+            databaseUrl: db.url,
+            brokers,
+            topic: plan.name,
+            queue: QUEUE,
+            group,
+            workers,
+            poolSize: p.poolSize,
+            cacheMb: p.cacheMb,
+            gate: true,
+          },
+          admin,
+        );
+        let d;
+        let probes: Run['probes'];
+        try {
+          d = await drainTimed(pod, admin, ends.get(plan.name)!, p.runTimeoutS * 1000);
+          probes = readProbes(await pod.scrape());
+        } finally {
+          await pod.stop();
+        }
+        const check = d.timedOut ? undefined : await checkService(pool, store, plan);
+        const run: Run = {
+          rep,
+          size: store.size,
+          workload: 'dups10',
+          system,
+          recordsPerS: d.recordsPerS,
+          seconds: d.seconds,
+          timedOut: d.timedOut,
+          check,
+          exact: !!check && check.lost === 0 && check.doubled === 0,
+          cpu: d.cpu,
+          probes,
+        };
+        const u = cpuPerRecord(d.cpu, d.records);
+        ctx.progress.note(
+          `${POD_LABEL[system]} at ${fmt(store.size)}: ${fmt(run.recordsPerS)} rec/s${d.timedOut ? ` (TIMED OUT after ${p.runTimeoutS} s)` : ''}; ${check ? check.detail : 'exactness not checked'}; CPU per record Node ${u.node.toFixed(1)} / PostgreSQL ${u.postgres.toFixed(1)} / Kafka ${u.kafka.toFixed(1)} µs`,
+        );
+        return run;
+      };
+
       for (let rep = 0; rep < p.reps; rep++) {
+        if (only) {
+          await podPairs(rep);
+          continue;
+        }
         const dbs = new Map<string, { db: BenchDatabase; pool: pg.Pool }>();
         const clone = (size: number, workload: Workload): string => `${size}_${workload === 'dups10' ? 'B' : 'A'}`;
         try {
@@ -654,9 +746,33 @@ export const kafkaDuplicates: Suite = {
             clones.splice(clones.indexOf(db), 1);
           }
         }
+        await podPairs(rep);
       }
-      return report(p, sizes, runs, stores, free, dupTopics, notes, connectCfg);
+      const pods = podReport(p, sizes, runs, brokerPid);
+      if (only)
+        return {
+          name: 'kafka-dups',
+          params: {
+            ...p,
+            part: 'workers',
+            sizes,
+            queue: QUEUE,
+            topics: { dups10: Object.fromEntries([...dupTopics].map(([s, t]) => [s, t.name])) },
+          },
+          results: pods.results,
+          samples: { runs },
+          targets: pods.targets,
+          info: pods.info,
+          notes: pods.notes,
+        };
+      const r = report(p, sizes, runs, stores, free, dupTopics, notes, connectCfg);
+      r.targets.push(...pods.targets);
+      r.info!.push(...pods.info);
+      r.notes!.push(...pods.notes);
+      r.results.pods = pods.results;
+      return r;
     } finally {
+      watchBroker(undefined);
       await admin.disconnect().catch(() => undefined);
       await deleteTopicsAndGroups(
         kafka,
@@ -677,6 +793,111 @@ function readProbes(samples: PromSample[]): Run['probes'] {
     skipped: promSum(samples, 'queen_probe_skipped_total'),
     hinted: promSum(samples, 'queen_probe_hinted_total'),
     hist: h ? { name: h.name, count: h.count, p50: h.quantile(0.5), p99: h.quantile(0.99) } : undefined,
+  };
+}
+
+/**
+ * The service-pod rows: workers 2 / workers 1 on the 10 % dups workload at
+ * each size (the median of per-repetition ratios, each pair back to back),
+ * the pods' exactness, their rates per repetition and their CPU.
+ */
+function podReport(
+  p: { reps: number; poolSize: number; cacheMb: number; [k: string]: unknown },
+  sizes: number[],
+  runs: Run[],
+  brokerPid: number | undefined,
+): { targets: Target[]; info: Info[]; notes: string[]; results: Record<string, unknown> } {
+  const reps = Array.from({ length: p.reps }, (_, i) => i);
+  const find = (rep: number, system: PodSystem, size: number): Run | undefined =>
+    runs.find((r) => r.rep === rep && r.system === system && r.size === size);
+  const rateMed = (system: PodSystem, size: number): number => median(reps.map((r) => find(r, system, size)?.recordsPerS ?? NaN));
+  const targets: Target[] = [];
+  for (const size of sizes) {
+    const xs: number[] = [];
+    let ok = true;
+    for (const r of reps) {
+      const a = find(r, 'pod2', size);
+      const b = find(r, 'pod1', size);
+      if (!a || !b || !a.exact || !b.exact) ok = false;
+      xs.push((a?.recordsPerS ?? NaN) / (b?.recordsPerS ?? NaN));
+    }
+    const t = target(
+      `workers 2 / workers 1: ${size === 0 ? 'empty store' : `${fmt(size)} stored`}, 10% re-sent ids (records/s)`,
+      median(xs),
+      '>=',
+      1.3,
+      { ratio: true, value: `${fmt(rateMed('pod2', size))} rec/s`, baseline: `${fmt(rateMed('pod1', size))} rec/s` },
+    );
+    if (!ok) {
+      t.met = false;
+      t.value = t.value! + ' (a run behind it was not exact or timed out)';
+    }
+    targets.push(t);
+  }
+  const info: Info[] = [];
+  for (const system of POD_SYSTEMS) {
+    const mine = runs.filter((r) => r.system === system);
+    const lost = mine.reduce((a, r) => a + (r.check?.lost ?? 0), 0);
+    const doubled = mine.reduce((a, r) => a + (r.check?.doubled ?? 0), 0);
+    const unchecked = mine.filter((r) => !r.check).length;
+    targets.push(
+      target(
+        `exact, ${POD_LABEL[system]}: lost + doubled (key, transactionId) over all runs`,
+        unchecked > 0 ? NaN : lost + doubled,
+        '<=',
+        0,
+        {
+          value: `${lost} lost, ${doubled} doubled in ${mine.length} runs${unchecked ? `, ${unchecked} not checked (timed out)` : ''}`,
+        },
+      ),
+    );
+  }
+  const stealShare = (r: Run): string => `${Math.round((100 * r.cpu.stealMs) / Math.max(1, r.cpu.capacityMs))}%`;
+  for (const size of sizes) {
+    info.push({
+      name: `service pod 10% dups at ${fmt(size)}: rec/s per repetition, workers 1 / workers 2 (steal share)`,
+      value: reps
+        .map((rep) => [find(rep, 'pod1', size), find(rep, 'pod2', size)])
+        .map(([a, b]) => (a && b ? `${fmt(a.recordsPerS)} / ${fmt(b.recordsPerS)} (${stealShare(a)} / ${stealShare(b)})` : 'n/a'))
+        .join(', '),
+    });
+    const cpuOf = (system: PodSystem): CpuDelta => addCpu(runs.filter((r) => r.system === system && r.size === size).map((r) => r.cpu));
+    const records = (system: PodSystem): number =>
+      runs.filter((r) => r.system === system && r.size === size).reduce((a, r) => a + r.recordsPerS * r.seconds, 0);
+    const us = (system: PodSystem): string => {
+      const u = cpuPerRecord(cpuOf(system), records(system));
+      return `${u.node.toFixed(1)} / ${u.postgres.toFixed(1)} / ${u.kafka.toFixed(1)} µs`;
+    };
+    info.push({
+      name: `workers 2 / workers 1: CPU per record, Node / PostgreSQL / Kafka (µs), 10% dups at ${fmt(size)}`,
+      value: us('pod2'),
+      baseline: us('pod1'),
+    });
+    info.push({
+      name: `CPU while consuming, 10% dups at ${fmt(size)}: service pod, workers 1 / workers 2`,
+      value: fmtShares(cpuOf('pod1'), true),
+      baseline: fmtShares(cpuOf('pod2'), true),
+    });
+  }
+  const notes: string[] = [];
+  for (const r of runs.filter((x) => isPod(x.system))) {
+    if (r.timedOut) notes.push(`${r.system} at ${r.size} (rep ${r.rep + 1}) timed out; its rate is committed records over the time waited`);
+    if (r.check && !r.exact) notes.push(`NOT EXACT: ${r.system} at ${r.size} (rep ${r.rep + 1}): ${r.check.detail}`);
+  }
+  const kafkaWhat = brokerPid !== undefined ? `the broker's process (pid ${brokerPid})` : 'every java process on the host';
+  return {
+    targets,
+    info,
+    notes: [
+      ...notes,
+      `service pod rows: node dist/src/main.js with QUEEN_PG_POOL_SIZE=${p.poolSize} and QUEEN_DEDUP_CACHE_MB=${p.cacheMb} for the whole pod in both arms (2 workers: ${Math.max(1, Math.floor(p.poolSize / 2))} connections and ${p.cacheMb / 2} MB of cache each), the service's other defaults, consuming the 10% dups topic into the stored-history queue of a clone of its own; timed from every worker being a group member (queen_kafka_consumer_up 1 in the pod's /metrics, a gate member holding the group until every worker asked to join: lib/servicePod.ts) to the committed offsets reaching every partition's end. CPU: pod / Node = its primary and workers; the per-record Kafka µs is ${kafkaWhat}, the shares' kafka every java process as in the other rows.`,
+    ],
+    results: {
+      recordsPerS: Object.fromEntries(POD_SYSTEMS.map((s) => [s, Object.fromEntries(sizes.map((size) => [size, rateMed(s, size)]))])),
+      exact: Object.fromEntries(POD_SYSTEMS.map((s) => [s, runs.filter((r) => r.system === s).every((r) => r.exact)])),
+      poolSize: p.poolSize,
+      cacheMb: p.cacheMb,
+    },
   };
 }
 
@@ -840,10 +1061,11 @@ function report(
     name: 'stored-history templates: load seconds per size',
     value: stores.map((s) => `${fmt(s.size)}: ${s.loadSeconds.toFixed(0)} s`).join(', '),
   });
-  for (const r of runs)
+  // The service pods' runs are podReport's.
+  for (const r of runs.filter((x) => !isPod(x.system)))
     if (r.timedOut)
       notes.push(`${r.system} ${r.workload} at ${r.size} (rep ${r.rep + 1}) timed out; its rate is committed records over the time waited`);
-  for (const r of runs)
+  for (const r of runs.filter((x) => !isPod(x.system)))
     if (r.check && !r.exact) notes.push(`NOT EXACT: ${r.system} ${r.workload} at ${r.size} (rep ${r.rep + 1}): ${r.check.detail}`);
   const cfgText = (c: ConnectSettings): string =>
     `tasks.max=${c.tasksMax}, batch.size=${c.batchSize ?? 'default (500)'}, max.poll.records=${c.maxPollRecords ?? 'default (500)'}, ` +

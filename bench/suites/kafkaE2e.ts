@@ -15,10 +15,12 @@ import {
   withAdmin,
 } from '../lib/kafka.js';
 import { producerNice } from '../lib/javaPacedProducer.js';
+import { sizeOverride, workerRowsOnly } from '../lib/servicePod.js';
 import { CONSUMER_SETTINGS, POOL_SIZE, startIngestStack } from '../lib/stack.js';
 import { fmt, histogram, median } from '../lib/stats.js';
 import { MessageFactory } from '../lib/synth.js';
 import { target, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
+import { measureWorkerRows, type WorkerRows } from './kafkaE2eWorkers.js';
 
 type Mode = 'queen' | 'sink' | 'consume-only';
 
@@ -60,7 +62,7 @@ export const kafkaE2e: Suite = {
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
       ? {
-          records: 100_000,
+          records: sizeOverride('QUEEN_BENCH_RECORDS', 100_000),
           topicPartitions: 8,
           keys: 32,
           payloadBytes: 100,
@@ -72,7 +74,7 @@ export const kafkaE2e: Suite = {
           tickMs: 5,
         }
       : {
-          records: 500_000,
+          records: sizeOverride('QUEEN_BENCH_RECORDS', 500_000),
           topicPartitions: 8,
           keys: 32,
           payloadBytes: 100,
@@ -90,8 +92,34 @@ export const kafkaE2e: Suite = {
     const groups: string[] = [];
     const db = await createBenchDatabase(ctx.adminUrl, 'kafka_e2e');
     const sinkPool = db.pool(p.poolSize, 'queen-bench-sink');
-    const totalSteps = 1 + p.reps * 3 + 4;
+    // QUEEN_BENCH_PART=workers: only the service-pod rows (lib/servicePod.ts).
+    const only = workerRowsOnly();
+    const totalSteps = 1 + (only ? 0 : p.reps * 3 + 4) + p.reps * 2 + 1;
     let step = 0;
+    const workerRows = async (ends: Map<number, number>): Promise<WorkerRows> => {
+      const admin = kafka.admin();
+      await admin.connect();
+      try {
+        return await measureWorkerRows(
+          ctx,
+          { ...p, drainTimeoutMs: ctx.quick ? 120_000 : 600_000 },
+          {
+            admin,
+            brokers,
+            databaseUrl: db.url,
+            pool: sinkPool,
+            topic,
+            ends,
+            topics: latTopics,
+            groups,
+            step: () => ++step,
+            totalSteps,
+          },
+        );
+      } finally {
+        await admin.disconnect();
+      }
+    };
     try {
       // 1. Produce once.
       ctx.progress.step(
@@ -104,6 +132,18 @@ export const kafkaE2e: Suite = {
       const ends = await withAdmin(kafka, (a) => endOffsets(a, topic));
       const produced = [...ends.values()].reduce((a, b) => a + b, 0);
       if (produced !== p.records) throw new Error(`topic holds ${produced} records, expected ${p.records}`);
+      if (only) {
+        const w = await workerRows(ends);
+        return {
+          name: 'kafka-e2e',
+          params: { ...p, part: 'workers', topic, produceRecordsPerS: produceRate },
+          results: w.results,
+          samples: w.samples,
+          targets: w.targets,
+          info: w.info,
+          notes: w.notes,
+        };
+      }
 
       // 2. Throughput, interleaved: a b c, c b a, ...
       const rate = new Map<Mode, number[]>([
@@ -271,6 +311,9 @@ export const kafkaE2e: Suite = {
         if (st) stageRows.set(label, st);
         ctx.progress.note(`${label}: p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms over ${l.samples.length} records`);
       }
+      // 4. The real service as a pod, 1 worker against 2, on the same topic.
+      const w = await workerRows(ends);
+
       const lq = lat.get('queen')!;
       const ls = lat.get('sink')!;
       const lc = lat.get('consume-only')!;
@@ -310,6 +353,7 @@ export const kafkaE2e: Suite = {
           latencyStages: Object.fromEntries(stageRows),
           cpuShares: Object.fromEntries([...cpu].map(([m, xs]) => [m, xs.map(cpuShares)])),
           checks,
+          ...w.results,
         },
         samples: {
           rate: Object.fromEntries(rate),
@@ -317,6 +361,7 @@ export const kafkaE2e: Suite = {
           pairsOnly, // Latencies are whole ms (Date.now() on both sides): stored as counts per ms.
           latencyMsHistogram: Object.fromEntries([...lat].map(([m, l]) => [m, histogram(l.samples)])),
           cpu: Object.fromEntries(cpu),
+          ...w.samples,
         },
         targets: [
           target('queen ingest / kafkajs ON CONFLICT sink (records/s)', median(pairsSink), '>=', 2, {
@@ -333,6 +378,7 @@ export const kafkaE2e: Suite = {
             unit: 'ms',
             value: `${lq.p99.toFixed(1)} ms (p50 ${lq.p50.toFixed(1)})`,
           }),
+          ...w.targets,
         ],
         info: [
           { name: 'CPU while consuming: queen', value: share('queen') },
@@ -359,9 +405,11 @@ export const kafkaE2e: Suite = {
             name: `${label}: where a chunk's oldest record waited (fetch, lane, verdicts, commit)`,
             value,
           })),
+          ...w.info,
         ],
         notes: [
           ...checks,
+          ...w.notes,
           `latency = committedAtMs of the chunk (KafkaIngress onCommitted; the baselines implement the same observer) - the record's Kafka timestamp, set at the producer's send call (Date.now(), same machine); records of the first ${p.latencyWarmupSeconds} s excluded; each latency run has its own topic and group; the producer is Kafka's Java producer (ConsoleProducer, linger.ms 5, acks all) in its own process, fed from a worker thread; its CPU is not in the throughput phase's shares`,
         ],
       };
