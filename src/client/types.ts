@@ -116,10 +116,18 @@ export interface KafkaOrigin {
   headers: KafkaHeader[];
 }
 
-/** A header's value as the bytes the producer sent (null for a null value). */
-export function headerBytes(h: KafkaHeader): Buffer | null {
+/**
+ * A header's value as the bytes the producer sent (null for a null value).
+ * A Uint8Array, not a Buffer: the client's declarations need only the DOM
+ * lib or @types/node (README), and a Buffer is a Uint8Array.
+ */
+export function headerBytes(h: KafkaHeader): Uint8Array | null {
   if (h.value === null) return null;
-  return Buffer.from(h.value, h.valueEncoding === 'base64' ? 'base64' : 'utf8');
+  if (h.valueEncoding !== 'base64') return new TextEncoder().encode(h.value);
+  const bin = atob(h.value);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
 }
 
 /** GET /api/v1/version: the build the broker runs (the same values as its queen_build_info metric). */

@@ -145,7 +145,9 @@ test.serial('headers and timestamp are kept and returned by browse and pop; a re
         { key: 'rep', value: 'a' },
         { key: 'rep', value: 'b' },
       ]);
-      t.deepEqual(headerBytes(o2.headers[1]!), Buffer.from([0xff, 0x00, 0x80]), 'the client gives the bytes back');
+      t.deepEqual(Buffer.from(headerBytes(o2.headers[1]!)!), Buffer.from([0xff, 0x00, 0x80]), 'the client gives the bytes back');
+      t.deepEqual(Buffer.from(headerBytes(o2.headers[2]!)!), Buffer.from('a'));
+      t.is(headerBytes(o0.headers[1]!), null);
       const one = await getJson<{ kafka?: KafkaOrigin }>(`${url}/api/v1/messages/${await partitionId(url, topic)}/o-2`);
       t.deepEqual(one.kafka, o2, 'by transactionId too');
 
