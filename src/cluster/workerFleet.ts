@@ -4,7 +4,7 @@ import type { Logger } from '../telemetry/logger.js';
 import { ClusterMetrics } from '../telemetry/clusterMetrics.js';
 import { backoffMs } from '../util/backoff.js';
 import { Component } from '../util/lifecycle.js';
-import { isWorkerMessage, type PrimaryMessage } from './protocol.js';
+import { isWorkerMessage, STOPPING, type PrimaryMessage } from './protocol.js';
 
 export interface WorkerFleetOptions {
   workers: number;
@@ -15,9 +15,18 @@ export interface WorkerFleetOptions {
   restartBackoffMaxMs?: number;
   /** A worker that ran this long before it died starts the backoff over (its crash is not a loop). */
   stableAfterMs?: number;
+  /** stop()'s phase 1 bound: how long it waits for every worker's `drained` before telling them to leave anyway. */
+  drainTimeoutMs: number;
+  /** stop()'s phase 2 bound: how long it waits for every worker to exit after `leave` before SIGKILLing the rest. */
+  leaveTimeoutMs: number;
 }
 
-/** One worker position. States: forked (no `startedAt`) -> started -> exited -> (backoff) -> forked ... */
+/**
+ * One worker position. States: forked (no `startedAt`) -> started -> exited
+ * -> (backoff) -> forked ...; during stop(): started -> drain sent ->
+ * drained -> leave sent -> exited (a worker still starting gets its drain
+ * once it has started).
+ */
 interface Slot {
   readonly slot: number;
   worker: Worker | undefined;
@@ -27,6 +36,10 @@ interface Slot {
   /** Consecutive crashes that came sooner than stableAfterMs after their fork. */
   crashes: number;
   replaceTimer: NodeJS.Timeout | undefined;
+  /** stop() sent this worker `drain`. */
+  drainSent: boolean;
+  /** This worker reported `drained` (phase 1 done here). */
+  drained: boolean;
 }
 
 /**
@@ -44,8 +57,24 @@ interface Slot {
  *        a worker that ran stableAfterMs, then 1 s, 2 s, ... up to
  *        restartBackoffMaxMs while it keeps dying young (a crash loop does
  *        not spin)
- *   any --stop()--> stopping: SIGTERM to every worker (each drains as the
- *        single process does), then stopped when all have exited
+ *   any --stop()--> draining (phase 1): no slot is replaced any more;
+ *        readiness answers not ready; every started worker is told `drain`
+ *        (one still starting, once it has started): it stops fetching,
+ *        settles its chunks, commits what PostgreSQL verified and stays in
+ *        the group, then reports `drained`
+ *   draining --every worker left drained or exited, or drainTimeoutMs-->
+ *        leaving (phase 2): every started worker is told `leave` (one that
+ *        never started gets SIGTERM, its own single-process stop); each
+ *        leaves the group, stops and exits
+ *   leaving --every worker exited--> stopped (`clean` when all exited 0)
+ *   leaving --leaveTimeoutMs--> SIGKILL to the rest, stopped, not clean
+ *   any --killAll()--> every worker SIGKILLed (the primary's forced stop)
+ *
+ * Two phases because the first worker to leave the group starts a
+ * rebalance, which refuses the offset commits of a worker still settling
+ * its last chunks (their generation is gone): draining all before any
+ * leaves makes every verified record committed (docs/scaling.md,
+ * "Stopping").
  *
  * Nothing is lost or doubled when a worker dies: it committed Kafka offsets
  * only behind PostgreSQL's answers, so its partitions are redelivered to the
@@ -56,7 +85,8 @@ export class WorkerFleet extends Component {
   private readonly slots: Slot[];
   private readonly log: Logger;
   private readonly metrics = new ClusterMetrics();
-  private readonly exitWaiters = new Set<() => void>();
+  /** Woken by every exit and every `drained` (stop()'s waits). */
+  private readonly waiters = new Set<() => void>();
   private nextAsk = 0;
   private readonly asks = new Map<number, (a: WorkerReadiness) => void>();
   private draining = false;
@@ -78,6 +108,8 @@ export class WorkerFleet extends Component {
       startedAt: undefined,
       crashes: 0,
       replaceTimer: undefined,
+      drainSent: false,
+      drained: false,
     }));
     this.up = new Promise((resolve, reject) => {
       this.resolveUp = resolve;
@@ -86,7 +118,7 @@ export class WorkerFleet extends Component {
     this.up.catch(() => undefined);
   }
 
-  /** false when a worker did not end its drain cleanly (exit 0) after stop()'s SIGTERM: the primary's exit code. */
+  /** false when a worker did not end its stop cleanly (exit 0, before leaveTimeoutMs): the primary's exit code. */
   get clean(): boolean {
     return this.cleanExits;
   }
@@ -105,8 +137,58 @@ export class WorkerFleet extends Component {
       s.replaceTimer = undefined;
     }
     const alive = () => this.slots.filter((s) => s.worker !== undefined);
-    for (const s of alive()) s.worker!.process.kill('SIGTERM');
-    while (alive().length > 0) await new Promise<void>((resolve) => this.exitWaiters.add(resolve));
+    // Phase 1. A worker still starting gets its drain when it reports started (onMessage).
+    for (const s of alive()) if (s.startedAt !== undefined) this.sendDrain(s);
+    this.log.info({ workers: alive().length }, 'stopping: the workers drain (phase 1)');
+    const drained = await this.until(() => alive().every((s) => s.drained), this.opts.drainTimeoutMs);
+    if (drained) this.log.info('every worker drained; they leave the group now (phase 2)');
+    else
+      this.log.warn(
+        { timeoutMs: this.opts.drainTimeoutMs, waitingFor: alive().filter((s) => !s.drained).map((s) => s.slot) },
+        'not every worker drained in time; all leave the group now (phase 2)',
+      );
+    // Phase 2.
+    for (const s of alive()) {
+      if (s.startedAt !== undefined) reply(s.worker!, { type: 'queen:leave' });
+      else s.worker!.process.kill('SIGTERM');
+    }
+    if (await this.until(() => alive().length === 0, this.opts.leaveTimeoutMs)) return;
+    this.cleanExits = false;
+    this.log.error(
+      { timeoutMs: this.opts.leaveTimeoutMs, slots: alive().map((s) => s.slot) },
+      'workers did not exit in time after leave; killing them',
+    );
+    this.killAll();
+    // SIGKILL cannot be refused; the bound only keeps a lost exit event from hanging the stop.
+    await this.until(() => alive().length === 0, 2_000);
+  }
+
+  private sendDrain(s: Slot): void {
+    s.drainSent = true;
+    reply(s.worker!, { type: 'queen:drain' });
+  }
+
+  /** Waits until `done()` holds (re-checked at every exit and `drained`) or `ms` passed; false on the timeout. */
+  private async until(done: () => boolean, ms: number): Promise<boolean> {
+    const deadline = Date.now() + ms;
+    while (!done()) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          this.waiters.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, left);
+        this.waiters.add(wake);
+      });
+    }
+    return true;
+  }
+
+  private wake(): void {
+    for (const w of [...this.waiters]) w();
   }
 
   /** Last resort after the shutdown timeout: SIGKILL whatever worker is left. */
@@ -130,12 +212,12 @@ export class WorkerFleet extends Component {
     const s = this.slotOf(worker);
     if (!s) return;
     s.worker = undefined;
-    for (const wake of this.exitWaiters) wake();
-    this.exitWaiters.clear();
+    this.wake();
     const pid = worker.process.pid;
     if (this.draining) {
+      // Never replaced: the pod is stopping.
       if (code !== 0) this.cleanExits = false;
-      this.log.info({ slot: s.slot, workerPid: pid, code, signal }, 'worker stopped');
+      this.log.info({ slot: s.slot, workerPid: pid, code, signal, drained: s.drained }, 'worker stopped');
       return;
     }
     if (!this.isUp) {
@@ -161,6 +243,8 @@ export class WorkerFleet extends Component {
         if (!s) return;
         s.startedAt = Date.now();
         this.log.info({ slot: s.slot, workerPid: worker.process.pid }, 'worker started');
+        // Started while the pod drains: it joins phase 1 now.
+        if (this.draining && !s.drainSent) this.sendDrain(s);
         if (!this.isUp && this.slots.every((x) => x.startedAt !== undefined)) {
           this.isUp = true;
           this.resolveUp();
@@ -174,6 +258,12 @@ export class WorkerFleet extends Component {
         return;
       case 'queen:fleet-ready':
         void this.readiness().then((verdict) => reply(worker, { type: 'queen:fleet-ready-answer', id: m.id, verdict }));
+        return;
+      case 'queen:drained':
+        if (!s) return;
+        s.drained = true;
+        this.log.info({ slot: s.slot, workerPid: worker.process.pid }, 'worker drained');
+        this.wake();
         return;
       case 'queen:ready-answer':
         this.asks.get(m.id)?.(m.answer);
@@ -189,6 +279,7 @@ export class WorkerFleet extends Component {
    * stuck or halted consumer) each make it not ready, with the reason.
    */
   async readiness(): Promise<FleetReadiness> {
+    if (this.draining) return { ready: false, reasons: [STOPPING], workers: [] };
     const workers = await Promise.all(
       this.slots.map(async (s): Promise<WorkerReadiness> => {
         const pid = s.worker?.process.pid ?? 0;
