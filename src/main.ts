@@ -124,6 +124,8 @@ async function runBroker(podConfig: Config, log: Logger): Promise<void> {
     // primary's, so this worker ends on its own, logged, before the primary would SIGKILL it.
     link.onStop({
       drain: async () => {
+        // Already stopping on its own (a SIGTERM to it alone came first): that stop drains too, under its own bound.
+        if (stopping) return;
         log.info('draining (phase 1 of the pod stop)');
         backstop(config.shutdownTimeoutMs + leaveTimeoutMs - 1_000);
         await starting.catch(() => undefined);

@@ -66,6 +66,8 @@ export async function runPrimary(config: Config, log: Logger): Promise<void> {
   } catch (err) {
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the signal handler while fleet.up was awaited
     if (stopping) return;
+    // A signal during this stop forces it (exit 1 either way).
+    stopping = true;
     log.fatal({ err }, 'start-up failed');
     await fleet.stop().catch(() => undefined);
     process.exit(1);

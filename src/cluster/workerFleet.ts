@@ -1,4 +1,4 @@
-import cluster, { type Worker } from 'node:cluster';
+import cluster from 'node:cluster';
 import type { FleetReadiness, WorkerReadiness } from '../http/routes/ops.js';
 import type { Logger } from '../telemetry/logger.js';
 import { ClusterMetrics } from '../telemetry/clusterMetrics.js';
@@ -19,7 +19,33 @@ export interface WorkerFleetOptions {
   drainTimeoutMs: number;
   /** stop()'s phase 2 bound: how long it waits for every worker to exit after `leave` before SIGKILLing the rest. */
   leaveTimeoutMs: number;
+  /** node:cluster (the default); unit tests pass a stand-in whose workers are not processes. */
+  cluster?: FleetCluster;
 }
+
+/** What the fleet uses of a node:cluster worker. */
+export interface FleetWorker {
+  readonly process: { readonly pid?: number | undefined; kill(signal: NodeJS.Signals): boolean };
+  isConnected(): boolean;
+  send(m: PrimaryMessage, sendHandle: undefined, callback: (err: Error | null) => void): boolean;
+}
+
+/** What the fleet uses of node:cluster in the primary. */
+export interface FleetCluster {
+  readonly isPrimary: boolean;
+  fork(env: Record<string, string>): FleetWorker;
+  onMessage(listener: (worker: FleetWorker, m: unknown) => void): void;
+  onExit(listener: (worker: FleetWorker, code: number | null, signal: string | null) => void): void;
+}
+
+const nodeCluster: FleetCluster = {
+  get isPrimary() {
+    return cluster.isPrimary;
+  },
+  fork: (env) => cluster.fork(env),
+  onMessage: (listener) => cluster.on('message', listener),
+  onExit: (listener) => cluster.on('exit', listener),
+};
 
 /**
  * One worker position. States: forked (no `startedAt`) -> started -> exited
@@ -29,7 +55,7 @@ export interface WorkerFleetOptions {
  */
 interface Slot {
   readonly slot: number;
-  worker: Worker | undefined;
+  worker: FleetWorker | undefined;
   forkedAt: number;
   /** When the worker said its service runs; undefined while it starts. */
   startedAt: number | undefined;
@@ -89,7 +115,11 @@ export class WorkerFleet extends Component {
   private readonly waiters = new Set<() => void>();
   private nextAsk = 0;
   private readonly asks = new Map<number, (a: WorkerReadiness) => void>();
+  private readonly cluster: FleetCluster;
+  /** stop() began: phase 1, then (with `leaving`) phase 2. */
   private draining = false;
+  /** stop()'s phase 2 began: no worker is told `drain` any more. */
+  private leaving = false;
   private isUp = false;
   private cleanExits = true;
   private resolveUp!: () => void;
@@ -99,7 +129,8 @@ export class WorkerFleet extends Component {
 
   constructor(private readonly opts: WorkerFleetOptions) {
     super('WorkerFleet');
-    if (!cluster.isPrimary) throw new Error('WorkerFleet runs in the primary process only');
+    this.cluster = opts.cluster ?? nodeCluster;
+    if (!this.cluster.isPrimary) throw new Error('WorkerFleet runs in the primary process only');
     this.log = opts.logger;
     this.slots = Array.from({ length: opts.workers }, (_, slot) => ({
       slot,
@@ -124,8 +155,8 @@ export class WorkerFleet extends Component {
   }
 
   protected async onStart(): Promise<void> {
-    cluster.on('message', (worker, m: unknown) => this.onMessage(worker, m));
-    cluster.on('exit', (worker, code, signal) => this.onExit(worker, code, signal));
+    this.cluster.onMessage((worker, m) => this.onMessage(worker, m));
+    this.cluster.onExit((worker, code, signal) => this.onExit(worker, code, signal));
     for (const s of this.slots) this.fork(s);
   }
 
@@ -144,10 +175,16 @@ export class WorkerFleet extends Component {
     if (drained) this.log.info('every worker drained; they leave the group now (phase 2)');
     else
       this.log.warn(
-        { timeoutMs: this.opts.drainTimeoutMs, waitingFor: alive().filter((s) => !s.drained).map((s) => s.slot) },
+        {
+          timeoutMs: this.opts.drainTimeoutMs,
+          waitingFor: alive()
+            .filter((s) => !s.drained)
+            .map((s) => s.slot),
+        },
         'not every worker drained in time; all leave the group now (phase 2)',
       );
-    // Phase 2.
+    // Phase 2. A worker that reports started from now on was SIGTERMed here and gets no drain.
+    this.leaving = true;
     for (const s of alive()) {
       if (s.startedAt !== undefined) reply(s.worker!, { type: 'queen:leave' });
       else s.worker!.process.kill('SIGTERM');
@@ -200,15 +237,15 @@ export class WorkerFleet extends Component {
     s.replaceTimer = undefined;
     s.startedAt = undefined;
     s.forkedAt = Date.now();
-    s.worker = cluster.fork({ QUEEN_WORKER_SLOT: String(s.slot) });
+    s.worker = this.cluster.fork({ QUEEN_WORKER_SLOT: String(s.slot) });
     this.log.info({ slot: s.slot, workerPid: s.worker.process.pid }, 'worker forked');
   }
 
-  private slotOf(worker: Worker): Slot | undefined {
+  private slotOf(worker: FleetWorker): Slot | undefined {
     return this.slots.find((s) => s.worker === worker);
   }
 
-  private onExit(worker: Worker, code: number | null, signal: string | null): void {
+  private onExit(worker: FleetWorker, code: number | null, signal: string | null): void {
     const s = this.slotOf(worker);
     if (!s) return;
     s.worker = undefined;
@@ -235,7 +272,7 @@ export class WorkerFleet extends Component {
     }, delayMs);
   }
 
-  private onMessage(worker: Worker, m: unknown): void {
+  private onMessage(worker: FleetWorker, m: unknown): void {
     if (!isWorkerMessage(m)) return;
     const s = this.slotOf(worker);
     switch (m.type) {
@@ -244,7 +281,7 @@ export class WorkerFleet extends Component {
         s.startedAt = Date.now();
         this.log.info({ slot: s.slot, workerPid: worker.process.pid }, 'worker started');
         // Started while the pod drains: it joins phase 1 now.
-        if (this.draining && !s.drainSent) this.sendDrain(s);
+        if (this.draining && !this.leaving && !s.drainSent) this.sendDrain(s);
         if (!this.isUp && this.slots.every((x) => x.startedAt !== undefined)) {
           this.isUp = true;
           this.resolveUp();
@@ -292,7 +329,7 @@ export class WorkerFleet extends Component {
     return { ready: reasons.length === 0, reasons, workers };
   }
 
-  private ask(slot: number, worker: Worker): Promise<WorkerReadiness> {
+  private ask(slot: number, worker: FleetWorker): Promise<WorkerReadiness> {
     const id = this.nextAsk++;
     const pid = worker.process.pid ?? 0;
     return new Promise((resolve) => {
@@ -309,7 +346,7 @@ export class WorkerFleet extends Component {
   }
 }
 
-function reply(worker: Worker, m: PrimaryMessage): void {
+function reply(worker: FleetWorker, m: PrimaryMessage): void {
   if (!worker.isConnected()) return;
   try {
     worker.send(m, undefined, () => undefined);

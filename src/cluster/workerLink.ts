@@ -28,11 +28,13 @@ export class WorkerLink implements FleetView {
   private stopHandlers: StopHandlers | undefined;
   private phase: 'serving' | 'draining' | 'drained' | 'leaving' = 'serving';
 
+  /** `channel` is the worker's IPC channel to the primary; unit tests pass a stand-in. */
   constructor(
     readonly slot: number,
     private readonly timeoutMs: number,
+    private readonly channel: WorkerChannel = processChannel,
   ) {
-    process.on('message', (m: unknown) => {
+    channel.onMessage((m: unknown) => {
       if (!isPrimaryMessage(m)) return;
       if (m.type === 'queen:ready-ask') void this.answer(m.id);
       else if (m.type === 'queen:drain') void this.drain();
@@ -67,8 +69,13 @@ export class WorkerLink implements FleetView {
     this.phase = 'draining';
     // Reported whatever the drain's outcome: the worker can do no more in phase 1, and phase 2 must not wait for it.
     await this.stopHandlers.drain().catch(() => undefined);
+    this.settled();
+    this.channel.send({ type: 'queen:drained' });
+  }
+
+  /** A `leave` that came while the drain ran has moved the phase on already. */
+  private settled(): void {
     if (this.phase === 'draining') this.phase = 'drained';
-    send({ type: 'queen:drained' });
   }
 
   private leave(): void {
@@ -79,7 +86,7 @@ export class WorkerLink implements FleetView {
 
   /** Tells the primary this worker's service runs. */
   started(): void {
-    send({ type: 'queen:started' });
+    this.channel.send({ type: 'queen:started' });
   }
 
   async metrics(): Promise<string> {
@@ -106,7 +113,7 @@ export class WorkerLink implements FleetView {
         settle(undefined);
       }, this.timeoutMs);
       this.waiting.set(id, { settle, timer });
-      if (!send({ type, id })) {
+      if (!this.channel.send({ type, id })) {
         this.waiting.delete(id);
         clearTimeout(timer);
         settle(undefined);
@@ -122,7 +129,7 @@ export class WorkerLink implements FleetView {
       const own = await this.local().catch((err: unknown) => ({ ready: false, reasons: [(err as Error).message] }));
       answer = { slot: this.slot, pid: process.pid, ...own };
     }
-    send({ type: 'queen:ready-answer', id, answer });
+    this.channel.send({ type: 'queen:ready-answer', id, answer });
   }
 }
 
@@ -133,13 +140,22 @@ export interface StopHandlers {
   leave(): void;
 }
 
-/** false when the channel is gone (the primary died; node:cluster is ending this worker). */
-function send(m: WorkerMessage): boolean {
-  if (!process.send || !process.connected) return false;
-  try {
-    process.send(m, undefined, {}, () => undefined);
-    return true;
-  } catch {
-    return false;
-  }
+/** The worker's end of the IPC channel: every message from the primary, and a send that says whether it went out. */
+export interface WorkerChannel {
+  onMessage(listener: (m: unknown) => void): void;
+  /** false when the channel is gone (the primary died; node:cluster is ending this worker). */
+  send(m: WorkerMessage): boolean;
 }
+
+const processChannel: WorkerChannel = {
+  onMessage: (listener) => process.on('message', listener),
+  send: (m) => {
+    if (!process.send || !process.connected) return false;
+    try {
+      process.send(m, undefined, {}, () => undefined);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+};
