@@ -295,3 +295,165 @@ test.serial('SIGKILL of one worker mid-stream: it is replaced, nothing is lost o
     await admin.disconnect();
   }
 });
+
+/** Highest stored offset per partition, from the derived transactionIds (topic/partition/offset). */
+function highestStored(frames: Awaited<ReturnType<typeof storedFrames>>): Map<number, number> {
+  const highest = new Map<number, number>();
+  for (const f of frames) {
+    const [, p, o] = f.transactionId.split('/').map(Number) as [number, number, number];
+    highest.set(p, Math.max(highest.get(p) ?? -1, o));
+  }
+  return highest;
+}
+
+/**
+ * Holds an ACCESS EXCLUSIVE lock on queen.log_txns: every push waits behind
+ * it, so the workers' in-flight chunks cannot settle and the pod's drain stays
+ * open until `release()` (a window the test can observe, not a sleep).
+ */
+async function holdLogLock(t: { context: Ctx }): Promise<{ release: () => Promise<void> }> {
+  const client = new pg.Client({ connectionString: t.context.db.url });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query('LOCK TABLE queen.log_txns IN ACCESS EXCLUSIVE MODE');
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      await client.query('COMMIT');
+      await client.end();
+    },
+  };
+}
+
+function streamEnv(topic: string, group: string): Record<string, string> {
+  return {
+    KAFKA_BROKERS: brokers().join(','),
+    QUEEN_INGRESS_TOPICS: topic,
+    QUEEN_INGRESS_GROUP: group,
+    QUEEN_KAFKA_SESSION_TIMEOUT_MS: '6000',
+    QUEEN_PG_POOL_SIZE: '8',
+    // Far above what the test's drain needs: the drain ends because its chunks settle, never by this bound.
+    QUEEN_SHUTDOWN_TIMEOUT_MS: '60000',
+    QUEEN_INGRESS_MISSING_ID: 'offset',
+  };
+}
+
+test.serial(
+  'SIGTERM mid-stream at two workers: not ready at once, every stored record committed, exit 0, no member left, none respawned',
+  async (t) => {
+    const { kafka, sql } = t.context;
+    const topic = uniqueName('wterm');
+    const group = uniqueName('g-wterm');
+    await createTopic(kafka, topic, 6);
+    const svc = start(t, streamEnv(topic, group));
+    await svc.ready('workers started', 120_000);
+    const port = portOf(svc);
+    await waitFor('both workers to be group members', async () => (await scrape(port)).get('queen_kafka_consumer_up') === 1, 120_000, 200);
+
+    const WAVE = 30_000;
+    const producing = produce(kafka, topic, wave(0, WAVE));
+    await waitFor('the workers to store part of the wave', async () => (await storedCount(sql, topic)) > 500, 120_000, 5);
+    // Both workers' chunks now wait on PostgreSQL: the drain cannot end before the lock goes.
+    const lock = await holdLogLock(t);
+    try {
+      svc.kill('SIGTERM');
+      // Readiness turns at once, while the workers still drain: probes on fresh connections reach both workers.
+      const first = await waitFor(
+        'readiness to answer 503 stopping',
+        async () => {
+          const r = await get(port, '/health/ready').catch(() => undefined);
+          return r?.status === 503 && r.body.includes('stopping') ? r : undefined;
+        },
+        30_000,
+        20,
+      );
+      t.regex(first.body, /stopping: the pod is draining/);
+      for (let i = 0; i < 4; i++) t.is((await get(port, '/health/ready')).status, 503, 'every worker answers not ready while draining');
+      t.false(
+        svc.lines.some((l) => l.msg === 'every worker drained; they leave the group now (phase 2)'),
+        'the drain was still open when readiness was checked',
+      );
+    } finally {
+      await lock.release();
+    }
+    t.is((await svc.exited).code, 0, 'every worker drained, left and exited 0');
+    await producing;
+
+    const frames = await storedFrames(sql, topic);
+    t.true(frames.length < WAVE, `the stop landed mid-stream (${frames.length} of ${WAVE} stored)`);
+    t.is(new Set(frames.map((f) => f.transactionId)).size, frames.length, 'no transactionId stored twice');
+    await assertCommitsBehindLog(t, topic, group);
+    const highest = highestStored(frames);
+    const c = await committed(kafka, group, topic);
+    for (let p = 0; p < 6; p++) {
+      t.is(Math.max(c.get(p) ?? -1, 0), (highest.get(p) ?? -1) + 1, `partition ${p}: committed exactly what PostgreSQL stored`);
+    }
+    t.log(`${frames.length} of ${WAVE} stored at the stop, all committed: ${JSON.stringify([...c].sort((a, b) => a[0] - b[0]))}`);
+
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      const { groups } = await admin.describeGroups([group]);
+      t.is(groups[0]!.members.length, 0, 'no member left in the group');
+    } finally {
+      await admin.disconnect();
+    }
+    const primary = svc.lines.filter((l) => l.pid === svc.child.pid);
+    t.is(primary.filter((l) => l.msg === 'worker drained').length, 2, 'both workers reported drained');
+    t.true(primary.some((l) => l.msg === 'every worker drained; they leave the group now (phase 2)'));
+    t.false(
+      primary.some((l) => l.msg === 'worker exited; replacing it'),
+      'no worker was replaced during the stop',
+    );
+    t.is(primary.filter((l) => l.msg === 'worker forked').length, 2, 'no worker forked after the first two');
+    const stopped = primary.filter((l) => l.msg === 'worker stopped');
+    t.deepEqual(
+      stopped.map((l) => [l.code, l.drained]),
+      [
+        [0, true],
+        [0, true],
+      ],
+    );
+  },
+);
+
+test.serial('a second SIGTERM during the drain forces the stop: every worker killed, exit 1 at once', async (t) => {
+  const { kafka, sql } = t.context;
+  const topic = uniqueName('wforce');
+  const group = uniqueName('g-wforce');
+  await createTopic(kafka, topic, 6);
+  const svc = start(t, streamEnv(topic, group));
+  await svc.ready('workers started', 120_000);
+  const pids = [workerPid(svc, 0)!, workerPid(svc, 1)!];
+  const producing = produce(kafka, topic, wave(0, 30_000));
+  await waitFor('the workers to store part of the wave', async () => (await storedCount(sql, topic)) > 500, 120_000, 5);
+  const lock = await holdLogLock(t);
+  try {
+    svc.kill('SIGTERM');
+    await waitFor('the pod stop to begin', () => svc.lines.some((l) => l.msg === 'stopping: the workers drain (phase 1)'), 30_000, 20);
+    const at = Date.now();
+    svc.kill('SIGTERM');
+    const exit = await svc.exited;
+    const tookMs = Date.now() - at;
+    t.is(exit.code, 1, 'a forced stop is not clean');
+    // QUEEN_SHUTDOWN_TIMEOUT_MS is 60 s and the drain is held open: only the second signal can end it this soon.
+    t.true(tookMs < 10_000, `the primary exited ${tookMs} ms after the second signal`);
+    t.true(svc.lines.some((l) => l.msg === 'second signal during the stop: killing the workers' && l.pid === svc.child.pid));
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await waitFor('both workers to be gone', () => !pids.some(alive), 10_000, 20);
+  } finally {
+    await lock.release();
+  }
+  await producing;
+  // Whatever was committed before the kill is behind the log; the rest is redelivered to the next pod.
+  await assertCommitsBehindLog(t, topic, group);
+});
