@@ -1,6 +1,6 @@
 import anyTest, { type TestFn } from 'ava';
 import http from 'node:http';
-import type { Kafka, Message } from 'kafkajs';
+import { AssignerProtocol, type Kafka, type Message } from 'kafkajs';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { brokers, caughtUp, committed, createTopic, kafkaClient, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
@@ -327,6 +327,62 @@ async function holdLogLock(t: { context: Ctx }): Promise<{ release: () => Promis
   };
 }
 
+/** The partitions of `topic` the group's members hold, one list per member (from the group's assignment). */
+async function assignments(kafka: Kafka, group: string, topic: string): Promise<number[][]> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const { groups } = await admin.describeGroups([group]);
+    return groups[0]!.members.map((m) => AssignerProtocol.MemberAssignment.decode(m.memberAssignment)?.assignment[topic] ?? []);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
+ * Holds the log_partitions row locks (the lock every push of a log partition
+ * takes first) of every log partition stored from the given Kafka partitions:
+ * their chunks wait, while every other Kafka partition's pushes go through.
+ * A log partition is the record key here, and one key lives on one Kafka
+ * partition. Rows in ascending id, the service's lock order.
+ */
+async function holdPartitions(
+  t: { context: Ctx },
+  topic: string,
+  partitions: number[],
+): Promise<{ blocked: () => Promise<number>; release: () => Promise<void> }> {
+  const names = new Set<string>();
+  for (const f of await storedFrames(t.context.sql, topic)) {
+    if (partitions.includes(Number(f.transactionId.split('/')[1]))) names.add(f.partition);
+  }
+  const client = new pg.Client({ connectionString: t.context.db.url });
+  await client.connect();
+  await client.query('BEGIN');
+  const r = await client.query(
+    `SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
+     WHERE q.name = $1 AND lp.name = ANY($2::text[]) ORDER BY lp.id FOR UPDATE OF lp`,
+    [topic, [...names]],
+  );
+  if (names.size === 0 || r.rowCount !== names.size) throw new Error(`locked ${r.rowCount} of ${names.size} log partition rows`);
+  const holder = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  let released = false;
+  return {
+    blocked: async () => {
+      const b = await t.context.sql.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
+        [holder],
+      );
+      return b.rows[0]!.n;
+    },
+    release: async () => {
+      if (released) return;
+      released = true;
+      await client.query('COMMIT');
+      await client.end();
+    },
+  };
+}
+
 function streamEnv(topic: string, group: string): Record<string, string> {
   return {
     KAFKA_BROKERS: brokers().join(','),
@@ -352,12 +408,24 @@ test.serial(
     const port = portOf(svc);
     await waitFor('both workers to be group members', async () => (await scrape(port)).get('queen_kafka_consumer_up') === 1, 120_000, 200);
 
+    // A first wave gives every key (a log partition) its row; the second is the stream the stop lands in.
+    const FIRST = 2_400;
+    await produce(kafka, topic, wave(0, FIRST));
+    await waitFor('the first wave to be committed', () => caughtUp(kafka, group, topic), 120_000, 100);
+    const members = await assignments(kafka, group, topic);
+    t.is(members.length, 2);
+    t.true(
+      members.every((m) => m.length > 0),
+      `both members hold partitions (${JSON.stringify(members)})`,
+    );
+    // One worker's chunks wait on PostgreSQL: the other drains at once, and the pod's drain stays open until the lock goes.
+    // The old stop let the drained worker leave here, and the rebalance refused the held worker's last commits.
+    const lock = await holdPartitions(t, topic, members[0]!);
     const WAVE = 30_000;
-    const producing = produce(kafka, topic, wave(0, WAVE));
-    await waitFor('the workers to store part of the wave', async () => (await storedCount(sql, topic)) > 500, 120_000, 5);
-    // Both workers' chunks now wait on PostgreSQL: the drain cannot end before the lock goes.
-    const lock = await holdLogLock(t);
+    const producing = produce(kafka, topic, wave(FIRST, WAVE));
     try {
+      // A chunk of the held worker is in flight (its push waits on the lock) when the stop begins.
+      await waitFor('a push to wait on the held partitions', async () => (await lock.blocked()) > 0, 60_000, 5);
       svc.kill('SIGTERM');
       // Readiness turns at once, while the workers still drain: probes on fresh connections reach both workers.
       const first = await waitFor(
@@ -371,9 +439,12 @@ test.serial(
       );
       t.regex(first.body, /stopping: the pod is draining/);
       for (let i = 0; i < 4; i++) t.is((await get(port, '/health/ready')).status, 503, 'every worker answers not ready while draining');
+      await waitFor('the worker whose partitions are free to drain', () => svc.lines.some((l) => l.msg === 'worker drained'), 60_000, 20);
+      t.is((await assignments(kafka, group, topic)).length, 2, 'the drained worker stays in the group while the other still drains');
+      t.true((await lock.blocked()) > 0, "the held worker's chunk is still in flight");
       t.false(
         svc.lines.some((l) => l.msg === 'every worker drained; they leave the group now (phase 2)'),
-        'the drain was still open when readiness was checked',
+        'no worker leaves while one still drains',
       );
     } finally {
       await lock.release();
@@ -382,7 +453,7 @@ test.serial(
     await producing;
 
     const frames = await storedFrames(sql, topic);
-    t.true(frames.length < WAVE, `the stop landed mid-stream (${frames.length} of ${WAVE} stored)`);
+    t.true(frames.length < FIRST + WAVE, `the stop landed mid-stream (${frames.length} of ${FIRST + WAVE} stored)`);
     t.is(new Set(frames.map((f) => f.transactionId)).size, frames.length, 'no transactionId stored twice');
     await assertCommitsBehindLog(t, topic, group);
     const highest = highestStored(frames);
@@ -390,7 +461,7 @@ test.serial(
     for (let p = 0; p < 6; p++) {
       t.is(Math.max(c.get(p) ?? -1, 0), (highest.get(p) ?? -1) + 1, `partition ${p}: committed exactly what PostgreSQL stored`);
     }
-    t.log(`${frames.length} of ${WAVE} stored at the stop, all committed: ${JSON.stringify([...c].sort((a, b) => a[0] - b[0]))}`);
+    t.log(`${frames.length} of ${FIRST + WAVE} stored at the stop, all committed: ${JSON.stringify([...c].sort((a, b) => a[0] - b[0]))}`);
 
     const admin = kafka.admin();
     await admin.connect();
