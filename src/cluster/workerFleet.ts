@@ -236,6 +236,9 @@ export class WorkerFleet extends Component {
   private fork(s: Slot): void {
     s.replaceTimer = undefined;
     s.startedAt = undefined;
+    // A fresh worker has been told nothing of a stop (forks happen only before one, but the slot says so itself).
+    s.drainSent = false;
+    s.drained = false;
     s.forkedAt = Date.now();
     s.worker = this.cluster.fork({ QUEEN_WORKER_SLOT: String(s.slot) });
     this.log.info({ slot: s.slot, workerPid: s.worker.process.pid }, 'worker forked');
