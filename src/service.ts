@@ -170,6 +170,17 @@ export class Service extends Component {
     return localReadiness(this.pipeline.engine.pool, HTTP_DEFAULTS.healthTimeoutMs, () => this.ingress?.status());
   }
 
+  /**
+   * Phase 1 of a pod's stop (docs/scaling.md, "Stopping"): the Kafka ingress
+   * drains (fetching stopped, chunks settled, verified offsets committed)
+   * but stays in the group; everything else keeps running until stop(). The
+   * HTTP API still answers the pushes already on their way; readiness
+   * answers not ready (the worker's fleet link says so).
+   */
+  async drain(): Promise<void> {
+    await this.ingress?.drain();
+  }
+
   protected async onStart(): Promise<void> {
     await this.pipeline.start();
     const { applied, functions, newerSchema } = await migrate(this.pipeline.engine.pool);

@@ -2,17 +2,21 @@ import type { Config } from '../config.js';
 import { redactUrl } from '../config.js';
 import { HTTP_DEFAULTS } from '../http/server.js';
 import type { Logger } from '../telemetry/logger.js';
+import { LEAVE_TIMEOUT_MS } from './protocol.js';
 import { WorkerFleet } from './workerFleet.js';
 
-/** The primary's own wait past QUEEN_SHUTDOWN_TIMEOUT_MS: each worker enforces that limit itself, this only catches one that does not. */
-const SHUTDOWN_MARGIN_MS = 2_000;
+/** The primary's own last resort past the fleet's two bounded phases: only a stop that hangs in the primary itself reaches it. */
+const SHUTDOWN_MARGIN_MS = 3_000;
 
 /**
  * The primary process of QUEEN_WORKERS > 1 (docs/scaling.md): forks the
- * workers, replaces the ones that die, and on SIGTERM/SIGINT stops them all
- * with the single process's drain (each worker stops fetching, answers
- * what is in flight, commits what PostgreSQL verified, leaves the group),
- * then exits 0 when every worker did, 1 otherwise.
+ * workers, replaces the ones that die, and on SIGTERM/SIGINT stops them in
+ * two phases (WorkerFleet): every worker drains (stops fetching, settles
+ * what is in flight, commits what PostgreSQL verified) while all stay in the
+ * Kafka group, then all leave and exit. It exits 0 when every worker exited
+ * 0, 1 otherwise. A second SIGTERM/SIGINT during the stop forces it: every
+ * worker is SIGKILLed and the primary exits 1 (what is uncommitted is
+ * redelivered and answers duplicate; nothing is lost).
  */
 export async function runPrimary(config: Config, log: Logger): Promise<void> {
   log.info({ database: redactUrl(config.databaseUrl!), kafka: config.kafkaBrokers, workers: config.workers }, 'starting workers');
@@ -21,17 +25,25 @@ export async function runPrimary(config: Config, log: Logger): Promise<void> {
     logger: log,
     readinessTimeoutMs: HTTP_DEFAULTS.healthTimeoutMs + 500,
     restartBackoffMaxMs: config.ingressRestartBackoffMaxMs,
+    drainTimeoutMs: config.shutdownTimeoutMs,
+    leaveTimeoutMs: LEAVE_TIMEOUT_MS,
   });
   let stopping = false;
+  const force = (signal: string) => {
+    log.warn({ signal }, 'second signal during the stop: killing the workers');
+    fleet.killAll();
+    process.exit(1);
+  };
   const shutdown = (signal: string) => {
-    if (stopping) return;
+    if (stopping) return force(signal);
     stopping = true;
     log.info({ signal }, 'shutting down');
+    const limitMs = config.shutdownTimeoutMs + LEAVE_TIMEOUT_MS + SHUTDOWN_MARGIN_MS;
     const timer = setTimeout(() => {
-      log.error({ timeoutMs: config.shutdownTimeoutMs + SHUTDOWN_MARGIN_MS }, 'shutdown timed out; killing the workers left');
+      log.error({ timeoutMs: limitMs }, 'shutdown timed out; killing the workers left');
       fleet.killAll();
       process.exit(1);
-    }, config.shutdownTimeoutMs + SHUTDOWN_MARGIN_MS);
+    }, limitMs);
     timer.unref();
     fleet.stop().then(
       () => {
@@ -40,6 +52,7 @@ export async function runPrimary(config: Config, log: Logger): Promise<void> {
       },
       (err: unknown) => {
         log.error({ err }, 'error during shutdown');
+        fleet.killAll();
         process.exit(1);
       },
     );
@@ -53,6 +66,8 @@ export async function runPrimary(config: Config, log: Logger): Promise<void> {
   } catch (err) {
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the signal handler while fleet.up was awaited
     if (stopping) return;
+    // A signal during this stop forces it (exit 1 either way).
+    stopping = true;
     log.fatal({ err }, 'start-up failed');
     await fleet.stop().catch(() => undefined);
     process.exit(1);

@@ -49,9 +49,10 @@ export type { CommittedChunk, KafkaIngressOptions } from './ingressOptions.js';
  *
  * This class runs the consumer and composes those parts. States: Component
  * lifecycle. start() connects the dead-letter producer and the consumer,
- * subscribes and runs; stop() stops fetching, lets in-flight chunks finish
- * or abandons them at the next retry point (queued chunks do not start),
- * commits what is verified, and leaves the group. Within running, the
+ * subscribes and runs; drain() stops fetching, lets in-flight chunks finish
+ * or abandons them at the next retry point (queued chunks do not start) and
+ * commits what is verified, still a group member; stop() drains (if not yet)
+ * and leaves the group. Within running, the
  * consumer is one of a sequence: ConsumerSupervisor (supervisor.ts) watches
  * it and, after a crash, restartConsumer replaces it with a fresh one once
  * the old one's chunks are idle and its commits flushed. While the fusion
@@ -81,8 +82,10 @@ export class KafkaIngress extends Component {
   private refreshing: Promise<void> | undefined;
   private readonly abort = new AbortController();
   private paused = false;
-  /** Set by stop(): no new chunk starts; in-flight chunks finish and commit. */
+  /** Set by drain() (and so by stop()): no new chunk starts; in-flight chunks finish and commit. */
   private draining = false;
+  /** The drain, once begun (drain() or stop()). */
+  private drained: Promise<void> | undefined;
   /**
    * Halted partitions: a bad record under errorsTolerance 'none' or
    * missingId 'fail' (until a restart), or a dead-letter write that keeps
@@ -293,27 +296,52 @@ export class KafkaIngress extends Component {
     return restart;
   }
 
-  protected async onStop(): Promise<void> {
+  /**
+   * The first half of stop(), on its own: a pod's workers all drain before
+   * any leaves the group, since the first leave starts a rebalance that
+   * refuses the commits of a worker still settling (docs/scaling.md,
+   * "Stopping"). Afterwards nothing is fetched or started, every chunk has
+   * settled and what PostgreSQL verified is committed, and the consumer is
+   * still a member (its paused fetch loop keeps heartbeating). Idempotent;
+   * stop() completes it and then leaves. Nothing to do unless running.
+   */
+  drain(): Promise<void> {
+    if (this.state === 'running') this.drained ??= this.drainNow();
+    return this.drained ?? Promise.resolve();
+  }
+
+  private async drainNow(): Promise<void> {
     this.fusion.events.off('pressure', this.onPressure);
     this.fusion.events.off('relief', this.onRelief);
     // kafkajs drops explicit commits silently once its runner is stopping,
     // so the drain happens first, while commits still go through: no new
     // chunk starts, in-flight chunks finish and commit, retry loops give up
-    // (uncommitted, hence redelivered later). Only then leave the group.
+    // (uncommitted, hence redelivered later).
     this.draining = true;
     this.abort.abort();
     clearInterval(this.refreshTimer);
     this.supervisor.stop();
     await this.refreshing;
     await this.restarting;
-    // A crashed consumer has no group to pause (kafkajs throws "Consumer group was not initialized").
-    if (this.supervisor.status().member) this.consumer.pause(this.topics.map((t) => ({ topic: t.topic })));
+    // Not fetching any more: a drained worker may stay a member for a while
+    // (until the pod's last worker drained), and its batches would only be
+    // dropped unread. Every topic, so a rebalance meanwhile hands it nothing
+    // to fetch either.
+    try {
+      this.consumer.pause(this.topics.map((t) => ({ topic: t.topic })));
+    } catch {
+      // A crashed consumer has no group to pause (kafkajs throws "Consumer group was not initialized").
+    }
     // Batches waiting for room see `draining` and return.
     this.intake.wakeSettleWaiters();
     await this.intake.idle();
     await this.commits.flushForStop();
-    // disconnect() stops fetching and leaves the group, so partitions move at
-    // once rather than after a session timeout.
+  }
+
+  protected async onStop(): Promise<void> {
+    await (this.drained ??= this.drainNow());
+    // Only then leave the group: disconnect() stops fetching and leaves, so
+    // partitions move at once rather than after a session timeout.
     await this.consumer.disconnect();
     await this.deadLetters.stop();
   }
@@ -449,7 +477,8 @@ export class KafkaIngress extends Component {
   }
 
   private setPaused(paused: boolean): void {
-    if (this.paused === paused || this.state !== 'running') return;
+    // Never resumed while draining: fetching stays paused until the group is left.
+    if (this.paused === paused || this.state !== 'running' || this.draining) return;
     this.paused = paused;
     const topics = this.topics.map((t) => ({ topic: t.topic }));
     if (!this.supervisor.status().member) return; // applied when the restarted consumer runs

@@ -127,12 +127,11 @@ test.serial('SIGTERM: leaves the group promptly, exits 0, and commits everything
   const topic = uniqueName('term');
   const group = uniqueName('g-term');
   await createTopic(kafka, topic, 4);
-  // One broker process: the claim is one consumer's drain. With QUEEN_WORKERS > 1
-  // (the default here is the CPU count) the workers leave the group one after
-  // another, and a rebalance refuses the later ones' last commits: those records
-  // are redelivered as duplicates, not lost (docs/scaling.md, "Stopping").
-  const svc = start(t, { ...serviceEnv(t, topic, group), QUEEN_WORKERS: '1' });
-  await svc.ready();
+  // Two workers: the pod's two-phase stop (docs/scaling.md, "Stopping") commits
+  // every worker's verified records before the first one leaves the group, so
+  // no rebalance can refuse a worker's last commits.
+  const svc = start(t, { ...serviceEnv(t, topic, group), QUEEN_WORKERS: '2' });
+  await svc.ready('workers started', 120_000);
   await produce(kafka, topic, wave(0, 30_000));
   await waitFor('some records stored', async () => (await storedFrames(sql, topic)).length > 2000, 120_000, 20);
   svc.kill('SIGTERM');

@@ -1,6 +1,6 @@
 import anyTest, { type TestFn } from 'ava';
 import http from 'node:http';
-import type { Kafka, Message } from 'kafkajs';
+import { AssignerProtocol, type Kafka, type Message } from 'kafkajs';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { brokers, caughtUp, committed, createTopic, kafkaClient, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
@@ -294,4 +294,237 @@ test.serial('SIGKILL of one worker mid-stream: it is replaced, nothing is lost o
   } finally {
     await admin.disconnect();
   }
+});
+
+/** Highest stored offset per partition, from the derived transactionIds (topic/partition/offset). */
+function highestStored(frames: Awaited<ReturnType<typeof storedFrames>>): Map<number, number> {
+  const highest = new Map<number, number>();
+  for (const f of frames) {
+    const [, p, o] = f.transactionId.split('/').map(Number) as [number, number, number];
+    highest.set(p, Math.max(highest.get(p) ?? -1, o));
+  }
+  return highest;
+}
+
+/**
+ * Holds an ACCESS EXCLUSIVE lock on queen.log_txns: every push waits behind
+ * it, so the workers' in-flight chunks cannot settle and the pod's drain stays
+ * open until `release()` (a window the test can observe, not a sleep).
+ */
+async function holdLogLock(t: { context: Ctx }): Promise<{ release: () => Promise<void> }> {
+  const client = new pg.Client({ connectionString: t.context.db.url });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query('LOCK TABLE queen.log_txns IN ACCESS EXCLUSIVE MODE');
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      await client.query('COMMIT');
+      await client.end();
+    },
+  };
+}
+
+/** The partitions of `topic` the group's members hold, one list per member (from the group's assignment). */
+async function assignments(kafka: Kafka, group: string, topic: string): Promise<number[][]> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const { groups } = await admin.describeGroups([group]);
+    return groups[0]!.members.map((m) => AssignerProtocol.MemberAssignment.decode(m.memberAssignment)?.assignment[topic] ?? []);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
+ * Holds the log_partitions row locks (the lock every push of a log partition
+ * takes first) of every log partition stored from the given Kafka partitions:
+ * their chunks wait, while every other Kafka partition's pushes go through.
+ * A log partition is the record key here, and one key lives on one Kafka
+ * partition. Rows in ascending id, the service's lock order.
+ */
+async function holdPartitions(
+  t: { context: Ctx },
+  topic: string,
+  partitions: number[],
+): Promise<{ blocked: () => Promise<number>; release: () => Promise<void> }> {
+  const names = new Set<string>();
+  for (const f of await storedFrames(t.context.sql, topic)) {
+    if (partitions.includes(Number(f.transactionId.split('/')[1]))) names.add(f.partition);
+  }
+  const client = new pg.Client({ connectionString: t.context.db.url });
+  await client.connect();
+  await client.query('BEGIN');
+  const r = await client.query(
+    `SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
+     WHERE q.name = $1 AND lp.name = ANY($2::text[]) ORDER BY lp.id FOR UPDATE OF lp`,
+    [topic, [...names]],
+  );
+  if (names.size === 0 || r.rowCount !== names.size) throw new Error(`locked ${r.rowCount} of ${names.size} log partition rows`);
+  const holder = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  let released = false;
+  return {
+    blocked: async () => {
+      const b = await t.context.sql.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))',
+        [holder],
+      );
+      return b.rows[0]!.n;
+    },
+    release: async () => {
+      if (released) return;
+      released = true;
+      await client.query('COMMIT');
+      await client.end();
+    },
+  };
+}
+
+function streamEnv(topic: string, group: string): Record<string, string> {
+  return {
+    KAFKA_BROKERS: brokers().join(','),
+    QUEEN_INGRESS_TOPICS: topic,
+    QUEEN_INGRESS_GROUP: group,
+    QUEEN_KAFKA_SESSION_TIMEOUT_MS: '6000',
+    QUEEN_PG_POOL_SIZE: '8',
+    // Far above what the test's drain needs: the drain ends because its chunks settle, never by this bound.
+    QUEEN_SHUTDOWN_TIMEOUT_MS: '60000',
+    QUEEN_INGRESS_MISSING_ID: 'offset',
+  };
+}
+
+test.serial(
+  'SIGTERM mid-stream at two workers: not ready at once, every stored record committed, exit 0, no member left, none respawned',
+  async (t) => {
+    const { kafka, sql } = t.context;
+    const topic = uniqueName('wterm');
+    const group = uniqueName('g-wterm');
+    await createTopic(kafka, topic, 6);
+    const svc = start(t, streamEnv(topic, group));
+    await svc.ready('workers started', 120_000);
+    const port = portOf(svc);
+    await waitFor('both workers to be group members', async () => (await scrape(port)).get('queen_kafka_consumer_up') === 1, 120_000, 200);
+
+    // A first wave gives every key (a log partition) its row; the second is the stream the stop lands in.
+    const FIRST = 2_400;
+    await produce(kafka, topic, wave(0, FIRST));
+    await waitFor('the first wave to be committed', () => caughtUp(kafka, group, topic), 120_000, 100);
+    const members = await assignments(kafka, group, topic);
+    t.is(members.length, 2);
+    t.true(
+      members.every((m) => m.length > 0),
+      `both members hold partitions (${JSON.stringify(members)})`,
+    );
+    // One worker's chunks wait on PostgreSQL: the other drains at once, and the pod's drain stays open until the lock goes.
+    // The old stop let the drained worker leave here, and the rebalance refused the held worker's last commits.
+    const lock = await holdPartitions(t, topic, members[0]!);
+    const WAVE = 30_000;
+    const producing = produce(kafka, topic, wave(FIRST, WAVE));
+    try {
+      // A chunk of the held worker is in flight (its push waits on the lock) when the stop begins.
+      await waitFor('a push to wait on the held partitions', async () => (await lock.blocked()) > 0, 60_000, 5);
+      svc.kill('SIGTERM');
+      // Readiness turns at once, while the workers still drain: probes on fresh connections reach both workers.
+      const first = await waitFor(
+        'readiness to answer 503 stopping',
+        async () => {
+          const r = await get(port, '/health/ready').catch(() => undefined);
+          return r?.status === 503 && r.body.includes('stopping') ? r : undefined;
+        },
+        30_000,
+        20,
+      );
+      t.regex(first.body, /stopping: the pod is draining/);
+      for (let i = 0; i < 4; i++) t.is((await get(port, '/health/ready')).status, 503, 'every worker answers not ready while draining');
+      await waitFor('the worker whose partitions are free to drain', () => svc.lines.some((l) => l.msg === 'worker drained'), 60_000, 20);
+      t.is((await assignments(kafka, group, topic)).length, 2, 'the drained worker stays in the group while the other still drains');
+      t.true((await lock.blocked()) > 0, "the held worker's chunk is still in flight");
+      t.false(
+        svc.lines.some((l) => l.msg === 'every worker drained; they leave the group now (phase 2)'),
+        'no worker leaves while one still drains',
+      );
+    } finally {
+      await lock.release();
+    }
+    t.is((await svc.exited).code, 0, 'every worker drained, left and exited 0');
+    await producing;
+
+    const frames = await storedFrames(sql, topic);
+    t.true(frames.length < FIRST + WAVE, `the stop landed mid-stream (${frames.length} of ${FIRST + WAVE} stored)`);
+    t.is(new Set(frames.map((f) => f.transactionId)).size, frames.length, 'no transactionId stored twice');
+    await assertCommitsBehindLog(t, topic, group);
+    const highest = highestStored(frames);
+    const c = await committed(kafka, group, topic);
+    for (let p = 0; p < 6; p++) {
+      t.is(Math.max(c.get(p) ?? -1, 0), (highest.get(p) ?? -1) + 1, `partition ${p}: committed exactly what PostgreSQL stored`);
+    }
+    t.log(`${frames.length} of ${FIRST + WAVE} stored at the stop, all committed: ${JSON.stringify([...c].sort((a, b) => a[0] - b[0]))}`);
+
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      const { groups } = await admin.describeGroups([group]);
+      t.is(groups[0]!.members.length, 0, 'no member left in the group');
+    } finally {
+      await admin.disconnect();
+    }
+    const primary = svc.lines.filter((l) => l.pid === svc.child.pid);
+    t.is(primary.filter((l) => l.msg === 'worker drained').length, 2, 'both workers reported drained');
+    t.true(primary.some((l) => l.msg === 'every worker drained; they leave the group now (phase 2)'));
+    t.false(
+      primary.some((l) => l.msg === 'worker exited; replacing it'),
+      'no worker was replaced during the stop',
+    );
+    t.is(primary.filter((l) => l.msg === 'worker forked').length, 2, 'no worker forked after the first two');
+    const stopped = primary.filter((l) => l.msg === 'worker stopped');
+    t.deepEqual(
+      stopped.map((l) => [l.code, l.drained]),
+      [
+        [0, true],
+        [0, true],
+      ],
+    );
+  },
+);
+
+test.serial('a second SIGTERM during the drain forces the stop: every worker killed, exit 1 at once', async (t) => {
+  const { kafka, sql } = t.context;
+  const topic = uniqueName('wforce');
+  const group = uniqueName('g-wforce');
+  await createTopic(kafka, topic, 6);
+  const svc = start(t, streamEnv(topic, group));
+  await svc.ready('workers started', 120_000);
+  const pids = [workerPid(svc, 0)!, workerPid(svc, 1)!];
+  const producing = produce(kafka, topic, wave(0, 30_000));
+  await waitFor('the workers to store part of the wave', async () => (await storedCount(sql, topic)) > 500, 120_000, 5);
+  const lock = await holdLogLock(t);
+  try {
+    svc.kill('SIGTERM');
+    await waitFor('the pod stop to begin', () => svc.lines.some((l) => l.msg === 'stopping: the workers drain (phase 1)'), 30_000, 20);
+    const at = Date.now();
+    svc.kill('SIGTERM');
+    const exit = await svc.exited;
+    const tookMs = Date.now() - at;
+    t.is(exit.code, 1, 'a forced stop is not clean');
+    // QUEEN_SHUTDOWN_TIMEOUT_MS is 60 s and the drain is held open: only the second signal can end it this soon.
+    t.true(tookMs < 10_000, `the primary exited ${tookMs} ms after the second signal`);
+    t.true(svc.lines.some((l) => l.msg === 'second signal during the stop: killing the workers' && l.pid === svc.child.pid));
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await waitFor('both workers to be gone', () => !pids.some(alive), 10_000, 20);
+  } finally {
+    await lock.release();
+  }
+  await producing;
+  // Whatever was committed before the kill is behind the log; the rest is redelivered to the next pod.
+  await assertCommitsBehindLog(t, topic, group);
 });
