@@ -39,9 +39,9 @@ help:
 	@echo "make helm-check  the Helm chart's test (builds helm + k8scheck into .local/bin the first time)"
 	@echo "make packages    pack @queen-ingress/client and @queen-ingress/queenctl into .local/packages"
 	@echo "make test-registry  the Schema Registry test against a real registry: QUEEN_TEST_SCHEMA_REGISTRY_URL=http://host:8081"
-	@echo "                 (optional QUEEN_TEST_SCHEMA_REGISTRY_USER/_PASSWORD). None runs on this project's machines: Confluent's and"
-	@echo "                 Karapace's are not reachable from them and Apicurio's would need a Quarkus build, so make test runs the"
-	@echo "                 same file against an in-process stand-in for the registry's REST API, and says so in the test names"
+	@echo "                 (optional QUEEN_TEST_SCHEMA_REGISTRY_USER/_PASSWORD). None installs on this project's machines: Confluent's"
+	@echo "                 and Karapace's are not reachable and Apicurio 3.3.3 cannot be built from Maven Central alone (docs/kafka-ingress.md),"
+	@echo "                 so make test runs the same file against an in-process stand-in for the registry's REST API, and says so in the test names"
 
 # node-gyp (cpu-features and ssh2's sshcrypto, under testcontainers) must build against the headers
 # beside the node that runs it, not a `nodedir` from the user's npmrc naming
