@@ -1,4 +1,4 @@
-import { decodeOrigin, originSize, packSegment, unpackSegment, type Frame } from '../src/engine/frames.js';
+import { decodeOrigin, originSize, originSource, packSegment, unpackSegment, type Frame } from '../src/engine/frames.js';
 import { mapRecord, type KafkaRecord } from '../src/ingress/recordMapping.js';
 import { uuidv7Bytes } from '../src/util/uuidv7.js';
 
@@ -37,9 +37,11 @@ function time(label: string, fn: () => void): void {
   console.log(`${label.padEnd(52)} min ${perRecord[0]!.toFixed(0)} ns, median ${perRecord[30]!.toFixed(0)} ns per record`);
 }
 
+// Shared by the chunk's records, as chunkVerifier makes it.
+const source = originSource('orders', 3);
 const framesOf = (keep: boolean): Frame[] =>
   records.map((r) => {
-    const m = mapRecord('orders', 'orders', 3, r, { missingId: 'dlq', keepOrigin: keep });
+    const m = mapRecord('orders', 'orders', 3, r, { missingId: 'dlq', keepOrigin: keep }, source);
     if (!m.ok) throw new Error(m.reason);
     return {
       id: uuidv7Bytes(),

@@ -48,6 +48,8 @@ export async function startIngestStack(opts: {
   cacheMb: number | false;
   /** KafkaIngress's observer: called after each chunk's commit (the latency measurement). */
   onCommitted?: (chunk: CommittedChunk) => void;
+  /** QUEEN_INGRESS_KEEP_ORIGIN (default true, as the service). */
+  keepOrigin?: boolean;
 }): Promise<IngestStack> {
   const pipeline = new WritePipeline(defaultPipelineOptions(opts.databaseUrl, { poolSize: opts.poolSize, cacheMb: opts.cacheMb }));
   await pipeline.start();
@@ -60,6 +62,7 @@ export async function startIngestStack(opts: {
     dlqSuffix: '.dlq',
     ...CONSUMER_SETTINGS,
     fromBeginning: true,
+    keepOrigin: opts.keepOrigin ?? true,
     ...(opts.onCommitted ? { onCommitted: opts.onCommitted } : {}),
   };
   const ingress = new KafkaIngress(fusion, ingressOpts, silentLogger, metrics);

@@ -22,7 +22,8 @@ import { MessageFactory } from '../lib/synth.js';
 import { target, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
 import { measureWorkerRows, type WorkerRows } from './kafkaE2eWorkers.js';
 
-type Mode = 'queen' | 'sink' | 'consume-only';
+/** queen-no-origin: the same ingest with QUEEN_INGRESS_KEEP_ORIGIN=false, what keeping headers and timestamps costs. */
+type Mode = 'queen' | 'queen-no-origin' | 'sink' | 'consume-only';
 
 /**
  * Produces the throughput topic; returns records/s. Its own function so the
@@ -94,7 +95,7 @@ export const kafkaE2e: Suite = {
     const sinkPool = db.pool(p.poolSize, 'queen-bench-sink');
     // QUEEN_BENCH_PART=workers: only the service-pod rows (lib/servicePod.ts).
     const only = workerRowsOnly();
-    const totalSteps = 1 + (only ? 0 : p.reps * 3 + 4) + p.reps * 2 + 1;
+    const totalSteps = 1 + (only ? 0 : p.reps * 4 + 4) + p.reps * 2 + 1;
     let step = 0;
     const workerRows = async (ends: Map<number, number>): Promise<WorkerRows> => {
       const admin = kafka.admin();
@@ -148,22 +149,26 @@ export const kafkaE2e: Suite = {
       // 2. Throughput, interleaved: a b c, c b a, ...
       const rate = new Map<Mode, number[]>([
         ['queen', []],
+        ['queen-no-origin', []],
         ['sink', []],
         ['consume-only', []],
       ]);
       const cpu = new Map<Mode, CpuDelta[]>([
         ['queen', []],
+        ['queen-no-origin', []],
         ['sink', []],
         ['consume-only', []],
       ]);
       const pairsSink: number[] = [];
       const pairsOnly: number[] = [];
+      const pairsOrigin: number[] = [];
       const checks: string[] = [];
       const admin = kafka.admin();
       await admin.connect();
       try {
         for (let r = 0; r < p.reps; r++) {
-          const order: Mode[] = r % 2 === 0 ? ['queen', 'sink', 'consume-only'] : ['consume-only', 'sink', 'queen'];
+          const order: Mode[] =
+            r % 2 === 0 ? ['queen', 'queen-no-origin', 'sink', 'consume-only'] : ['consume-only', 'sink', 'queen-no-origin', 'queen'];
           const got = new Map<Mode, number>();
           for (const mode of order) {
             ctx.progress.step(++step, totalSteps, `rep ${r + 1}/${p.reps}: ${mode} consuming ${fmt(p.records)} records`);
@@ -172,8 +177,8 @@ export const kafkaE2e: Suite = {
             await settle();
             let stop: () => Promise<void>;
             let after: () => Promise<void> = async () => undefined;
-            if (mode === 'queen') {
-              const queue = `e2e_r${r}`;
+            if (mode === 'queen' || mode === 'queen-no-origin') {
+              const queue = mode === 'queen' ? `e2e_r${r}` : `e2e_bare_r${r}`;
               const s = await startIngestStack({
                 databaseUrl: db.url,
                 brokers,
@@ -182,6 +187,7 @@ export const kafkaE2e: Suite = {
                 group,
                 poolSize: p.poolSize,
                 cacheMb: p.cacheMb,
+                keepOrigin: mode === 'queen',
               });
               stop = () => s.stop();
               after = async () => {
@@ -190,7 +196,7 @@ export const kafkaE2e: Suite = {
                   [queue],
                 );
                 checks.push(
-                  `queen rep ${r + 1}: ${c.rows[0].n} messages stored, probes run/skipped ${s.metrics.counter('queen_probe_run_total', '').get()}/${s.metrics.counter('queen_probe_skipped_total', '').get()}`,
+                  `${mode} rep ${r + 1}: ${c.rows[0].n} messages stored, probes run/skipped ${s.metrics.counter('queen_probe_run_total', '').get()}/${s.metrics.counter('queen_probe_skipped_total', '').get()}`,
                 );
               };
             } else if (mode === 'sink') {
@@ -223,6 +229,7 @@ export const kafkaE2e: Suite = {
           }
           pairsSink.push(got.get('queen')! / got.get('sink')!);
           pairsOnly.push(got.get('queen')! / got.get('consume-only')!);
+          pairsOrigin.push(got.get('queen')! / got.get('queen-no-origin')!);
         }
       } finally {
         await admin.disconnect();
@@ -358,6 +365,7 @@ export const kafkaE2e: Suite = {
         samples: {
           rate: Object.fromEntries(rate),
           pairsSink,
+          pairsOrigin,
           pairsOnly, // Latencies are whole ms (Date.now() on both sides): stored as counts per ms.
           latencyMsHistogram: Object.fromEntries([...lat].map(([m, l]) => [m, histogram(l.samples)])),
           cpu: Object.fromEntries(cpu),
@@ -381,6 +389,10 @@ export const kafkaE2e: Suite = {
           ...w.targets,
         ],
         info: [
+          {
+            name: 'queen ingest: origin kept / not kept (QUEEN_INGRESS_KEEP_ORIGIN, headers + timestamp in the frame)',
+            value: `${median(pairsOrigin).toFixed(2)}x (${fmt(med('queen'))} / ${fmt(med('queen-no-origin'))} rec/s, pairs ${pairsOrigin.map((x) => x.toFixed(2)).join(', ')})`,
+          },
           { name: 'CPU while consuming: queen', value: share('queen') },
           { name: 'CPU while consuming: sink', value: share('sink') },
           { name: 'CPU while consuming: consume-only', value: share('consume-only') },

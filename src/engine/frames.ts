@@ -54,13 +54,51 @@ export interface KafkaOrigin {
   headers: readonly KafkaHeader[];
 }
 
+/** A header value as Kafka clients hand them over: a null value is Kafka's null; a repeated key gives an array. */
+export type HeaderValue = Buffer | string | null;
+/** Headers by key (kafkajs's shape): keys in first-appearance order, a key's repeats together. */
+export type HeaderMap = Record<string, HeaderValue | HeaderValue[] | undefined>;
+
+/**
+ * The part of an origin every record of one Kafka topic-partition shares,
+ * checked and encoded once (originSource), not per record.
+ */
+export interface OriginSource {
+  readonly topic: string;
+  readonly topicBytes: Buffer;
+  readonly partition: number;
+}
+
+/** The per-record part of an origin, in kafkajs's KafkaMessage shape (the record itself is passed, nothing is copied). */
+export interface OriginRecord {
+  /** int64 as decimal text. */
+  offset: string;
+  /** ms since the epoch as decimal text; absent or negative = none. */
+  timestamp?: string | undefined;
+  headers?: HeaderMap | undefined;
+}
+
+/** What the writer is given to keep as a frame's origin. */
+export interface FrameOrigin {
+  source: OriginSource;
+  record: OriginRecord;
+}
+
+export function originSource(topic: string, partition: number): OriginSource {
+  const topicBytes = Buffer.from(topic, 'utf8');
+  if (topicBytes.length > MAX_U16) throw new ValidationError('origin topic is over 65535 bytes', 'origin');
+  if (!Number.isInteger(partition) || partition < 0 || partition > MAX_I32)
+    throw new ValidationError(`origin partition ${partition} is not a Kafka partition`, 'origin');
+  return { topic, topicBytes, partition };
+}
+
 export interface Frame {
   id: Buffer; // 16 bytes
   transactionId: Buffer; // UTF-8
   traceContext: Buffer | undefined; // UTF-8, optional
   payload: Buffer;
   /** The Kafka origin, checked, and its section's size (originSize), optional. */
-  origin?: KafkaOrigin | undefined;
+  origin?: FrameOrigin | undefined;
   originSize?: number | undefined;
 }
 
@@ -70,57 +108,99 @@ const INT64_MIN = -(1n << 63n);
 const INT64_MAX = (1n << 63n) - 1n;
 
 /**
- * The bytes of a Kafka origin's frame section, checking that it fits: throws
- * ValidationError naming what does not (a key or topic over 65 535 bytes,
- * more than 65 535 headers, an offset that is not an int64), so the writer
- * fails that item alone. The writer calls it per item and packSegment writes
- * the section straight into the segment (writeOrigin): no Buffer per record.
+ * The bytes of an origin's frame section, checking that it fits: throws
+ * ValidationError naming what does not (a header key over 65 535 bytes, more
+ * than 65 535 headers, an offset that is not an int64), so the writer fails
+ * that item alone. The writer calls it per item and packSegment writes the
+ * section straight into the segment (writeOrigin).
+ *
+ * Both run once per Kafka record, so they allocate nothing: the record's
+ * header map is walked with for-in (no key array), the topic's bytes are the
+ * source's, and offsets are parsed without a RegExp or BigInt where they are
+ * below 2^53 (bench/originCost.ts and a CPU profile of the ingest: the
+ * object-per-header form cost ~3 µs per record, most of it GC).
  */
-export function originSize(o: KafkaOrigin): number {
-  const topicLen = utf8Length(o.topic);
-  if (topicLen > MAX_U16) throw new ValidationError('origin topic is over 65535 bytes', 'origin');
-  if (!Number.isInteger(o.partition) || o.partition < 0 || o.partition > MAX_I32)
-    throw new ValidationError(`origin partition ${o.partition} is not a Kafka partition`, 'origin');
-  checkInt64(o.offset, 'offset');
-  if (o.timestamp !== null) checkInt64(o.timestamp, 'timestamp');
-  const headers = o.headers;
-  if (headers.length > MAX_U16) throw new ValidationError(`origin has ${headers.length} headers, over 65535`, 'origin');
-  let size = 2 + topicLen + 4 + 8 + 8 + 2;
-  for (const h of headers) {
-    const keyLen = utf8Length(h.key);
-    if (keyLen > MAX_U16) throw new ValidationError('an origin header key is over 65535 bytes', 'origin');
-    if (h.value !== null && h.value.length > MAX_I32) throw new ValidationError('an origin header value is too long', 'origin');
-    size += 2 + keyLen + 4 + (h.value?.length ?? 0);
+export function originSize(o: FrameOrigin): number {
+  const r = o.record;
+  if (parseInt64(r.offset) === undefined) checkBigInt64(r.offset, 'offset');
+  let size = 2 + o.source.topicBytes.length + 4 + 8 + 8 + 2;
+  let count = 0;
+  const h = r.headers;
+  if (h) {
+    for (const key in h) {
+      const v = h[key];
+      if (v === undefined) continue;
+      const keyLen = utf8Length(key);
+      if (keyLen > MAX_U16) throw new ValidationError('an origin header key is over 65535 bytes', 'origin');
+      if (Array.isArray(v)) {
+        for (const one of v) size += 2 + keyLen + 4 + valueLength(one);
+        count += v.length;
+      } else {
+        size += 2 + keyLen + 4 + valueLength(v);
+        count++;
+      }
+    }
   }
+  if (count > MAX_U16) throw new ValidationError(`origin has ${count} headers, over 65535`, 'origin');
   return size;
+}
+
+function valueLength(v: HeaderValue): number {
+  if (v === null) return 0;
+  const n = typeof v === 'string' ? Buffer.byteLength(v, 'utf8') : v.length;
+  if (n > MAX_I32) throw new ValidationError('an origin header value is too long', 'origin');
+  return n;
 }
 
 /**
  * A checked origin (originSize) written at `pos`; returns the position after
  * it. Integers are stored byte by byte and values with `set`: Buffer's
- * write*BE and copy are calls with argument checks, several per header, on
- * every Kafka record (bench/originCost.ts).
+ * write*BE and copy are calls with argument checks, several per header.
  */
-export function writeOrigin(out: Buffer, pos: number, o: KafkaOrigin): number {
-  pos = writeShortString(out, pos, o.topic);
-  pos = putU32(out, pos, o.partition);
-  pos = writeInt64(out, pos, o.offset);
-  pos = writeInt64(out, pos, o.timestamp ?? -1);
-  const headers = o.headers;
-  out[pos] = headers.length >>> 8;
-  out[pos + 1] = headers.length & 0xff;
+export function writeOrigin(out: Buffer, pos: number, o: FrameOrigin): number {
+  const topic = o.source.topicBytes;
+  out[pos] = topic.length >>> 8;
+  out[pos + 1] = topic.length & 0xff;
+  out.set(topic, pos + 2);
+  pos += 2 + topic.length;
+  pos = putU32(out, pos, o.source.partition);
+  const r = o.record;
+  pos = writeInt64(out, pos, parseInt64(r.offset) ?? BigInt(r.offset));
+  const ts = r.timestamp === undefined ? undefined : parseInt64(r.timestamp);
+  pos = writeInt64(out, pos, ts === undefined || ts < 0 ? -1 : ts);
+  const countAt = pos;
   pos += 2;
-  for (const h of headers) {
-    pos = writeShortString(out, pos, h.key);
-    if (h.value === null)
-      pos = putU32(out, pos, 0xffffffff); // -1 as int32
-    else {
-      pos = putU32(out, pos, h.value.length);
-      out.set(h.value, pos);
-      pos += h.value.length;
+  let count = 0;
+  const h = r.headers;
+  if (h) {
+    for (const key in h) {
+      const v = h[key];
+      if (v === undefined) continue;
+      if (Array.isArray(v)) {
+        for (const one of v) pos = writeHeader(out, pos, key, one);
+        count += v.length;
+      } else {
+        pos = writeHeader(out, pos, key, v);
+        count++;
+      }
     }
   }
+  out[countAt] = count >>> 8;
+  out[countAt + 1] = count & 0xff;
   return pos;
+}
+
+function writeHeader(out: Buffer, pos: number, key: string, v: HeaderValue): number {
+  pos = writeShortString(out, pos, key);
+  if (v === null) return putU32(out, pos, 0xffffffff); // -1 as int32: a null value
+  if (typeof v === 'string') {
+    const n = out.write(v, pos + 4, 'utf8');
+    putU32(out, pos, n);
+    return pos + 4 + n;
+  }
+  pos = putU32(out, pos, v.length);
+  out.set(v, pos);
+  return pos + v.length;
 }
 
 /** u32 big-endian (an int32's bits when given n >>> 0). */
@@ -132,8 +212,8 @@ function putU32(out: Buffer, pos: number, n: number): number {
   return pos + 4;
 }
 
-/** A Kafka origin as its own frame section (tests, tools; the write path uses originSize + writeOrigin). */
-export function encodeOrigin(o: KafkaOrigin): Buffer {
+/** An origin as its own frame section (tests, tools; the write path uses originSize + writeOrigin). */
+export function encodeOrigin(o: FrameOrigin): Buffer {
   const out = Buffer.allocUnsafe(originSize(o));
   writeOrigin(out, 0, o);
   return out;
@@ -171,28 +251,39 @@ function writeShortString(out: Buffer, pos: number, str: string): number {
 }
 
 const TWO_32 = 2 ** 32;
-const SAFE_DIGITS = /^-?\d{1,15}$/;
 
-/** Throws ValidationError unless `v` (decimal text or a number) is an int64. */
-function checkInt64(v: string | number, what: string): void {
-  if (typeof v === 'number' ? Number.isSafeInteger(v) : SAFE_DIGITS.test(v)) return;
-  let b: bigint;
-  try {
-    b = BigInt(v);
-  } catch {
-    throw new ValidationError(`origin ${what} ${JSON.stringify(v)} is not an integer`, 'origin');
+/** Decimal text as a number when it has at most 15 digits (so below 2^53), else undefined. No RegExp, no allocation. */
+function parseInt64(text: string): number | undefined {
+  const n = text.length;
+  let i = text.charCodeAt(0) === 45 ? 1 : 0; // '-'
+  if (n === i || n - i > 15) return undefined;
+  let v = 0;
+  for (; i < n; i++) {
+    const d = text.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return undefined;
+    v = v * 10 + d;
   }
-  if (b < INT64_MIN || b > INT64_MAX) throw new ValidationError(`origin ${what} ${String(v)} is not an int64`, 'origin');
+  return text.charCodeAt(0) === 45 ? -v : v;
 }
 
-/** A checked int64 (decimal text or a number) at `pos`, big-endian; returns the position after it. */
-function writeInt64(out: Buffer, pos: number, v: string | number): number {
-  const n = typeof v === 'number' ? v : SAFE_DIGITS.test(v) ? Number(v) : undefined;
-  if (n === undefined) return out.writeBigInt64BE(BigInt(v), pos);
-  // Two halves: hi = floor(n / 2^32) is exact for |n| < 2^53, and lo is what remains (two's complement for n < 0).
-  const hi = Math.floor(n / TWO_32);
+/** Throws ValidationError unless the decimal text is an int64 (the slow path, past 15 digits or malformed). */
+function checkBigInt64(text: string, what: string): void {
+  let b: bigint;
+  try {
+    b = BigInt(text);
+  } catch {
+    throw new ValidationError(`origin ${what} ${JSON.stringify(text)} is not an integer`, 'origin');
+  }
+  if (text.trim() === '' || b < INT64_MIN || b > INT64_MAX) throw new ValidationError(`origin ${what} ${text} is not an int64`, 'origin');
+}
+
+/** An int64 at `pos`, big-endian; returns the position after it. */
+function writeInt64(out: Buffer, pos: number, v: number | bigint): number {
+  if (typeof v === 'bigint') return out.writeBigInt64BE(v, pos);
+  // Two halves: hi = floor(v / 2^32) is exact for |v| < 2^53, and lo is what remains (two's complement for v < 0).
+  const hi = Math.floor(v / TWO_32);
   putU32(out, pos, hi >>> 0);
-  return putU32(out, pos + 4, n - hi * TWO_32);
+  return putU32(out, pos + 4, v - hi * TWO_32);
 }
 
 /** The int64 at `pos`: a number when it is a safe integer (every real offset and timestamp), else via BigInt. */

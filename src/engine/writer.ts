@@ -13,7 +13,7 @@ import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationErr
 import { HASH_BYTES, hashString, writeHashAt } from '../util/txnHash.js';
 import { LeaderTable } from './leaderTable.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
-import { originSize, packSegment, type Frame, type KafkaOrigin } from './frames.js';
+import { originSize, packSegment, type Frame, type FrameOrigin } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTraceContext, checkTransactionId, LIMITS } from './limits.js';
 import type { HintRun, LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
@@ -34,7 +34,7 @@ export interface PushItem {
    * headers), kept in the frame and returned by pop and browse. Never part of
    * the deduplication key: a re-send with other headers is a duplicate.
    */
-  origin?: KafkaOrigin | undefined;
+  origin?: FrameOrigin | undefined;
 }
 
 export type PushStatus = 'queued' | 'duplicate' | 'failed';
@@ -113,7 +113,7 @@ interface Accepted {
   payload: Buffer;
   trace: Buffer | undefined;
   /** The Kafka origin, checked, and its frame section's size (frames.ts), when the item has one. */
-  origin: KafkaOrigin | undefined;
+  origin: FrameOrigin | undefined;
   originSize: number;
 }
 

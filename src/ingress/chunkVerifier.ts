@@ -13,6 +13,7 @@ import type { HaltedPartitions } from './haltedPartitions.js';
 import type { IngressMetrics } from './ingressMetrics.js';
 import type { KafkaIngressOptions } from './ingressOptions.js';
 import { mapRecord, type MappingOptions } from './recordMapping.js';
+import { originSource } from '../engine/frames.js';
 import type { ConsumerSupervisor } from './supervisor.js';
 import type { VerdictCommits } from './verdictCommits.js';
 
@@ -131,6 +132,8 @@ export class ChunkVerifier {
       });
       if (!fetched) return false;
     }
+    // Every record of the chunk shares its topic-partition: that part of the origin is encoded once.
+    const source = mapping.keepOrigin ? originSource(batch.topic, batch.partition) : undefined;
     for (const m of messages) {
       const undecodable = undecodableReason(m);
       if (undecodable) {
@@ -147,7 +150,7 @@ export class ChunkVerifier {
         mustHalt(l, false);
         continue;
       }
-      const mapped = mapRecord(batch.topic, queue, batch.partition, m, mapping);
+      const mapped = mapRecord(batch.topic, queue, batch.partition, m, mapping, source);
       if (mapped.ok) {
         items.push(mapped.item);
         itemRecords.push(m);

@@ -1,11 +1,10 @@
 import { DEFAULT_ID_SOURCES, type IdSource, type PartitionSource } from '../config.js';
-import type { KafkaHeader, KafkaOrigin } from '../engine/frames.js';
+import { originSource, type HeaderValue, type OriginSource } from '../engine/frames.js';
 import type { PushItem } from '../engine/writer.js';
 import { LIMITS } from '../engine/limits.js';
 import type { FramedValueDecoder, Json } from './schemaRegistry.js';
 
-/** A header value as kafkajs decodes it: Kafka allows a null value, and a repeated name gives an array. */
-export type HeaderValue = Buffer | string | null;
+export type { HeaderValue } from '../engine/frames.js';
 
 /** The parts of a Kafka record the mapping reads (kafkajs's KafkaMessage shape). */
 export interface KafkaRecord {
@@ -99,7 +98,15 @@ function headerString(headers: KafkaRecord['headers'], name: string): string | u
  * (dead-lettered, or a halt); everything else the engine judges. Never
  * throws, whatever the record holds.
  */
-export function mapRecord(topic: string, queue: string, kafkaPartition: number, rec: KafkaRecord, opts: MappingOptions): Mapped {
+export function mapRecord(
+  topic: string,
+  queue: string,
+  kafkaPartition: number,
+  rec: KafkaRecord,
+  opts: MappingOptions,
+  /** The chunk's shared origin part (keepOrigin); made here when absent. */
+  source?: OriginSource,
+): Mapped {
   const reject = (reason: string, stage: ErrorStage, halt = false): Mapped => ({ ok: false, reason, stage, halt });
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
   if (rec.value === null || rec.value === undefined)
@@ -154,31 +161,10 @@ export function mapRecord(topic: string, queue: string, kafkaPartition: number, 
       );
   }
   const item: PushItem = { queue, partition: partition ?? LIMITS.defaultPartition, transactionId, payload: value.payload, traceContext };
-  if (opts.keepOrigin) item.origin = originOf(topic, kafkaPartition, rec);
+  // The record itself is the per-record part: nothing is copied (frames.ts writes it into the segment).
+  if (opts.keepOrigin) item.origin = { source: source ?? originSource(topic, kafkaPartition), record: rec };
   return { ok: true, item };
 }
-
-/**
- * The record's place in Kafka and its headers. kafkajs gives headers as an
- * object whose repeated keys became arrays, so the order kept is kafkajs's:
- * keys in first-appearance order, a key's repeats together, in their order.
- */
-function originOf(topic: string, partition: number, rec: KafkaRecord): KafkaOrigin {
-  const headers: KafkaHeader[] = [];
-  const h = rec.headers;
-  if (h) {
-    for (const key of Object.keys(h)) {
-      const v = h[key];
-      if (v === undefined) continue;
-      if (Array.isArray(v)) for (const one of v) headers.push({ key, value: headerBytes(one) });
-      else headers.push({ key, value: headerBytes(v) });
-    }
-  }
-  const ts = rec.timestamp === undefined ? NaN : Number(rec.timestamp);
-  return { topic, partition, offset: rec.offset, timestamp: Number.isSafeInteger(ts) && ts >= 0 ? ts : null, headers };
-}
-
-const headerBytes = (v: HeaderValue): Buffer | null => (v === null ? null : typeof v === 'string' ? Buffer.from(v, 'utf8') : v);
 
 const KEY: PartitionSource = { key: true };
 
