@@ -111,6 +111,18 @@ async function withAdmin<T>(kafka: Kafka, call: (admin: ReturnType<Kafka['admin'
 }
 
 /** Committed offset per partition for a group (-1 when none). */
+/** How many members the consumer group has now (0: everyone left). */
+export async function groupMemberCount(kafka: Kafka, group: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const { groups } = await admin.describeGroups([group]);
+    return groups[0]!.members.length;
+  } finally {
+    await admin.disconnect();
+  }
+}
+
 export async function committed(kafka: Kafka, group: string, topic: string): Promise<Map<number, number>> {
   return withAdmin(kafka, async (admin) => {
     const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });

@@ -3,7 +3,17 @@ import http from 'node:http';
 import { AssignerProtocol, type Kafka, type Message } from 'kafkajs';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { brokers, caughtUp, committed, createTopic, kafkaClient, produce, storedFrames, uniqueName } from '../helpers/kafka.js';
+import {
+  brokers,
+  caughtUp,
+  committed,
+  createTopic,
+  groupMemberCount,
+  kafkaClient,
+  produce,
+  storedFrames,
+  uniqueName,
+} from '../helpers/kafka.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
 import { ServiceProcess } from '../helpers/serviceProcess.js';
 
@@ -286,14 +296,7 @@ test.serial('SIGKILL of one worker mid-stream: it is replaced, nothing is lost o
   }
   const c = await committed(kafka, group, topic);
   for (const [p, h] of highest) t.is(c.get(p), h + 1, `partition ${p}: all verified records committed`);
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const { groups } = await admin.describeGroups([group]);
-    t.is(groups[0]!.members.length, 0, 'no member left in the group');
-  } finally {
-    await admin.disconnect();
-  }
+  t.is(await groupMemberCount(kafka, group), 0, 'no member left in the group');
 });
 
 /** Highest stored offset per partition, from the derived transactionIds (topic/partition/offset). */
@@ -463,14 +466,7 @@ test.serial(
     }
     t.log(`${frames.length} of ${FIRST + WAVE} stored at the stop, all committed: ${JSON.stringify([...c].sort((a, b) => a[0] - b[0]))}`);
 
-    const admin = kafka.admin();
-    await admin.connect();
-    try {
-      const { groups } = await admin.describeGroups([group]);
-      t.is(groups[0]!.members.length, 0, 'no member left in the group');
-    } finally {
-      await admin.disconnect();
-    }
+    t.is(await groupMemberCount(kafka, group), 0, 'no member left in the group');
     const primary = svc.lines.filter((l) => l.pid === svc.child.pid);
     t.is(primary.filter((l) => l.msg === 'worker drained').length, 2, 'both workers reported drained');
     t.true(primary.some((l) => l.msg === 'every worker drained; they leave the group now (phase 2)'));
