@@ -2,7 +2,7 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, openSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { freePort } from '../lib/freePort.js';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -133,17 +133,6 @@ export function connectSettings(profile: ConnectProfile, topicPartitions: number
     reWriteBatchedInserts: true,
     useReductionBuffer: true,
   };
-}
-
-/** An unused loopback port for the worker's REST listener (it must not collide with another run). */
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  srv.listen(0, '127.0.0.1');
-  await once(srv, 'listening');
-  const port = (srv.address() as { port: number }).port;
-  srv.close();
-  await once(srv, 'close');
-  return port;
 }
 
 function jdbcOf(databaseUrl: string, reWriteBatchedInserts: boolean): { url: string; user: string; password: string } {

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
+import { freePort } from './freePort.js';
 import { fileURLToPath } from 'node:url';
 import type { Admin, Consumer } from 'kafkajs';
 import { cpuSince, cpuSnapshot, watchPod, type CpuDelta } from './cpu.js';
@@ -123,17 +123,6 @@ export async function holdGroup(brokers: string[], group: string, topic: string,
       await consumer.disconnect().catch(() => undefined);
     },
   };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
 }
 
 /** Resident set of one process (VmRSS), bytes; 0 when it is gone. */
