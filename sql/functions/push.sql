@@ -888,15 +888,23 @@ BEGIN
             FROM k
             JOIN queen.log_txns t
               ON t.partition_id = k.pid AND t.end_offset > k.from_off AND t.created_at >= k.cutoff
+        ), tail_hashes AS MATERIALIZED (
+            -- Unrolled into narrow rows (segment, offset, 16 bytes) before
+            -- the join: unrolled inline, every row carried its whole txns
+            -- row's hash blob, and the join sorted those fat rows
+            -- (auto_explain: 10.6 of a 15.4 ms statement in one Sort of
+            -- 3 838 rows, 3.8 MB).
+            SELECT r.seg, r.base_offset + th.idx AS off, th.h
+            FROM tail r
+            CROSS JOIN LATERAL queen.log_unnest_hashes(r.hashes) th
         ), items AS (
             SELECT k.seg, g.i AS idx, substring(p_hashes FROM k.hat + g.i * 16 FOR 16) AS h
             FROM k
             CROSS JOIN LATERAL generate_series(0, k.cnt - 1) AS g (i)
         ), hits AS (
-            SELECT ih.seg, ih.idx, r.base_offset + th.idx AS off
-            FROM tail r
-            CROSS JOIN LATERAL queen.log_unnest_hashes(r.hashes) th
-            JOIN items ih ON ih.seg = r.seg AND ih.h = th.h
+            SELECT ih.seg, ih.idx, th.off
+            FROM tail_hashes th
+            JOIN items ih ON ih.seg = th.seg AND ih.h = th.h
             UNION ALL
             SELECT h.seg, h.idx, h.off
             FROM unnest(v_rh_seg, v_rh_idx, v_rh_off) AS h (seg, idx, off)
