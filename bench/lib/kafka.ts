@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { Kafka, logLevel, type Admin, type Message } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type CompressionTypes, type Message } from 'kafkajs';
 import { sleep } from './stats.js';
+import { MessageFactory } from './synth.js';
 
 /** Kafka helpers for the benchmarks (the tests' helpers live in test/; bench does not import test code). */
 
@@ -38,7 +39,11 @@ export async function deleteTopicsAndGroups(kafka: Kafka, topics: string[], grou
   }).catch(() => undefined);
 }
 
-/** Produces in chunks (acks=all), `inFlight` sends at once; per-key order within a chunk is kept. */
+/**
+ * Produces in chunks (acks=all), `inFlight` sends at once; per-key order within a chunk is kept.
+ * `compression`: kafkajs compresses each partition's part of a chunk as one record batch (lz4,
+ * zstd and snappy only once src/ingress/codecs.ts registerCodecs() has run; gzip is built in).
+ */
 export async function produceAll(
   kafka: Kafka,
   topic: string,
@@ -46,6 +51,7 @@ export async function produceAll(
   chunk = 5000,
   inFlight = 2,
   onProgress?: (done: number) => void,
+  compression?: CompressionTypes,
 ): Promise<void> {
   const producer = kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();
@@ -56,7 +62,7 @@ export async function produceAll(
       while (next < messages.length) {
         const from = next;
         next += chunk;
-        await producer.send({ topic, acks: -1, messages: messages.slice(from, from + chunk) });
+        await producer.send({ topic, acks: -1, messages: messages.slice(from, from + chunk), ...(compression ? { compression } : {}) });
         done += Math.min(chunk, messages.length - from);
         onProgress?.(done);
       }
@@ -65,6 +71,30 @@ export async function produceAll(
   } finally {
     await producer.disconnect();
   }
+}
+
+/**
+ * Fills the Kafka end-to-end benchmarks' throughput topic: `records` records
+ * over `keys` keys (`key-NN`, the log partition), a `transactionId` header and
+ * ~`payloadBytes` JSON values (lib/synth.ts), as the service's producers send
+ * them. Returns records/s. Its own function so the records array dies with it:
+ * kept alive in a caller's frame, its ~2 M old objects made every later major
+ * GC of the process (which hosts the consumers being measured) mark them again.
+ */
+export async function produceE2eTopic(
+  kafka: Kafka,
+  topic: string,
+  p: { records: number; keys: number; payloadBytes: number; compression?: CompressionTypes },
+): Promise<number> {
+  const f = new MessageFactory('e2e', p.payloadBytes);
+  const messages: Message[] = Array.from({ length: p.records }, (_, i) => ({
+    key: `key-${String(i % p.keys).padStart(2, '0')}`,
+    value: f.payload(i % p.keys, i),
+    headers: { transactionId: `e2e-${i}` },
+  }));
+  const tp = performance.now();
+  await produceAll(kafka, topic, messages, 5000, 2, undefined, p.compression);
+  return p.records / ((performance.now() - tp) / 1000);
 }
 
 /** High watermark (next offset) per partition. */

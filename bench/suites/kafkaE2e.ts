@@ -1,4 +1,3 @@
-import type { Message } from 'kafkajs';
 import { CommitLatencyProbe, pacedLatency, type LatencyResult } from '../lib/latency.js';
 import { startConsumeOnly, startKafkaSink, type RunningConsumer } from '../baselines/kafkaSink.js';
 import { addCpu, cpuShares, cpuSince, cpuSnapshot, fmtShares, type CpuDelta } from '../lib/cpu.js';
@@ -9,7 +8,7 @@ import {
   deleteTopicsAndGroups,
   endOffsets,
   kafkaClient,
-  produceAll,
+  produceE2eTopic,
   uniqueName,
   waitCommitted,
   withAdmin,
@@ -18,34 +17,11 @@ import { producerNice } from '../lib/javaPacedProducer.js';
 import { sizeOverride, workerRowsOnly } from '../lib/servicePod.js';
 import { CONSUMER_SETTINGS, POOL_SIZE, startIngestStack } from '../lib/stack.js';
 import { fmt, histogram, median } from '../lib/stats.js';
-import { MessageFactory } from '../lib/synth.js';
 import { target, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
 import { measureWorkerRows, type WorkerRows } from './kafkaE2eWorkers.js';
 
 /** queen-no-origin: the same ingest with QUEEN_INGRESS_KEEP_ORIGIN=false, what keeping headers and timestamps costs. */
 type Mode = 'queen' | 'queen-no-origin' | 'sink' | 'consume-only';
-
-/**
- * Produces the throughput topic; returns records/s. Its own function so the
- * records array dies with it: kept alive in the suite's frame, its ~2 M old
- * objects made every later major GC of this process (which hosts the
- * consumers being measured) mark them again, during the latency runs too.
- */
-async function produceTopic(
-  kafka: ReturnType<typeof kafkaClient>,
-  topic: string,
-  p: { records: number; keys: number; payloadBytes: number },
-): Promise<number> {
-  const f = new MessageFactory('e2e', p.payloadBytes);
-  const messages: Message[] = Array.from({ length: p.records }, (_, i) => ({
-    key: `key-${String(i % p.keys).padStart(2, '0')}`,
-    value: f.payload(i % p.keys, i),
-    headers: { transactionId: `e2e-${i}` },
-  }));
-  const tp = performance.now();
-  await produceAll(kafka, topic, messages, 5000, 2);
-  return p.records / ((performance.now() - tp) / 1000);
-}
 
 /**
  * Suite 4: Kafka -> PostgreSQL end to end. N records (32 keys, 8 partitions,
@@ -129,7 +105,7 @@ export const kafkaE2e: Suite = {
         `producing ${fmt(p.records)} records to ${topic} (${p.topicPartitions} partitions, ${p.keys} keys)`,
       );
       await createTopic(kafka, topic, p.topicPartitions);
-      const produceRate = await produceTopic(kafka, topic, p);
+      const produceRate = await produceE2eTopic(kafka, topic, p);
       const ends = await withAdmin(kafka, (a) => endOffsets(a, topic));
       const produced = [...ends.values()].reduce((a, b) => a + b, 0);
       if (produced !== p.records) throw new Error(`topic holds ${produced} records, expected ${p.records}`);
