@@ -64,6 +64,34 @@ export function makeItems(queue: string, cursors: readonly PartitionCursor[], pe
   return items;
 }
 
+/**
+ * One push of `size` items round-robin over `mine`: each re-sends, with
+ * probability `resentShare`, an id of its partition sent before this push
+ * (so it must come back duplicate), else a new one (cursors advance).
+ * `resent[k]` says which item k is.
+ */
+export function resentBundle(
+  queue: string,
+  mine: readonly PartitionCursor[],
+  f: MessageFactory,
+  random: () => number,
+  size: number,
+  resentShare: number,
+): { items: PushItem[]; resent: boolean[] } {
+  const items: PushItem[] = [];
+  const resent: boolean[] = [];
+  const before = mine.map((c) => c.seq);
+  for (let k = 0; k < size; k++) {
+    const c = mine[k % mine.length]!;
+    const sent = before[k % mine.length]!;
+    const again = sent > 0 && random() < resentShare;
+    const s = again ? Math.floor(random() * sent) : c.seq++;
+    items.push({ queue, partition: c.name, transactionId: f.txnId(c.id, s), payload: f.payload(c.id, s) });
+    resent.push(again);
+  }
+  return { items, resent };
+}
+
 let idCounter = 0;
 const idRandom = randomBytes(6);
 

@@ -7,6 +7,7 @@ import { counterValue, provisionQueue, pushAll, startEngineRig, type EngineRig }
 import { fmt, median, sleep } from '../lib/stats.js';
 import { bulkLoad, makeItems, MessageFactory, type PartitionCursor } from '../lib/synth.js';
 import { target, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
+import { restartHydration } from './restartHydration.js';
 import { windowBeyondBudget } from './windowBeyondBudget.js';
 
 type Mode = 'tiny' | 'ample';
@@ -46,8 +47,22 @@ interface PassSample {
 export const memoryPressure: Suite = {
   name: 'memory-pressure',
   async run(ctx: SuiteContext): Promise<SuiteResult> {
+    // QUEEN_BENCH_PART=restart: only the restart rows (meant with --tag, as
+    // kafka-e2e's workers part), e.g. at full size without the rest.
+    if (process.env.QUEEN_BENCH_PART === 'restart') {
+      const only = await restartHydration(ctx);
+      return {
+        name: 'memory-pressure',
+        params: { restart: only.params },
+        results: {},
+        samples: { restart: only.samples },
+        targets: only.targets,
+        info: only.info,
+      };
+    }
     // The window many times the budget (issue 38), in databases of its own, first.
     const beyond = await windowBeyondBudget(ctx);
+    const restart = await restartHydration(ctx);
     const p = ctx.quick
       ? {
           partitions: 2000,
@@ -230,7 +245,13 @@ export const memoryPressure: Suite = {
       const cpuA = cpuShares(addCpu(ample.map((s) => s.cpu)));
       return {
         name: 'memory-pressure',
-        params: { ...p, connections: p.workers, estimatedFootprintBytesPerPartition: footprint, windowBeyondBudget: beyond.params },
+        params: {
+          ...p,
+          connections: p.workers,
+          estimatedFootprintBytesPerPartition: footprint,
+          windowBeyondBudget: beyond.params,
+          restart: restart.params,
+        },
         results: {
           msgPerS: { tiny: median(tiny.map((s) => s.msgPerS)), ample: median(ample.map((s) => s.msgPerS)) },
           tinyOverAmple: ratio,
@@ -260,9 +281,10 @@ export const memoryPressure: Suite = {
           })),
           cpuShares: { tiny: cpuT, ample: cpuA },
         },
-        samples: { warm, passes, pairs, slow, windowBeyondBudget: beyond.samples },
+        samples: { warm, passes, pairs, slow, windowBeyondBudget: beyond.samples, restart: restart.samples },
         targets: [
           ...beyond.targets,
+          ...restart.targets,
           target(`throughput, ${p.tinyMb} MB cap / ${p.ampleMb} MB cap (${fmt(p.partitions)} partitions)`, ratio, '>=', 0.5, {
             ratio: true,
             value: `${fmt(median(tiny.map((s) => s.msgPerS)))} msg/s`,
@@ -281,6 +303,7 @@ export const memoryPressure: Suite = {
         ],
         info: [
           ...beyond.info,
+          ...restart.info,
           {
             name: `${p.tinyMb} MB cap: suppressions / evictions in measured passes`,
             value: `${sum(tiny, 'suppressions')} / ${sum(tiny, 'evictions')}`,

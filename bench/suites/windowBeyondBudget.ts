@@ -7,7 +7,7 @@ import { settle } from '../lib/gc.js';
 import { provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { rng } from '../lib/rng.js';
 import { fmt, median } from '../lib/stats.js';
-import { bulkLoad, MessageFactory, relationBytes, spread, type PartitionCursor } from '../lib/synth.js';
+import { bulkLoad, MessageFactory, relationBytes, resentBundle, spread, type PartitionCursor } from '../lib/synth.js';
 import { target, type Info, type SuiteContext, type Target } from '../lib/types.js';
 
 /**
@@ -113,26 +113,7 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
         const { cursors } = state.get(m)!;
         return Array.from({ length: LOOPS }, (_, w) => {
           const mine = cursors.filter((_, i) => i % LOOPS === w);
-          return Array.from({ length: n }, () => {
-            const items: PushItem[] = [];
-            const resent: boolean[] = [];
-            // Re-sent ids come from before this bundle, so each is a duplicate of a stored message.
-            const before = mine.map((c) => c.seq);
-            for (let k = 0; k < BUNDLE; k++) {
-              const c = mine[k % mine.length]!;
-              const sent = before[k % mine.length]!;
-              const again = sent > 0 && random() < RESENT;
-              const s = again ? Math.floor(random() * sent) : c.seq++;
-              items.push({
-                queue: `wbb_${m}`,
-                partition: c.name,
-                transactionId: factory.txnId(c.id, s),
-                payload: factory.payload(c.id, s),
-              });
-              resent.push(again);
-            }
-            return { items, resent };
-          });
+          return Array.from({ length: n }, () => resentBundle(`wbb_${m}`, mine, factory, random, BUNDLE, RESENT));
         });
       };
       const runPass = async (m: Mode, bundles: number): Promise<Pass> => {
