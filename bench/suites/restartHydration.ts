@@ -11,29 +11,25 @@ import { target, type Info, type SuiteContext, type Target } from '../lib/types.
 /**
  * memory-pressure's "restart with N in window" rows (issue 38: "a broker
  * restarted with 20 M hashes in window reaches >= 0.8x its full rate within
- * 30 s"). One queue of 32 partitions holds N in-window messages (one-hour
- * window), loaded with COPY, so no broker has seen them. Two brokers on it,
- * one after the other, each with the default cache budget and a fresh
- * cache, pushing flat out from two loops (1 000-item pushes, 10 % of the
- * ids re-sent from everything sent so far):
+ * 30 s"). Two queues of 32 partitions each hold the same N in-window
+ * messages (one-hour window), loaded with COPY, so no broker has seen them.
+ * Two brokers, one after the other, each with the default cache budget, a
+ * fresh cache and the compactor the pipeline wires, pushing flat out from
+ * two loops (1 000-item pushes, 10 % of the ids re-sent from everything
+ * sent so far):
  *
- * - the warm broker pushes until its cache holds every partition, then
- *   pushes for `steadySeconds` more: its rate there is the full rate;
- * - the restarted broker is a new one on the same data (now N plus what the
- *   warm one pushed): its rate per second from its first push is compared
- *   with the full rate. Reported: the seconds until a 3-second moving rate
- *   first reaches 0.8x, and the rate over the first 30 s.
- *
- * Each broker has the compactor the pipeline wires (an evicted or
- * suppressed partition is compacted, so its probes read runs). The row
- * names the hashes in window when the new broker starts: the warm broker's
- * pushes add to N, and past ~90 % of the budget the new broker's fit test
- * suppresses partitions.
+ * - the warm broker, on the first queue, pushes until its cache holds every
+ *   partition, then for `steadySeconds` more: its rate there is the full
+ *   rate;
+ * - the restarted broker, on the second queue (still exactly N in window,
+ *   as a broker restarted over a window of N finds it): its rate per second
+ *   from its first push is compared with the full rate. Reported: the
+ *   seconds until a 3-second moving rate first reaches 0.8x, and the rate
+ *   over the first 30 s.
  *
  * Every verdict is checked: a re-sent id must come back duplicate, a new one
  * queued.
  */
-
 const PARTITIONS = 32;
 const LOOPS = 2;
 const BUNDLE = 1000;
@@ -81,35 +77,40 @@ export async function restartHydration(ctx: SuiteContext): Promise<RestartResult
       return rig;
     };
     const first = await broker();
-    const cursors = await provisionQueue(admin, first.engine, 'restart', 3600, PARTITIONS);
-    ctx.progress.note(`restart: loading ${fmt(p.inWindow)} in-window messages over ${PARTITIONS} partitions`);
     const counts = spread(p.inWindow, PARTITIONS);
-    await bulkLoad(admin, {
-      partitions: cursors.map((cursor) => ({ cursor, nextOffset: 0 })),
-      counts,
-      factory,
-      segFrames: 250,
-      createdMs: Date.now(),
-      engine: true,
-    });
-    cursors.forEach((c, i) => (c.seq = counts[i]!));
+    /** One queue of PARTITIONS partitions holding `counts` in-window messages; its cursors stand after them. */
+    const loaded = async (queue: string): Promise<PartitionCursor[]> => {
+      const cursors = await provisionQueue(admin, first.engine, queue, 3600, PARTITIONS);
+      ctx.progress.note(`restart: loading ${fmt(p.inWindow)} in-window messages over ${PARTITIONS} partitions of ${queue}`);
+      await bulkLoad(admin, {
+        partitions: cursors.map((cursor) => ({ cursor, nextOffset: 0 })),
+        counts,
+        factory,
+        segFrames: 250,
+        createdMs: Date.now(),
+        engine: true,
+      });
+      cursors.forEach((c, i) => (c.seq = counts[i]!));
+      return cursors;
+    };
+    const warmQueue = await loaded('restart_warm');
+    const coldQueue = await loaded('restart_cold');
     await admin.query('ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions');
 
     const random = rng(p.inWindow);
-    const bundle = (mine: PartitionCursor[]) => resentBundle('restart', mine, factory, random, BUNDLE, RESENT);
-    /** Pushes from LOOPS loops over disjoint partitions until `done` says so; items answered per second. */
-    const run = async (rig: EngineRig, label: string, done: (elapsedS: number) => boolean): Promise<Loop> => {
+    /** Pushes from LOOPS loops over disjoint partitions of the queue until `done` says so; items answered per second. */
+    const run = async (rig: EngineRig, queue: string, cursors: PartitionCursor[], done: (elapsedS: number) => boolean): Promise<Loop> => {
       const perSecond: number[] = [];
       const t0 = performance.now();
       await Promise.all(
         Array.from({ length: LOOPS }, async (_, w) => {
           const mine = cursors.filter((_, i) => i % LOOPS === w);
           while (!done((performance.now() - t0) / 1000)) {
-            const b = bundle(mine);
+            const b = resentBundle(queue, mine, factory, random, BUNDLE, RESENT);
             const res = await rig.writer.push(b.items);
             res.forEach((r, i) => {
               const want = b.resent[i] ? 'duplicate' : 'queued';
-              if (r.status !== want) wrong.push(`${label}: ${b.items[i]!.transactionId} ${r.status}, expected ${want}`);
+              if (r.status !== want) wrong.push(`${queue}: ${b.items[i]!.transactionId} ${r.status}, expected ${want}`);
             });
             const sec = Math.floor((performance.now() - t0) / 1000);
             while (perSecond.length <= sec) perSecond.push(0);
@@ -123,7 +124,7 @@ export async function restartHydration(ctx: SuiteContext): Promise<RestartResult
     // The warm broker: until every partition is resident, then the steady part.
     ctx.progress.note('restart: warm broker, hydrating every partition');
     let residentAt = NaN;
-    const warm = await run(first, 'warm', (s) => {
+    const warm = await run(first, 'restart_warm', warmQueue, (s) => {
       if (Number.isNaN(residentAt) && first.cache!.residentPartitions() >= PARTITIONS) residentAt = s;
       return s >= p.warmMaxSeconds || (!Number.isNaN(residentAt) && s >= residentAt + p.steadySeconds);
     });
@@ -136,13 +137,13 @@ export async function restartHydration(ctx: SuiteContext): Promise<RestartResult
     const held = await admin.query(
       `SELECT coalesce(sum(t.end_offset - t.base_offset + 1), 0)::bigint AS n
        FROM queen.log_txns t JOIN queen.log_partitions lp ON lp.id = t.partition_id JOIN queen.queues q ON q.id = lp.queue_id
-       WHERE q.name = 'restart' AND t.end_offset >= lp.txns_start AND t.created_at >= now() - interval '1 hour'`,
+       WHERE q.name = 'restart_cold' AND t.end_offset >= lp.txns_start AND t.created_at >= now() - interval '1 hour'`,
     );
     const atRestart = Number(held.rows[0].n);
 
     ctx.progress.note(`restart: full rate ${fmt(full)} msg/s; a new broker with a fresh cache on ${fmt(atRestart)} in window`);
     const second = await broker();
-    const restart = await run(second, 'restart', (s) => s >= p.restartSeconds);
+    const restart = await run(second, 'restart_cold', coldQueue, (s) => s >= p.restartSeconds);
     const secs = restart.perSecond.slice(0, restart.perSecond.length - 1);
     let reachedAt = NaN;
     for (let i = 2; i < secs.length; i++) {
