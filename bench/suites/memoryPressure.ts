@@ -47,8 +47,20 @@ interface PassSample {
 export const memoryPressure: Suite = {
   name: 'memory-pressure',
   async run(ctx: SuiteContext): Promise<SuiteResult> {
-    // QUEEN_BENCH_PART=restart: only the restart rows (meant with --tag, as
-    // kafka-e2e's workers part), e.g. at full size without the rest.
+    // QUEEN_BENCH_PART=restart or window-beyond-budget: only those rows
+    // (meant with --tag, as kafka-e2e's workers part), e.g. at full size
+    // without the rest.
+    if (process.env.QUEEN_BENCH_PART === 'window-beyond-budget') {
+      const only = await windowBeyondBudget(ctx);
+      return {
+        name: 'memory-pressure',
+        params: { windowBeyondBudget: only.params },
+        results: {},
+        samples: { windowBeyondBudget: only.samples },
+        targets: only.targets,
+        info: only.info,
+      };
+    }
     if (process.env.QUEEN_BENCH_PART === 'restart') {
       const only = await restartHydration(ctx);
       return {
