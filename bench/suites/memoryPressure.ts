@@ -50,24 +50,15 @@ export const memoryPressure: Suite = {
     // QUEEN_BENCH_PART=restart or window-beyond-budget: only those rows
     // (meant with --tag, as kafka-e2e's workers part), e.g. at full size
     // without the rest.
-    if (process.env.QUEEN_BENCH_PART === 'window-beyond-budget') {
-      const only = await windowBeyondBudget(ctx);
+    const part = process.env.QUEEN_BENCH_PART;
+    if (part === 'restart' || part === 'window-beyond-budget') {
+      const key = part === 'restart' ? 'restart' : 'windowBeyondBudget';
+      const only = part === 'restart' ? await restartHydration(ctx) : await windowBeyondBudget(ctx);
       return {
         name: 'memory-pressure',
-        params: { windowBeyondBudget: only.params },
+        params: { [key]: only.params },
         results: {},
-        samples: { windowBeyondBudget: only.samples },
-        targets: only.targets,
-        info: only.info,
-      };
-    }
-    if (process.env.QUEEN_BENCH_PART === 'restart') {
-      const only = await restartHydration(ctx);
-      return {
-        name: 'memory-pressure',
-        params: { restart: only.params },
-        results: {},
-        samples: { restart: only.samples },
+        samples: { [key]: only.samples },
         targets: only.targets,
         info: only.info,
       };
