@@ -102,7 +102,7 @@ export class WritePipeline extends Component {
     opts.metrics
       .gauge('queen_dedup_cache_budget_bytes', 'Memory budget of the dedup cache (QUEEN_DEDUP_CACHE_MB; 0 = no cache)')
       .set(capBytes);
-    const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine.pool, opts.metrics, opts.onHydrationError) : undefined;
+    const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine, opts.metrics, opts.onHydrationError) : undefined;
     this.writer = new LogWriter(this.engine, { maxPayloadBytes: opts.maxPayloadBytes, metadataTtlMs: opts.metadataTtlMs, watermarks });
     this.fusion = new Fusion(this.writer, {
       maxItems: opts.bundleMaxItems,

@@ -31,7 +31,9 @@ export async function startEngineRig(
   await engine.start();
   const hydrationErrors: unknown[] = [];
   const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onEvict: opts.onEvict });
-  const watermarks = cache ? new CacheWatermarks(cache, pool, metrics, (err) => hydrationErrors.push(err), opts.hints ?? true) : undefined;
+  const watermarks = cache
+    ? new CacheWatermarks(cache, engine, metrics, (err) => hydrationErrors.push(err), opts.hints ?? true)
+    : undefined;
   const writer = new LogWriter(engine, { maxPayloadBytes: 1024 * 1024, watermarks });
   return {
     engine,

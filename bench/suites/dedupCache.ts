@@ -4,7 +4,7 @@ import { HASH_BYTES, UNIT_HASHES } from '../../src/dedup/constants.js';
 import { PartitionEntry, type LocalHit, type LookupStats } from '../../src/dedup/entry.js';
 import { SeedRingEntry, type LookupStats as SeedStats } from '../baselines/seedRing/entry.js';
 import { gcFunction } from '../lib/gc.js';
-import { measureCompactTier } from './dedupCacheCompact.js';
+import { measureFilterTier } from './dedupCacheFilter.js';
 
 /**
  * The broker dedup cache's exact store, side by side in one process: the
@@ -20,9 +20,9 @@ import { measureCompactTier } from './dedupCacheCompact.js';
  *   window of steady appends with expiry running (the cache's accounting);
  *   plus the process's arrayBuffers delta for the hydrated table.
  * Repetitions alternate the layouts and report medians; raw samples are
- * returned. The compact tier (src/dedup/compactTier.ts, issue 38) at the
+ * returned. The filter tier (src/dedup/presenceFilter.ts, issue 38) at the
  * same window: its resident bytes per hash next to the table's, its false
- * candidates per absent lookup and its lookup cost (dedupCacheCompact.ts).
+ * positives per absent lookup and its lookup cost (dedupCacheFilter.ts).
  */
 
 interface BenchResult {
@@ -233,7 +233,7 @@ export async function runDedupCacheBench(opts: { quick: boolean }): Promise<Benc
 
   const samplesWanted = opts.quick ? 40 : 150;
   const steady = steadyState(source, randomBytes(total * HASH_BYTES), units, samplesWanted);
-  const compact = measureCompactTier(source, randomBytes(total * HASH_BYTES), probes, total, samplesWanted);
+  const filter = measureFilterTier(source, randomBytes(total * HASH_BYTES), probes, total, samplesWanted);
 
   const m = (k: keyof typeof s): number => median(s[k]);
   return {
@@ -253,8 +253,6 @@ export async function runDedupCacheBench(opts: { quick: boolean }): Promise<Benc
       seedBloomGenerations: seed.front.generations,
       seedBloomCapacities: seed.front.capacities().join(','),
       arrayBuffersMeasuredWithGc: gc !== undefined,
-      compactGenerations: compact.generationsAfterHydration,
-      compactGenerationsSpans256: compact.generationsSpans256,
     },
     results: {
       absentProbeNsPerHashTable: m('absentTable'),
@@ -273,12 +271,14 @@ export async function runDedupCacheBench(opts: { quick: boolean }): Promise<Benc
       arrayBuffersBytesPerHash: (abAfter - abBefore) / total,
       bytesPerHashSteadyMedian: median(steady.steady),
       bytesPerHashSteadyMax: Math.max(...steady.steady),
-      compactBytesPerHashAfterHydration: compact.bytesPerHashAfterHydration,
-      compactBytesPerHashSteadyMedian: compact.bytesPerHashSteadyMedian,
-      compactBytesPerHashSteadyMax: compact.bytesPerHashSteadyMax,
-      compactFalseCandidatesPerAbsentLookup: compact.falseCandidatesPerAbsentLookup,
-      compactFalseCandidatesPerAbsentLookupSpans256: compact.falseCandidatesPerAbsentLookupSpans256,
-      compactAbsentLookupNs: compact.absentLookupNs,
+      filterBytesPerHashAfterHydration: filter.bytesPerHashAfterHydration,
+      filterBytesPerHashSteadyMedian: filter.bytesPerHashSteadyMedian,
+      filterBytesPerHashSteadyMax: filter.bytesPerHashSteadyMax,
+      filterBitsPerHashAfterHydration: filter.bitsPerHashAfterHydration,
+      filterFalsePositivesAfterHydration: filter.falsePositivesAfterHydration,
+      filterFalsePositivesMostLoaded: filter.falsePositivesMostLoaded,
+      filterAbsentLookupNs: filter.absentLookupNs,
+      filterRefreshes: filter.refreshes,
     },
     samples: { ...s, bytesPerHashSteady: steady.steady },
   };

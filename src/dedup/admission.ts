@@ -8,13 +8,7 @@ import {
   UNIT_OVERHEAD_BYTES,
   WARN_INTERVAL_MS,
 } from './constants.js';
-import {
-  COMPACT_BUCKET_BYTES,
-  COMPACT_GEN_OVERHEAD_BYTES,
-  COMPACT_PAGE_OVERHEAD_BYTES,
-  COMPACT_TARGET_LOAD,
-  GEN_FRACTION,
-} from './compactTier.js';
+import { PresenceFilter } from './presenceFilter.js';
 import { MAX_PAGE_SLOTS, PAGE_OVERHEAD_BYTES, SLOT_BYTES, TARGET_LOAD } from './occurrenceTable.js';
 import { SoftCappedMap } from './softCappedMap.js';
 
@@ -37,25 +31,12 @@ export function estimateFootprintBytes(hashes: number): number {
 }
 
 /**
- * Estimated accounted bytes of a compact entry holding `hashes` hashes
- * (compactTier.ts): its buckets at the target load, one generation in
- * GEN_FRACTION more (the newest one filling, the oldest one partly dead,
- * while the window slides), the overheads of that many generations and
- * their pages, and the units. An upper bound of what a hydration accounts.
+ * Accounted bytes of a filter entry of `blocks` blocks holding `hashes`
+ * hashes: its filter, the entry and its units (entry.ts, bytes).
  */
-export function estimateCompactFootprintBytes(hashes: number): number {
-  if (hashes <= 0) return 0;
-  const buckets = Math.ceil(hashes / COMPACT_TARGET_LOAD / 4);
-  return (
-    ENTRY_OVERHEAD_BYTES +
-    Math.ceil(buckets * COMPACT_BUCKET_BYTES * (1 + 1 / GEN_FRACTION)) +
-    (GEN_FRACTION + 2) * (COMPACT_GEN_OVERHEAD_BYTES + COMPACT_PAGE_OVERHEAD_BYTES) +
-    Math.ceil(hashes / UNIT_HASHES) * UNIT_OVERHEAD_BYTES
-  );
+export function estimateFilterFootprintBytes(blocks: number, hashes: number): number {
+  return ENTRY_OVERHEAD_BYTES + PresenceFilter.bytesFor(blocks) + Math.ceil(Math.max(0, hashes) / UNIT_HASHES) * UNIT_OVERHEAD_BYTES;
 }
-
-/** A compact entry's bytes over an exact one's for the same hashes, rounded up (~3.9 / 21.5 at large windows). */
-const COMPACT_OVER_EXACT = 0.25;
 
 /**
  * The memory policy's own state: cooldown deadlines of suppressed
@@ -146,16 +127,6 @@ export class AdmissionPolicy {
     const bound = estimateFootprintBytes(estimatedHashes);
     const hint = this.hints.get(pid);
     return hint === undefined ? bound : Math.min(bound, hint);
-  }
-  /**
-   * Estimated footprint of a compact rebuild: the allocator bound's, or the
-   * last measured (exact-equivalent) footprint scaled to the compact tier
-   * when that is smaller.
-   */
-  compactFootprint(pid: number, estimatedHashes: number): number {
-    const bound = estimateCompactFootprintBytes(estimatedHashes);
-    const hint = this.hints.get(pid);
-    return hint === undefined ? bound : Math.min(bound, Math.ceil(hint * COMPACT_OVER_EXACT));
   }
   rememberFootprint(pid: number, bytes: number): void {
     this.hints.set(pid, bytes);

@@ -5,8 +5,17 @@
 // them. The per-partition structures (entry.ts), admission (admission.ts)
 // and the resident set (residentSet.ts) are already files of their own.
 
-import { HASH_BYTES } from './constants.js';
-import { AdmissionPolicy, estimateFootprintBytes } from './admission.js';
+import {
+  FILTER_BITS_PER_HASH,
+  FILTER_GROWTH,
+  FILTER_MIN_BITS_PER_HASH,
+  FILTER_RELAX_FRACTION,
+  HASH_BYTES,
+  PROMOTE_FRACTION,
+  PROMOTE_INTERVAL_MS,
+} from './constants.js';
+import { AdmissionPolicy, estimateFilterFootprintBytes, estimateFootprintBytes } from './admission.js';
+import { PresenceFilter } from './presenceFilter.js';
 import { PartitionEntry, type EntryTier, type LocalHit, type TxnRow } from './entry.js';
 import { ResidentSet } from './residentSet.js';
 
@@ -17,13 +26,21 @@ export type { LocalHit, TxnRow } from './entry.js';
  * vouch) and, when it vouches, every local hit with every offset it holds for
  * it. The hits are hints: SQL verifies each offset positionally; they never
  * decide a verdict.
+ *
+ * A filter entry names nothing: its "maybe" items come back in `maybe`
+ * (frame indexes, ascending), and the vouch holds for the other items only.
+ * The caller must find every occurrence of each maybe item at or below
+ * `verified` (src/fusion/cacheWatermarks.ts does it with one lookup per
+ * bundle, sql/functions/lookup.sql) and name them, or send -1.
  */
 export interface HintedVouch {
   verified: number;
   hits: LocalHit[];
+  maybe: number[];
 }
 
 const NO_HITS: LocalHit[] = [];
+const NO_MAYBE: number[] = [];
 
 export interface DedupCacheOptions {
   /** QUEEN_DEDUP_CACHE_MB x 2^20. */
@@ -39,12 +56,13 @@ export interface DedupCacheOptions {
    */
   onEvict?: (partitionId: number) => void;
   /**
-   * A partition whose rebuild the exact tier cannot admit gets a compact
-   * entry (compactTier.ts, ~4 B a hash) when that fits, instead of being
-   * suppressed (-1). Off by default until measured end to end
-   * (docs/dedup-compact-tier.md).
+   * A partition whose rebuild the exact tier cannot admit gets a filter
+   * entry (presenceFilter.ts, ~1 B a hash) instead of being suppressed, and
+   * an exact entry the budget cannot keep is demoted to one rather than
+   * evicted. Default true; false is the cache before the filter tier
+   * (exact or suppressed), kept for benchmarks and tests.
    */
-  compactTier?: boolean;
+  filterTier?: boolean;
 }
 
 export type PrepareAnswer = 'ready' | 'hydrate' | 'suppressed';
@@ -56,8 +74,14 @@ export interface DedupCacheStats {
   suppressions: number;
   /** Entries evicted to admit a rebuild or to stay under the cap. */
   evictions: number;
-  /** Entries installed as compact (included in hydrations). */
-  compactInstalls: number;
+  /** Entries installed as filters (included in hydrations). */
+  filterInstalls: number;
+  /** Exact entries turned into filter entries to free memory. */
+  demotions: number;
+  /** Filters halved to free memory. */
+  folds: number;
+  /** Items a filter entry could not clear (each needs a lookup). */
+  maybeItems: number;
   /** Hashes checked that have a live occurrence of their key in the entry. */
   localHits: number;
   /** Hashes checked that have none. */
@@ -82,7 +106,7 @@ export interface EntryInfo {
   /** Expiry units remembered (runs of UNIT_HASHES appended hashes), and the hashes of the one still filling. */
   units: number;
   openUnitHashes: number;
-  /** Pages of the entry's store (occurrence table or compact tier). */
+  /** Pages of the entry's store (occurrence table pages, or a filter's 64-byte blocks). */
   pages: number;
   bytes: number;
 }
@@ -106,21 +130,30 @@ export interface EntryInfo {
  *   the deadline; then absent again.
  * - dedup off (window 0): the entry is dropped; prepare -> 'suppressed'
  *   (not counted as a suppression); verifiedFor -> -1.
- * A vouching entry is exact or compact (its tier): admitRebuild chooses,
- * install builds that tier; both vouch by the same rule.
+ * A vouching entry is exact or filter (its tier): admitRebuild chooses,
+ * install builds that tier; both vouch by the same rule. A vouching filter
+ * entry answers prepare -> 'hydrate' every PROMOTE_INTERVAL_MS at most when
+ * it would fit as exact again (promotion) or its filter is overloaded
+ * (refresh); a refused one stays as it is.
  * Transitions: install() makes any state a vouching entry (clearing the
  * cooldown); recordAppend() moves vouching to gap or rebuild; recordUnknown()
  * and a window change move to rebuild; a failed admitRebuild() moves to
- * suppressed (dropping a stale entry); eviction moves to absent.
+ * suppressed (dropping a stale entry), except for a vouching filter entry,
+ * which stays; memory pressure demotes exact entries to filter entries and
+ * folds filters (fitFilter, enforceCap); eviction moves to absent.
  *
  * Why no state change can make a vouch unsound: see entry.ts (vouch rule,
- * hydration, expiry). The memory policy only ever removes entries or refuses
- * to build them, and an absent entry answers -1.
+ * hydration, expiry, demotion). The memory policy only ever removes entries,
+ * refuses to build them, or trades a store for one that holds at least the
+ * same hashes (demote, fold), and an absent entry answers -1.
  */
 export class DedupCache {
   readonly stats: DedupCacheStats = {
     hydrations: 0,
-    compactInstalls: 0,
+    filterInstalls: 0,
+    demotions: 0,
+    folds: 0,
+    maybeItems: 0,
     suppressions: 0,
     evictions: 0,
     localHits: 0,
@@ -137,15 +170,21 @@ export class DedupCache {
   private readonly resident = new ResidentSet();
   private readonly policy: AdmissionPolicy;
   private readonly inFlight = new Set<number>();
-  private readonly compactTier: boolean;
+  private readonly filterTier: boolean;
   private readonly onEvict: ((partitionId: number) => void) | undefined;
-  /** The tier each admitted rebuild was admitted for, until its install (absent: exact). */
-  private readonly admittedTier = new Map<number, EntryTier>();
+  /** The tier (and a filter's blocks) each admitted rebuild was admitted for, until its install (absent: exact). */
+  private readonly admitted = new Map<number, { tier: EntryTier; blocks: number }>();
+  /**
+   * Bits a hash that filters are built with now: FILTER_BITS_PER_HASH,
+   * lowered under memory pressure (down to FILTER_MIN_BITS_PER_HASH), raised
+   * again one bit at a time once the budget is half used.
+   */
+  private filterBits = FILTER_BITS_PER_HASH;
 
   constructor(opts: DedupCacheOptions) {
     if (!(opts.capBytes >= 0)) throw new RangeError('DedupCache: capBytes must be >= 0');
     this.capBytes = opts.capBytes;
-    this.compactTier = opts.compactTier ?? false;
+    this.filterTier = opts.filterTier ?? true;
     this.onEvict = opts.onEvict;
     this.now = opts.now ?? Date.now;
     this.policy = new AdmissionPolicy(opts.capBytes, this.now, opts.onWarn);
@@ -159,7 +198,7 @@ export class DedupCache {
   endFlush(pid: number): void {
     this.inFlight.delete(pid);
     this.policy.release(pid);
-    this.admittedTier.delete(pid);
+    this.admitted.delete(pid);
   }
 
   /**
@@ -179,7 +218,7 @@ export class DedupCache {
     // A new flush of pid: a reservation left by an earlier admission whose
     // install never came (fetch failed) is void, and so is its tier.
     this.policy.release(pid);
-    this.admittedTier.delete(pid);
+    this.admitted.delete(pid);
     if (!(windowSeconds > 0)) {
       this.drop(pid);
       return 'suppressed';
@@ -190,9 +229,29 @@ export class DedupCache {
         e.markRebuild('window');
         this.stats.rebuildsMarked++;
       }
-      if (!e.rebuild) return e.gap ? 'hydrate' : 'ready';
+      if (!e.rebuild) {
+        if (e.gap) return 'hydrate';
+        // A filter entry asks to be rebuilt when it can become exact again
+        // or its filter is overloaded; admitRebuild decides (and keeps it as
+        // it is when neither fits).
+        if (e.tier === 'filter' && now >= e.nextRetierMs && (this.promotionFits(pid, e) || this.filterOverloaded(e))) return 'hydrate';
+        return 'ready';
+      }
     }
     return this.policy.inCooldown(pid, now) ? 'suppressed' : 'hydrate';
+  }
+
+  /** Whether a filter entry's hashes would fit as an exact entry under PROMOTE_FRACTION of the budget, evicting no one. */
+  private promotionFits(pid: number, e: PartitionEntry): boolean {
+    const need = estimateFootprintBytes(e.hashCount);
+    const others = this.resident.totalBytes - e.accountedBytes + this.policy.reservedExcept(pid, this.now());
+    return others + need <= PROMOTE_FRACTION * this.policy.budgetBytes;
+  }
+
+  /** Whether a filter holds fewer bits per hash added than filters are built with now (its false positives have grown). */
+  private filterOverloaded(e: PartitionEntry): boolean {
+    const f = e.presenceFilter;
+    return f !== undefined && f.added * this.filterBits > f.blocks * 512;
   }
 
   /**
@@ -222,10 +281,27 @@ export class DedupCache {
   admitRebuild(pid: number, estimatedHashes: number): boolean {
     const now = this.now();
     const e = this.resident.get(pid);
-    this.admittedTier.delete(pid);
+    this.admitted.delete(pid);
     if (e !== undefined && !e.rebuild) {
-      // Cheap: the rebuild replaces bytes already resident, in the same tier.
-      if (e.tier === 'compact') this.admittedTier.set(pid, 'compact');
+      if (e.gap) {
+        // Cheap: the rebuild replaces bytes already resident, in the same tier and size.
+        if (e.tier === 'filter') this.admitted.set(pid, { tier: 'filter', blocks: e.filterBlocks });
+        return true;
+      }
+      // A vouching filter entry: promotion, or a refresh of its filter. A
+      // refusal keeps it as it is (it still vouches) until the next try.
+      e.nextRetierMs = now + PROMOTE_INTERVAL_MS;
+      const estimate = estimateFootprintBytes(estimatedHashes);
+      const others = this.resident.totalBytes - e.accountedBytes + this.policy.reservedExcept(pid, now);
+      if (others + estimate <= PROMOTE_FRACTION * this.policy.budgetBytes) {
+        this.policy.reserve(pid, estimate, now);
+        return true;
+      }
+      if (!this.filterOverloaded(e)) return false;
+      const blocks = this.fitFilter(pid, estimatedHashes, now);
+      if (blocks === undefined) return false;
+      this.admitted.set(pid, { tier: 'filter', blocks });
+      this.policy.reserve(pid, estimateFilterFootprintBytes(blocks, estimatedHashes), now);
       return true;
     }
     if (this.policy.inCooldown(pid, now)) return false;
@@ -236,17 +312,71 @@ export class DedupCache {
       this.policy.reserve(pid, estimate, now);
       return true;
     }
-    if (this.compactTier) {
-      // The same fit test (headroom, recent-use guard) for a compact entry.
-      const compact = this.policy.compactFootprint(pid, estimatedHashes);
-      if (this.fits(pid, others + compact, now)) {
-        this.admittedTier.set(pid, 'compact');
-        this.policy.reserve(pid, compact, now);
+    if (this.filterTier) {
+      const blocks = this.fitFilter(pid, estimatedHashes, now);
+      if (blocks !== undefined) {
+        this.admitted.set(pid, { tier: 'filter', blocks });
+        this.policy.reserve(pid, estimateFilterFootprintBytes(blocks, estimatedHashes), now);
         return true;
       }
     }
     this.suppress(pid, now, estimate, others);
     return false;
+  }
+
+  /**
+   * The blocks of a filter for pid's `hashes` hashes that fit the admission
+   * budget, making room first, coverage before names:
+   * 1. demote the least recently used exact entry (any, however recently
+   *    used: it keeps vouching as a filter, it only stops naming offsets);
+   * 2. once no exact entry is left, lower the bits a hash filters are built
+   *    with by one and fold every filter that has twice that or more, down
+   *    to FILTER_MIN_BITS_PER_HASH;
+   * undefined when even that cannot make room (the caller suppresses pid).
+   * Nothing here can change a verdict: a demoted or folded entry still
+   * holds every hash it held (entry.ts, demote; presenceFilter.ts, fold).
+   */
+  private fitFilter(pid: number, hashes: number, now: number): number | undefined {
+    const reserved = this.policy.reservedExcept(pid, now);
+    if (this.filterBits < FILTER_BITS_PER_HASH && this.resident.totalBytes + reserved < FILTER_RELAX_FRACTION * this.policy.budgetBytes) {
+      this.filterBits++;
+    }
+    for (;;) {
+      const blocks = PresenceFilter.blocksFor(hashes * (1 + FILTER_GROWTH), this.filterBits);
+      const own = this.resident.get(pid)?.accountedBytes ?? 0;
+      if (this.resident.totalBytes - own + reserved + estimateFilterFootprintBytes(blocks, hashes) <= this.policy.budgetBytes)
+        return blocks;
+      const v = this.resident.lruExact(pid);
+      if (v !== undefined) {
+        this.demote(v);
+        continue;
+      }
+      if (this.filterBits <= FILTER_MIN_BITS_PER_HASH) return undefined;
+      this.filterBits--;
+      this.foldFilters(2 * this.filterBits);
+    }
+  }
+
+  /** pid's exact entry becomes a filter entry built at the current density (no PostgreSQL read). */
+  private demote(pid: number): void {
+    const e = this.resident.get(pid)!;
+    e.demote(PresenceFilter.blocksFor(e.hashCount * (1 + FILTER_GROWTH), this.filterBits));
+    e.nextRetierMs = this.now() + PROMOTE_INTERVAL_MS;
+    this.resident.retiered(pid, e);
+    this.stats.demotions++;
+  }
+
+  /** Halves every filter that has at least `bits` bits for each of its hashes, until it has fewer. */
+  private foldFilters(bits: number): void {
+    for (const e of this.resident.values()) {
+      if (e.tier !== 'filter') continue;
+      let folded = false;
+      while ((e.filterBlocks * 512) / Math.max(1, e.hashCount) >= bits && e.foldFilter()) {
+        this.stats.folds++;
+        folded = true;
+      }
+      if (folded) this.resident.refresh(e);
+    }
   }
 
   /**
@@ -275,11 +405,12 @@ export class DedupCache {
       this.drop(pid);
       return;
     }
-    const tier = this.admittedTier.get(pid) ?? 'exact';
-    this.admittedTier.delete(pid);
-    const entry = PartitionEntry.hydrate(windowSeconds, lastOffset, txnsStart, rows, fetchedAtMs, tier);
+    const { tier, blocks } = this.admitted.get(pid) ?? { tier: 'exact' as const, blocks: 0 };
+    this.admitted.delete(pid);
+    const entry = PartitionEntry.hydrate(windowSeconds, lastOffset, txnsStart, rows, fetchedAtMs, tier, blocks);
+    entry.nextRetierMs = now + PROMOTE_INTERVAL_MS;
     this.resident.set(pid, entry, now);
-    if (tier === 'compact') this.stats.compactInstalls++;
+    if (tier === 'filter') this.stats.filterInstalls++;
     this.policy.clearCooldown(pid);
     this.policy.forgetFootprint(pid);
     this.stats.hydrations++;
@@ -322,17 +453,26 @@ export class DedupCache {
     const e = this.usable(pid, hashes, count);
     if (e === undefined) {
       this.stats.notVouched++;
-      return { verified: -1, hits: NO_HITS };
+      return { verified: -1, hits: NO_HITS, maybe: NO_MAYBE };
     }
     let hits = NO_HITS;
+    let maybe = NO_MAYBE;
     if (e.storeSize > 0) {
-      const found: LocalHit[] = [];
-      e.collectHits(hashes, count, this.stats, found);
-      if (found.length > 0) hits = found;
+      if (e.tier === 'exact') {
+        const found: LocalHit[] = [];
+        e.collectHits(hashes, count, this.stats, found);
+        if (found.length > 0) hits = found;
+      } else {
+        const m: number[] = [];
+        e.maybeItems(hashes, count, this.stats, m);
+        if (m.length > 0) maybe = m;
+      }
     }
     const verified = this.countVouch(e);
-    if (hits.length > 0 && verified >= 0) this.stats.hinted++;
-    return { verified, hits: verified >= 0 ? hits : NO_HITS };
+    if (verified < 0) return { verified, hits: NO_HITS, maybe: NO_MAYBE };
+    if (hits.length > 0) this.stats.hinted++;
+    this.stats.maybeItems += maybe.length;
+    return { verified, hits, maybe };
   }
 
   /** The resident entry of pid if it may vouch now (expiry run, use recorded), else undefined. */
@@ -388,7 +528,8 @@ export class DedupCache {
     this.resident.clear();
     this.policy.clear();
     this.inFlight.clear();
-    this.admittedTier.clear();
+    this.admitted.clear();
+    this.filterBits = FILTER_BITS_PER_HASH;
   }
 
   /** Gauge: partitions currently suppressed (cooldown not expired). */
@@ -426,6 +567,13 @@ export class DedupCache {
       bytes: e.accountedBytes,
     };
   }
+  /** Bits a hash that new filters are built with now (lowered under memory pressure). */
+  filterBitsPerHash(): number {
+    return this.filterBits;
+  }
+  residentFilterEntries(): number {
+    return this.resident.size - this.resident.exactCount;
+  }
   /** Sizes of the policy's auxiliary maps (tests: the soft cap holds). */
   auxSizes(): { cooldowns: number; hints: number; reservations: number } {
     return this.policy.auxSizes();
@@ -445,9 +593,9 @@ export class DedupCache {
 
   /**
    * Removes pid's entry (if any), remembering its size as the footprint
-   * hint: as an exact entry's bytes (a compact entry's hashes sized as the
+   * hint: as an exact entry's bytes (a filter entry's hashes sized as the
    * exact tier would hold them), so the next exact fit test is not fooled
-   * by a compact footprint.
+   * by a filter's footprint.
    */
   private drop(pid: number): void {
     const e = this.resident.delete(pid);
@@ -460,9 +608,27 @@ export class DedupCache {
     this.onEvict?.(pid);
   }
 
-  /** While over the cap, evict the least recently used entry other than `keep` (with guardedAtMs: only one whose recent-use guard has run out then). */
+  /**
+   * While over the cap: with the filter tier, demote the least recently used
+   * exact entry other than `keep`, then lower the filter density (folding);
+   * then (or without the filter tier) evict the least recently used entry
+   * other than `keep` (with guardedAtMs: only one whose recent-use guard has
+   * run out then).
+   */
   private enforceCap(keep: number, guardedAtMs: number | undefined): void {
     while (this.resident.totalBytes > this.capBytes) {
+      if (this.filterTier) {
+        const d = this.resident.lruExact(keep);
+        if (d !== undefined) {
+          this.demote(d);
+          continue;
+        }
+        if (this.filterBits > FILTER_MIN_BITS_PER_HASH) {
+          this.filterBits--;
+          this.foldFilters(2 * this.filterBits);
+          continue;
+        }
+      }
       const v = this.resident.lru(keep, guardedAtMs);
       if (v === undefined) return;
       this.evict(v);

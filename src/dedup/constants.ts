@@ -42,3 +42,27 @@ export const WARN_INTERVAL_MS = 60_000;
 export const AUX_MAP_SOFT_CAP = 100_000;
 /** An admitted rebuild's reserved bytes stop counting after this long without an install (a lost flush must not hold budget). */
 export const RESERVATION_TTL_MS = 60_000;
+
+/**
+ * The filter tier (presenceFilter.ts, entry.ts): a filter is built with at
+ * least FILTER_BITS_PER_HASH bits for each of its hashes plus
+ * FILTER_GROWTH more (the appends until its refresh), rounded up to a power
+ * of two of blocks. Under memory pressure the cache lowers the bits it
+ * builds with, and folds filters that have more than twice that, down to
+ * FILTER_MIN_BITS_PER_HASH (~15 % false positives; below it a partition is
+ * suppressed instead). A filter whose hashes added outgrow its design load
+ * (fewer bits per added hash than the current target) is rebuilt.
+ */
+export const FILTER_BITS_PER_HASH = 8;
+export const FILTER_MIN_BITS_PER_HASH = 4;
+export const FILTER_GROWTH = 0.25;
+/**
+ * A filter entry tries to become exact again at most this often, and only
+ * when its exact footprint fits under PROMOTE_FRACTION of the admission
+ * budget without evicting anyone (hysteresis: a promotion must not set off
+ * the demotions that made it a filter).
+ */
+export const PROMOTE_INTERVAL_MS = 30_000;
+export const PROMOTE_FRACTION = 0.75;
+/** Below this share of the admission budget in use, the filter density builds go back up one bit. */
+export const FILTER_RELAX_FRACTION = 0.5;

@@ -2,11 +2,11 @@
 // (vouching / gap / rebuild) over one partition's hashes, and its append,
 // expiry and lookups keep the vouch rule together: it vouches V only while
 // it knows every in-window hash of (H, V]. The stores themselves
-// (occurrenceTable.ts, compactTier.ts) are files of their own.
+// (occurrenceTable.ts, presenceFilter.ts) are files of their own.
 
 import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS, UNIT_HASHES, UNIT_OVERHEAD_BYTES } from './constants.js';
-import { CompactTier } from './compactTier.js';
 import { OccurrenceTable } from './occurrenceTable.js';
+import { PresenceFilter } from './presenceFilter.js';
 
 /** One row of queen.log_txns as the hydration fetch returns it. */
 export interface TxnRow {
@@ -20,11 +20,12 @@ export interface TxnRow {
 
 export type EntryState = 'vouching' | 'gap' | 'rebuild';
 /**
- * Which store holds the entry's hashes: the occurrence table (exact keys,
- * ~21.5 B a hash) or the compact tier (fingerprints, ~3.7-4 B a hash, whose
- * lookups may also name false candidates that SQL refutes).
+ * Which store holds the entry's hashes: the occurrence table (exact keys
+ * with their offsets, ~21.5 B a hash: a hit is named) or the presence
+ * filter (~1 B a hash: a hit is only "maybe here", and that item is looked
+ * up in PostgreSQL before the push, src/fusion/cacheWatermarks.ts).
  */
-export type EntryTier = 'exact' | 'compact';
+export type EntryTier = 'exact' | 'filter';
 /** Why an entry waits for a rebuild; 'range': an offset too far above the table's base to store (after ~4.29 billion messages). */
 export type RebuildReason = 'window' | 'overlap' | 'unknown' | 'range';
 
@@ -79,13 +80,16 @@ interface Unit {
  * sharing the first 8 bytes: it only costs a -1 or a name SQL refutes,
  * never a verdict (occurrenceTable.ts).
  *
- * A compact entry (tier 'compact') keeps the same fields and rules with the
- * compact tier as its store (compactTier.ts): every hash of (H, V] goes in
- * at its offset, in offset order (hydrate and append only add, and append
- * only at V + 1); its floor follows H; a lookup names every live
- * occurrence of the hash plus, rarely, false candidates. So "absent" is
- * still true over (H, V], and a false candidate costs a name SQL refutes,
- * never a verdict.
+ * A filter entry (tier 'filter') keeps the same fields and rules with a
+ * presence filter as its store (presenceFilter.ts): every hash of (H, V]
+ * goes in (hydrate and append only add, demote() adds every live key of
+ * the table it replaces), and nothing is ever taken out, so "absent" is
+ * still true over (H, V]. It names no offsets: an item it cannot clear
+ * ("maybe") is reported by maybeItems(), and the caller finds its
+ * occurrences in PostgreSQL before it vouches (the lookup's claim,
+ * sql/functions/lookup.sql). Expiry still raises H; the filter just keeps
+ * answering "maybe" for the expired hashes until it is rebuilt, which costs
+ * lookups, never a verdict.
  *
  * States and transitions:
  * - vouching: born by hydrate() (entries are only born complete); stays
@@ -104,9 +108,10 @@ interface Unit {
  */
 export class PartitionEntry {
   readonly windowMs: number;
-  /** Exactly one of the two stores is set, by tier. */
-  private readonly exact: OccurrenceTable | undefined;
-  private readonly compact: CompactTier | undefined;
+  /** Exactly one of the two stores is set, by tier (demote() swaps the table for a filter). */
+  private exact: OccurrenceTable | undefined;
+  private filter: PresenceFilter | undefined;
+  tier: EntryTier;
   verifiedUpto: number;
   hydratedFrom: number;
   gap = false;
@@ -124,6 +129,8 @@ export class PartitionEntry {
   installUsePending = false;
   /** Bytes last reported to the resident total (maintained by ResidentSet). */
   accountedBytes = 0;
+  /** A filter entry asks for its promotion or refresh no earlier than this (ms; the cache's policy). */
+  nextRetierMs = 0;
   /** Expiry units in offset order (= time order of appends); the last one may still be filling. */
   private readonly units: Unit[] = [];
   /** Units before this index are forgotten (a queue without shifting the array each time). */
@@ -138,8 +145,10 @@ export class PartitionEntry {
     readonly hydratedAtMs: number,
     tableBase: number,
     expected: number,
-    readonly tier: EntryTier,
+    tier: EntryTier,
+    filterBlocks: number,
   ) {
+    this.tier = tier;
     this.windowMs = windowSeconds * 1000;
     this.verifiedUpto = verifiedUpto;
     this.hydratedFrom = hydratedFrom;
@@ -147,28 +156,29 @@ export class PartitionEntry {
     // whole, because SQL compares whole rows (a row ending above
     // txnsStart - 1 is probed in full). The floor rises only with expiry.
     if (tier === 'exact') this.exact = new OccurrenceTable(tableBase, expected);
-    else {
-      this.compact = new CompactTier();
-      this.compact.expect(expected);
-    }
+    else this.filter = new PresenceFilter(filterBlocks);
   }
 
   /** The occurrence table of an exact entry (tests, bench). */
   get table(): OccurrenceTable {
-    if (this.exact === undefined) throw new Error('a compact entry has no occurrence table');
+    if (this.exact === undefined) throw new Error('a filter entry has no occurrence table');
     return this.exact;
   }
-  /** The compact tier of a compact entry (tests). */
-  get compactTier(): CompactTier | undefined {
-    return this.compact;
+  /** The presence filter of a filter entry (tests, bench). */
+  get presenceFilter(): PresenceFilter | undefined {
+    return this.filter;
   }
-  /** Entries in the store (dead ones not yet deleted included). */
+  /** Entries in the store (dead ones not yet deleted included; a filter's: hashes added). */
   get storeSize(): number {
-    return this.exact?.size ?? this.compact!.size;
+    return this.exact?.size ?? this.filter!.added;
   }
-  /** Pages of the store. */
+  /** Blocks of a filter entry's filter (0 for an exact entry). */
+  get filterBlocks(): number {
+    return this.filter?.blocks ?? 0;
+  }
+  /** Pages of the store (a filter's: its 64-byte blocks). */
   get storePages(): number {
-    return this.exact?.pages ?? this.compact!.pages;
+    return this.exact?.pages ?? this.filter!.blocks;
   }
 
   /**
@@ -203,6 +213,7 @@ export class PartitionEntry {
     rows: readonly TxnRow[],
     fetchedAtMs: number,
     tier: EntryTier = 'exact',
+    filterBlocks = 1,
   ): PartitionEntry {
     let prevEnd = -Infinity;
     let firstKept: number | undefined;
@@ -228,9 +239,17 @@ export class PartitionEntry {
     }
     const hydratedFrom = firstKept === undefined ? lastOffset : Math.max(firstKept - 1, txnsStart - 1);
     // Offsets are stored from the lowest one kept (or the next to be appended when none is).
-    const e = new PartitionEntry(windowSeconds, lastOffset, hydratedFrom, fetchedAtMs, firstKept ?? lastOffset + 1, kept, tier);
-    if (e.compact !== undefined) {
-      // In offset order (rows ascend and do not overlap), as the tier requires.
+    const e = new PartitionEntry(
+      windowSeconds,
+      lastOffset,
+      hydratedFrom,
+      fetchedAtMs,
+      firstKept ?? lastOffset + 1,
+      kept,
+      tier,
+      filterBlocks,
+    );
+    if (e.filter !== undefined) {
       for (const r of rows) {
         if (r.endOffset < txnsStart) continue;
         const n = r.endOffset - r.baseOffset + 1;
@@ -325,11 +344,8 @@ export class PartitionEntry {
       for (let i = 0; i < count; i++) table.insert(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4), firstOffset + i);
       return;
     }
-    const tier = this.compact!;
-    for (let i = 0; i < count; i++) {
-      const at = i * HASH_BYTES;
-      tier.append(view.getUint32(at), view.getUint32(at + 4), view.getUint32(at + 8), view.getUint32(at + 12), firstOffset + i);
-    }
+    const filter = this.filter!;
+    for (let i = 0; i < count; i++) filter.add(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4));
   }
 
   /** count offsets from firstOffset (committed at or before createdMs) into the unit bookkeeping, in offset order. */
@@ -385,10 +401,9 @@ export class PartitionEntry {
     if (dropped !== undefined && dropped > this.hydratedFrom) {
       this.hydratedFrom = dropped;
       this.exact?.raiseFloor(dropped);
-      this.compact?.raiseFloor(dropped);
     }
-    // Dead entries over half the table: sweep a few pages per call. (The
-    // compact tier drops whole generations instead: nothing to sweep.)
+    // Dead entries over half the table: sweep a few pages per call. (A
+    // filter cannot forget: it keeps its bits until it is rebuilt.)
     if (this.exact !== undefined && this.exact.size > 2 * this.unitHashes + UNIT_HASHES) this.exact.compact(4);
   }
 
@@ -428,14 +443,11 @@ export class PartitionEntry {
   collectHits(hashes: Buffer, count: number, stats: LookupStats, hits: LocalHit[]): void {
     const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
     const table = this.exact;
-    const tier = this.compact;
+    if (table === undefined) return;
     let found: number[] = [];
     for (let i = 0; i < count; i++) {
       const at = i * HASH_BYTES;
-      const n =
-        table !== undefined
-          ? table.collect(view.getUint32(at), view.getUint32(at + 4), found)
-          : tier!.collect(view.getUint32(at), view.getUint32(at + 4), view.getUint32(at + 8), view.getUint32(at + 12), found);
+      const n = table.collect(view.getUint32(at), view.getUint32(at + 4), found);
       if (n === 0) {
         stats.localMisses++;
         continue;
@@ -452,6 +464,48 @@ export class PartitionEntry {
     }
   }
 
+  /**
+   * The items a filter entry cannot clear, appended to `out` in frame
+   * order: those whose key the filter may hold. Every other item is absent
+   * over (H, V] (the vouch rule; the filter has no false negatives). An
+   * exact entry appends nothing: it names its hits (collectHits).
+   */
+  maybeItems(hashes: Buffer, count: number, stats: LookupStats, out: number[]): void {
+    const filter = this.filter;
+    if (filter === undefined) return;
+    const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
+    for (let i = 0; i < count; i++) {
+      if (filter.mayHave(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4))) {
+        stats.localHits++;
+        out.push(i);
+      } else stats.localMisses++;
+    }
+  }
+
+  /**
+   * Turns an exact entry into a filter entry of `blocks` blocks, in place:
+   * every live key of the table goes into the filter, then the table is
+   * dropped. Every in-window hash of (H, V] has a live table entry under its
+   * key (the vouch rule), so the filter holds it: the entry still vouches by
+   * the same rule, with the table's names traded for "maybe". V, H, the
+   * units and the state are untouched. No PostgreSQL read: this is how the
+   * cache frees memory without leaving a partition to the cold path.
+   */
+  demote(blocks: number): void {
+    const table = this.exact;
+    if (table === undefined) return;
+    const filter = new PresenceFilter(blocks);
+    table.forEachLiveKey((k0, k1) => filter.add(k0, k1));
+    this.filter = filter;
+    this.exact = undefined;
+    this.tier = 'filter';
+  }
+
+  /** Halves a filter entry's filter (presenceFilter.ts, fold); false when it cannot. */
+  foldFilter(): boolean {
+    return this.filter?.fold() ?? false;
+  }
+
   /** Whether the entry holds a live occurrence of the hash's key (tests, bench). */
   knows(hash: Buffer, at = 0): boolean {
     return this.hasAt(new DataView(hash.buffer, hash.byteOffset, hash.length), at);
@@ -460,7 +514,7 @@ export class PartitionEntry {
   /** Whether the store names anything for the 16-byte hash at `at` of view. */
   private hasAt(view: DataView, at: number): boolean {
     if (this.exact !== undefined) return this.exact.has(view.getUint32(at), view.getUint32(at + 4));
-    return this.compact!.has(view.getUint32(at), view.getUint32(at + 4), view.getUint32(at + 8), view.getUint32(at + 12));
+    return this.filter!.mayHave(view.getUint32(at), view.getUint32(at + 4));
   }
 
   /** Units remembered: closed ones, and the hashes of the one still filling (0 when the last is closed). */
@@ -473,7 +527,7 @@ export class PartitionEntry {
   }
 
   get bytes(): number {
-    const store = this.exact?.bytes ?? this.compact!.bytes;
+    const store = this.exact?.bytes ?? this.filter!.bytes;
     return ENTRY_OVERHEAD_BYTES + store + (this.units.length - this.unitHead) * UNIT_OVERHEAD_BYTES;
   }
   /** Hashes in the remembered units (what the entry covers; the table may still hold dead ones). */

@@ -332,6 +332,24 @@ export class OccurrenceTable {
   }
 
   /**
+   * Calls fn with the stored key of every live entry (k1 through keyLow, as
+   * lookups compare it), one call per occurrence: what a filter built from
+   * this table must hold (entry.ts, demote).
+   */
+  forEachLiveKey(fn: (k0: number, k1: number) => void): void {
+    const floor = this.floorDelta;
+    for (let i = 0; i < this.dir.length; i += this.span(this.dir[i]!)) {
+      const p = this.dir[i]!;
+      const keys = p.keys;
+      for (let s = 0; s < p.cap; s++) {
+        const a = keys[2 * s]!;
+        const b = keys[2 * s + 1]!;
+        if ((a !== 0 || b !== 0) && p.deltas[s]! > floor) fn(a, b);
+      }
+    }
+  }
+
+  /**
    * Deletes dead entries from up to `maxPages` pages, resuming where the
    * last call stopped (a sweep in directory order); a page whose live entries
    * would fit one under half its size is rebuilt at the capacity they need,

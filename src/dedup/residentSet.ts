@@ -41,9 +41,14 @@ export function guardMs(e: PartitionEntry): number {
  *
  * Accounting: total = sum of each entry's accountedBytes, refreshed by
  * refresh() after any mutation that can change an entry's size.
+ *
+ * The exact entries are also kept in their own LRU order (`exact`), so the
+ * cache finds the least recently used one to demote without walking the
+ * filter entries; retiered() takes an entry out of it when it is demoted.
  */
 export class ResidentSet {
   private readonly map = new Map<number, PartitionEntry>();
+  private readonly exact = new Map<number, PartitionEntry>();
   private total = 0;
 
   get size(): number {
@@ -69,6 +74,7 @@ export class ResidentSet {
     entry.accountedBytes = entry.bytes;
     this.total += entry.accountedBytes;
     this.map.set(pid, entry);
+    if (entry.tier === 'exact') this.exact.set(pid, entry);
     return old;
   }
 
@@ -76,6 +82,7 @@ export class ResidentSet {
     const e = this.map.get(pid);
     if (e === undefined) return undefined;
     this.map.delete(pid);
+    this.exact.delete(pid);
     this.total -= e.accountedBytes;
     return e;
   }
@@ -87,6 +94,27 @@ export class ResidentSet {
     entry.lastUsedMs = nowMs;
     this.map.delete(pid);
     this.map.set(pid, entry);
+    if (entry.tier === 'exact') {
+      this.exact.delete(pid);
+      this.exact.set(pid, entry);
+    }
+  }
+
+  /** pid's entry changed tier (an exact entry was demoted to a filter): re-read its size and its place in the exact order. */
+  retiered(pid: number, entry: PartitionEntry): void {
+    if (entry.tier !== 'exact') this.exact.delete(pid);
+    this.refresh(entry);
+  }
+
+  /** The least recently used exact entry other than `exclude` (undefined when there is none). */
+  lruExact(exclude: number): number | undefined {
+    for (const pid of this.exact.keys()) if (pid !== exclude) return pid;
+    return undefined;
+  }
+
+  /** Exact entries resident. */
+  get exactCount(): number {
+    return this.exact.size;
   }
 
   /** Re-reads an entry's size into the total. */
@@ -129,6 +157,7 @@ export class ResidentSet {
 
   clear(): void {
     this.map.clear();
+    this.exact.clear();
     this.total = 0;
   }
 }

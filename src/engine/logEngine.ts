@@ -96,6 +96,28 @@ export interface SegmentOutcome {
   refuted: number[];
 }
 
+/** Items of one partition to look up (sql/functions/lookup.sql): `count` hashes, 16 bytes each. */
+export interface LookupInput {
+  partitionId: number;
+  count: number;
+  hashes: Buffer;
+}
+
+/** What the lookup found for one partition's items. */
+export interface LookupOutcome {
+  /**
+   * The allocator when the lookup read the partition: every in-window
+   * occurrence of an item at or below it is in `found` (the lookup's claim).
+   */
+  lastOffset: number;
+  /** The window the lookup searched (seconds; 0: dedup off, nothing searched). */
+  windowSeconds: number;
+  /** Stored hashes its tail search read (rows above compacted_upto). */
+  tailHashes: number;
+  /** Every (item index, offset) found, by item then offset. */
+  found: { index: number; offset: number }[];
+}
+
 export interface LogEngineOptions {
   connectionString?: string;
   pool?: pg.Pool;
@@ -124,6 +146,12 @@ export const PUSH_SPAN = `SELECT ${PUSH_FUNCTION}`;
  */
 export const TXNS_ROW_FRAMES = 250;
 
+/** The lookup the broker runs before a push for the items its dedup filter cannot clear. */
+export const LOOKUP_FUNCTION = 'queen.log_lookup_v1';
+const LOOKUP_SQL =
+  'SELECT seg_index, last_offset, window_seconds, tail_hashes, found_idx, found_offsets ' +
+  'FROM queen.log_lookup_v1($1::bigint[], $2::integer[], $3::bytea)';
+
 const PROVISION_SQL =
   'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
 
@@ -143,6 +171,9 @@ export class LogEngine extends Component {
   private readonly probesHinted: Counter;
   private readonly probeHashes: Histogram;
   private readonly hintOffsets: Histogram;
+  private readonly lookups: Counter;
+  private readonly lookupItems: Counter;
+  private readonly lookupFound: Counter;
   /** Sizes of the checks SQL ran: stored hashes read per probe, offsets checked per hinted segment. */
   readonly probeSizes = { probe: new Log2Histogram(), hinted: new Log2Histogram() };
   private readonly appendListeners = new Set<(partitionIds: readonly number[]) => void>();
@@ -200,6 +231,9 @@ export class LogEngine extends Component {
     this.probeHashes = metrics.histogram('queen_probe_hashes', 'Stored hashes one duplicate probe read (per probed segment)', {
       buckets: SIZE_BUCKETS,
     });
+    this.lookups = metrics.counter('queen_lookup_total', 'Lock-free lookups of items a dedup filter could not clear (one per bundle)');
+    this.lookupItems = metrics.counter('queen_lookup_items_total', 'Items looked up before a push (a dedup filter answered "maybe")');
+    this.lookupFound = metrics.counter('queen_lookup_found_total', 'Occurrences the lookups found and named to the push');
     this.hintOffsets = metrics.histogram('queen_probe_hint_offsets', 'Named offsets SQL checked positionally (per hinted segment)', {
       buckets: SIZE_BUCKETS,
     });
@@ -319,6 +353,55 @@ export class LogEngine extends Component {
       this.pushes.inc(1, o.assignedBase === null ? (o.refuted.length > 0 ? 'refuted' : 'duplicate') : 'appended');
     }
     if (!via) this.announceAppended(segments.filter((_, i) => out[i]!.assignedBase !== null).map((s) => s.partitionId));
+    return out;
+  }
+
+  /**
+   * Looks up items before a push, without any lock (queen.log_lookup_v1):
+   * for each partition, every in-window occurrence of its items at or below
+   * the returned lastOffset. Outcomes in input order. A partition whose
+   * tail search read stored hashes is reported to the probe listeners, as a
+   * probe is (the compactor's trigger).
+   */
+  async lookup(inputs: readonly LookupInput[]): Promise<LookupOutcome[]> {
+    this.assertRunning();
+    if (inputs.length === 0) return [];
+    let res: pg.QueryResult;
+    try {
+      res = await this.pool.query({
+        name: 'queen_log_lookup_v1',
+        text: LOOKUP_SQL,
+        values: [
+          intArrayLiteral(inputs.map((s) => s.partitionId)),
+          intArrayLiteral(inputs.map((s) => s.count)),
+          Buffer.concat(inputs.map((s) => s.hashes)),
+        ],
+        types: PUSH_TYPES,
+      });
+    } catch (err) {
+      throw toDatabaseError(err, 'looking up duplicates');
+    }
+    this.lookups.inc();
+    const out: LookupOutcome[] = new Array(inputs.length);
+    let items = 0;
+    let found = 0;
+    for (const r of res.rows) {
+      const i = r.seg_index as number;
+      const idx = (r.found_idx as number[] | null) ?? [];
+      const offs = (r.found_offsets as number[] | null) ?? [];
+      const o: LookupOutcome = {
+        lastOffset: r.last_offset as number,
+        windowSeconds: r.window_seconds as number,
+        tailHashes: r.tail_hashes as number,
+        found: idx.map((index, k) => ({ index, offset: offs[k]! })),
+      };
+      out[i] = o;
+      items += inputs[i]!.count;
+      found += idx.length;
+      if (o.tailHashes > 0) for (const l of this.probeListeners) l(inputs[i]!.partitionId, o.tailHashes);
+    }
+    this.lookupItems.inc(items);
+    this.lookupFound.inc(found);
     return out;
   }
 

@@ -1,6 +1,6 @@
-import type pg from 'pg';
-import type { SegmentOutcome } from '../engine/logEngine.js';
-import { NO_VOUCH, type PendingSegment, type Vouch, type WatermarkSource } from '../engine/writer.js';
+import type { LogEngine, LookupInput, SegmentOutcome } from '../engine/logEngine.js';
+import { NO_VOUCH, type Hint, type PendingSegment, type Vouch, type WatermarkSource } from '../engine/writer.js';
+import { HASH_BYTES } from '../util/txnHash.js';
 import { fetchWindow } from '../engine/windowFetch.js';
 import type { DedupCache } from '../dedup/index.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
@@ -15,13 +15,27 @@ import type { MetricsRegistry } from '../telemetry/metrics.js';
  * Soundness does not rest here: every answer this class gives is either the
  * cache's vouched watermark or -1, and SQL re-checks whatever the watermark
  * does not cover. A failed hydration simply leaves the partition at -1.
+ *
+ * A filter entry (src/dedup/entry.ts) vouches only for the items it clears;
+ * its "maybe" items are looked up first, all of the bundle's in one
+ * lock-free statement (LogEngine.lookup, sql/functions/lookup.sql), and
+ * what the lookup finds is named as hints, exactly like an exact entry's
+ * hits. Why the vouch that goes out is sound: for an item the filter
+ * cleared, the entry knows nothing of it in (H, V] (the vouch rule); for a
+ * maybe item, the lookup named every in-window occurrence at or below its
+ * lastOffset L; the watermark sent is min(V, L), and SQL probes (min(V, L),
+ * last] for every item under the row lock, as for any vouch. The window the
+ * claim is made under is the smaller of the entry's and the lookup's, so a
+ * window that grows after the lookup voids it in SQL. A lookup that fails
+ * sends -1 for those segments (the full probe).
  */
 export class CacheWatermarks implements WatermarkSource {
   private readonly hydrationFailures;
+  private readonly lookupFailures;
 
   constructor(
     private readonly cache: DedupCache,
-    private readonly pool: pg.Pool,
+    private readonly engine: LogEngine,
     metrics?: MetricsRegistry,
     private readonly onError: (err: unknown, partitionId: number) => void = () => undefined,
     /**
@@ -35,6 +49,10 @@ export class CacheWatermarks implements WatermarkSource {
       'queen_dedup_hydration_failures_total',
       'Cache hydrations that failed (the partition probes with -1 meanwhile)',
     );
+    this.lookupFailures = metrics?.counter(
+      'queen_lookup_failures_total',
+      'Lookups that failed (their segments were pushed with -1, the full probe)',
+    );
     if (metrics) {
       metrics
         .gauge('queen_dedup_suppressed_partitions', 'Partitions suppressed by the cache memory policy')
@@ -47,6 +65,17 @@ export class CacheWatermarks implements WatermarkSource {
         'Vouched segments that named their local hits for positional checks',
         () => cache.stats.hinted,
       );
+      metrics.counterFrom(
+        'queen_dedup_demotions_total',
+        'Exact cache entries turned into filter entries to free memory',
+        () => cache.stats.demotions,
+      );
+      metrics
+        .gauge('queen_dedup_filter_partitions', 'Resident cache entries of the filter tier')
+        .collect(() => cache.residentFilterEntries());
+      metrics
+        .gauge('queen_dedup_filter_bits_per_hash', 'Bits a hash that new filters are built with (lowered under memory pressure)')
+        .collect(() => cache.filterBitsPerHash());
     }
   }
 
@@ -58,15 +87,21 @@ export class CacheWatermarks implements WatermarkSource {
         begun.push(s.partitionId);
       }
       const out: Vouch[] = [];
+      const unclear: { at: number; maybe: number[] }[] = [];
       for (const s of segments) {
         const decision = this.cache.prepare(s.partitionId, s.windowSeconds);
         if (decision === 'hydrate') await this.hydrate(s.partitionId);
-        const { verified, hits } = this.hints
-          ? this.cache.vouchWithHints(s.partitionId, s.hashes, s.count)
-          : { verified: this.cache.verifiedFor(s.partitionId, s.hashes, s.count), hits: undefined };
+        if (!this.hints) {
+          const verified = this.cache.verifiedFor(s.partitionId, s.hashes, s.count);
+          out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId) });
+          continue;
+        }
+        const { verified, hits, maybe } = this.cache.vouchWithHints(s.partitionId, s.hashes, s.count);
+        if (maybe.length > 0) unclear.push({ at: out.length, maybe });
         // The claim is only as wide as the window the entry was built for.
         out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits });
       }
+      if (unclear.length > 0) await this.lookUp(segments, out, unclear);
       return out;
     } catch (err) {
       // Never leave a partition marked in flight: that would wedge it.
@@ -76,6 +111,45 @@ export class CacheWatermarks implements WatermarkSource {
       }
       throw err;
     }
+  }
+
+  /**
+   * The maybe items of every segment in `unclear`, looked up in one
+   * statement; each such vouch becomes min(V, L) under the smaller window,
+   * with what was found named as hits (see the class comment). On failure
+   * those segments go out with -1.
+   */
+  private async lookUp(segments: readonly PendingSegment[], out: Vouch[], unclear: { at: number; maybe: number[] }[]): Promise<void> {
+    const inputs: LookupInput[] = unclear.map(({ at, maybe }) => ({
+      partitionId: segments[at]!.partitionId,
+      count: maybe.length,
+      hashes: pickHashes(segments[at]!.hashes, maybe),
+    }));
+    let found;
+    try {
+      found = await this.engine.lookup(inputs);
+    } catch (err) {
+      this.lookupFailures?.inc();
+      for (const { at } of unclear) out[at] = NO_VOUCH;
+      this.onError(err, segments[unclear[0]!.at]!.partitionId);
+      return;
+    }
+    unclear.forEach(({ at, maybe }, k) => {
+      const v = out[at]!;
+      const r = found[k]!;
+      let hits: Hint[] | undefined = v.hits === undefined || v.hits.length === 0 ? undefined : [...v.hits];
+      let last: Hint | undefined;
+      for (const f of r.found) {
+        const index = maybe[f.index]!;
+        if (last?.index === index) (last.offsets as number[]).push(f.offset);
+        else (hits ??= []).push((last = { index, offsets: [f.offset] }));
+      }
+      out[at] = {
+        verified: Math.min(v.verified, r.lastOffset),
+        windowSeconds: Math.min(v.windowSeconds, r.windowSeconds),
+        ...(hits === undefined ? {} : { hits }),
+      };
+    });
   }
 
   afterPush(segments: readonly PendingSegment[], outcomes: readonly SegmentOutcome[]): void {
@@ -100,7 +174,7 @@ export class CacheWatermarks implements WatermarkSource {
 
   private async hydrate(partitionId: number): Promise<void> {
     try {
-      const snap = await fetchWindow(this.pool, partitionId, (st) => this.cache.admitRebuild(partitionId, st.inWindowHashes));
+      const snap = await fetchWindow(this.engine.pool, partitionId, (st) => this.cache.admitRebuild(partitionId, st.inWindowHashes));
       if (!snap) return;
       this.cache.install(partitionId, snap.windowSeconds, snap.lastOffset, snap.txnsStart, snap.rows, snap.fetchedAtMs);
     } catch (err) {
@@ -109,4 +183,11 @@ export class CacheWatermarks implements WatermarkSource {
       this.onError(err, partitionId);
     }
   }
+}
+
+/** The 16-byte hashes at `items` of `hashes`, concatenated in that order. */
+function pickHashes(hashes: Buffer, items: readonly number[]): Buffer {
+  const out = Buffer.allocUnsafe(items.length * HASH_BYTES);
+  items.forEach((i, k) => hashes.copy(out, k * HASH_BYTES, i * HASH_BYTES, (i + 1) * HASH_BYTES));
+  return out;
 }

@@ -42,7 +42,7 @@ async function broker(t: { context: Ctx }, cache: boolean) {
   const writer = new LogWriter(engine, {
     maxPayloadBytes: 1024,
     metadataTtlMs: 0,
-    watermarks: c ? new CacheWatermarks(c, engine.pool, metrics) : undefined,
+    watermarks: c ? new CacheWatermarks(c, engine, metrics) : undefined,
   });
   return { engine, writer };
 }

@@ -2,6 +2,11 @@ import test from 'ava';
 import { DedupCache, estimateFootprintBytes, type TxnRow } from '../../../src/dedup/index.js';
 import { FakeClock, hashAt, hashRun } from './helpers.js';
 
+// The exact tier's memory policy (fit test, cooldown, recent-use guard,
+// victims), which is the whole policy with the filter tier off and the
+// policy for exact entries with it on. The filter tier's own policy
+// (demotion, folding, promotion): filterTier.test.ts.
+
 const KiB = 1024;
 
 interface Part {
@@ -41,7 +46,7 @@ test('tiny cap, thousands of partitions round-robin: a stable resident set plus 
   const clock = new FakeClock();
   const warnings: number[] = [];
   const capBytes = 4 * 1024 * KiB;
-  const cache = new DedupCache({ capBytes, now: clock.now, onWarn: () => warnings.push(clock.ms) });
+  const cache = new DedupCache({ filterTier: false, capBytes, now: clock.now, onWarn: () => warnings.push(clock.ms) });
   const P = 3000;
   const size = 200;
   const parts: Part[] = [];
@@ -99,7 +104,7 @@ test('tiny cap, a round-robin slower than the 5 s guard (8 s a pass): the reside
   // protected for twice that; a newcomer until the cooldown has passed.
   const clock = new FakeClock();
   const capBytes = 4 * 1024 * KiB;
-  const cache = new DedupCache({ capBytes, now: clock.now });
+  const cache = new DedupCache({ filterTier: false, capBytes, now: clock.now });
   const P = 2000;
   const size = 200;
   const parts: Part[] = [];
@@ -135,7 +140,7 @@ test('tiny cap, a round-robin slower than the 5 s guard (8 s a pass): the reside
 test('a partition used within the last 5 s is never evicted to admit another; the 30 s cooldown is served first', (t) => {
   const clock = new FakeClock();
   const one = estimateFootprintBytes(5000);
-  const cache = new DedupCache({ capBytes: Math.ceil((2.5 * one) / 0.9), now: clock.now });
+  const cache = new DedupCache({ filterTier: false, capBytes: Math.ceil((2.5 * one) / 0.9), now: clock.now });
   const rows = (s: number): TxnRow[] => [{ baseOffset: 0, endOffset: 4999, createdMs: clock.ms, hashes: hashRun(s, 0, 5000) }];
   for (const pid of [1, 2]) {
     t.is(cache.prepare(pid, 60), 'hydrate');
@@ -170,7 +175,7 @@ test('a partition used within the last 5 s is never evicted to admit another; th
 test('the recent-use guard follows each partition: twice its return interval (at most 60 s), 30 s for a newcomer; then it may be evicted', (t) => {
   const clock = new FakeClock();
   const one = estimateFootprintBytes(5000);
-  const cache = new DedupCache({ capBytes: Math.ceil((2.5 * one) / 0.9), now: clock.now });
+  const cache = new DedupCache({ filterTier: false, capBytes: Math.ceil((2.5 * one) / 0.9), now: clock.now });
   const rows = (s: number): TxnRow[] => [{ baseOffset: 0, endOffset: 4999, createdMs: clock.ms, hashes: hashRun(s, 0, 5000) }];
   /** A flush that installs pid (its own use is not a return); a window of an hour, so nothing expires and every entry keeps its size. */
   const admit = (pid: number): boolean => {
@@ -211,7 +216,7 @@ test('the recent-use guard follows each partition: twice its return interval (at
 test('victims are evicted only if that makes the rebuild fit', (t) => {
   const clock = new FakeClock();
   const one = estimateFootprintBytes(5000);
-  const cache = new DedupCache({ capBytes: Math.ceil((2.5 * one) / 0.9), now: clock.now });
+  const cache = new DedupCache({ filterTier: false, capBytes: Math.ceil((2.5 * one) / 0.9), now: clock.now });
   cache.install(1, 60, 4999, 0, [{ baseOffset: 0, endOffset: 4999, createdMs: clock.ms, hashes: hashRun(1, 0, 5000) }], clock.ms);
   clock.advance(31_000); // past the newcomer guard: 1 may go
   cache.install(2, 60, 4999, 0, [{ baseOffset: 0, endOffset: 4999, createdMs: clock.ms, hashes: hashRun(2, 0, 5000) }], clock.ms);
@@ -223,7 +228,7 @@ test('victims are evicted only if that makes the rebuild fit', (t) => {
 
 test('brand-new partitions are never suppressed, and gap rebuilds are never gated, even over the cap', (t) => {
   const clock = new FakeClock();
-  const cache = new DedupCache({ capBytes: 1024, now: clock.now });
+  const cache = new DedupCache({ filterTier: false, capBytes: 1024, now: clock.now });
   for (let pid = 0; pid < 50; pid++) {
     t.is(cache.prepare(pid, 60), 'hydrate');
     t.true(cache.admitRebuild(pid, 0));
@@ -243,7 +248,7 @@ test('brand-new partitions are never suppressed, and gap rebuilds are never gate
 
 test('a rebuild marked for a resident entry is gated, and a refusal drops the stale entry', (t) => {
   const clock = new FakeClock();
-  const cache = new DedupCache({ capBytes: 100 * KiB, now: clock.now });
+  const cache = new DedupCache({ filterTier: false, capBytes: 100 * KiB, now: clock.now });
   cache.install(1, 60, 4999, 0, [{ baseOffset: 0, endOffset: 4999, createdMs: clock.ms, hashes: hashRun(1, 0, 5000) }], clock.ms);
   cache.recordUnknown(1);
   t.is(cache.prepare(1, 60), 'hydrate');
@@ -256,7 +261,7 @@ test('a rebuild marked for a resident entry is gated, and a refusal drops the st
 test('the last-footprint hint beats a loose upper bound', (t) => {
   const clock = new FakeClock();
   const one = estimateFootprintBytes(5000);
-  const cache = new DedupCache({ capBytes: Math.ceil((1.5 * one) / 0.9), now: clock.now });
+  const cache = new DedupCache({ filterTier: false, capBytes: Math.ceil((1.5 * one) / 0.9), now: clock.now });
   cache.install(1, 60, 4999, 0, [{ baseOffset: 0, endOffset: 4999, createdMs: clock.ms, hashes: hashRun(1, 0, 5000) }], clock.ms);
   t.is(cache.prepare(1, 0), 'suppressed'); // dedup turned off: the entry goes, its size is remembered
   // The allocator bound says 10M hashes; the hint says one 5000-hash entry.
@@ -268,7 +273,7 @@ test('the last-footprint hint beats a loose upper bound', (t) => {
 test('one warning per minute, and a gauge of suppressed partitions', (t) => {
   const clock = new FakeClock();
   const warnings: string[] = [];
-  const cache = new DedupCache({ capBytes: 1024, now: clock.now, onWarn: (m) => warnings.push(m) });
+  const cache = new DedupCache({ filterTier: false, capBytes: 1024, now: clock.now, onWarn: (m) => warnings.push(m) });
   for (let i = 0; i < 180; i++) {
     t.false(cache.admitRebuild(i, 10_000));
     clock.advance(1000);
@@ -283,7 +288,7 @@ test('one warning per minute, and a gauge of suppressed partitions', (t) => {
 
 test('auxiliary maps (cooldowns, footprint hints) stay under the 100,000-entry soft cap', (t) => {
   const clock = new FakeClock();
-  const cache = new DedupCache({ capBytes: 1024, now: clock.now });
+  const cache = new DedupCache({ filterTier: false, capBytes: 1024, now: clock.now });
   let maxCooldowns = 0;
   let maxHints = 0;
   for (let pid = 0; pid < 150_000; pid++) {
@@ -303,7 +308,7 @@ test('auxiliary maps (cooldowns, footprint hints) stay under the 100,000-entry s
 test('rebuilds admitted but not yet installed hold their estimate, so concurrent flushes cannot jointly overshoot; a lost flush stops holding it after 60 s', (t) => {
   const clock = new FakeClock();
   const one = estimateFootprintBytes(5000);
-  const cache = new DedupCache({ capBytes: Math.ceil((1.5 * one) / 0.9), now: clock.now });
+  const cache = new DedupCache({ filterTier: false, capBytes: Math.ceil((1.5 * one) / 0.9), now: clock.now });
   cache.beginFlush(1);
   t.true(cache.admitRebuild(1, 5000)); // 1 is fetching ...
   t.false(cache.admitRebuild(2, 5000), '... so 2 does not fit beside it');
@@ -311,7 +316,7 @@ test('rebuilds admitted but not yet installed hold their estimate, so concurrent
   cache.endFlush(1);
   t.is(cache.auxSizes().reservations, 0, 'the install released it');
 
-  const c2 = new DedupCache({ capBytes: Math.ceil((1.5 * one) / 0.9), now: clock.now });
+  const c2 = new DedupCache({ filterTier: false, capBytes: Math.ceil((1.5 * one) / 0.9), now: clock.now });
   t.true(c2.admitRebuild(1, 5000)); // a flush that never installs nor ends
   clock.advance(59_999);
   t.false(c2.admitRebuild(2, 5000));

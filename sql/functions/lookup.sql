@@ -1,0 +1,247 @@
+-- The lookup family: where a partition's window holds some hashes, read
+-- without taking any lock. The broker asks it for the items its dedup filter
+-- cannot clear (docs/deduplication.md, "The filter tier and the lookup"), and
+-- names what it finds to log_push_v12 as hints, which the push verifies
+-- positionally under the row lock. Nothing here decides a verdict.
+--
+-- What a caller may rely on (the lookup's one claim): every offset it names
+-- holds the item's 16 bytes in a log_txns row of the partition that ends at
+-- or above txns_start and was created at or after now() - window; and for
+-- every item, the lowest such offset at or below last_offset (returned) is
+-- named, as of one moment during the call. So, for a push that comes later
+-- and names what the lookup found (log_push_v12 verifies each name under the
+-- row lock and takes MIN over the verified names and its probe above the
+-- vouch):
+--   * the lowest occurrence in the push's window at or below last_offset was
+--     in the window at the lookup (the cutoff only rises, rows are never
+--     rewritten, the purge watermark only rises), so it is named, unless
+--     the named lowest one left the window (aged or purged) in between:
+--     then the push refutes it, writes nothing for the segment, and the
+--     broker looks the item up again with that offset struck out, whose
+--     lowest in-window occurrence is now another (each round strikes one);
+--   * occurrences above last_offset are the push's to probe: the broker
+--     vouches at most last_offset for the segment.
+
+-- Looks up the items of a bundle's segments. Segment i (1-based in the
+-- arrays, seg_index = i - 1 in the result) is partition p_partition_ids[i]
+-- with p_counts[i] items, whose hashes arrive concatenated in p_hashes.
+--
+-- One row per segment, in input order:
+--   last_offset    the partition's allocator when its state was read; every
+--                  row at or below it is visible to the statements after;
+--   window_seconds the queue's window then (0: nothing looked up);
+--   tail_hashes    stored hashes the tail search read (rows above
+--                  compacted_upto): the broker asks for compaction when long;
+--   found_idx, found_offsets
+--                  every (item, offset) found, aligned (an item may appear
+--                  more than once; NULL when nothing was found).
+--
+-- How: the partition rows are read first (statement 1), so last_offset and
+-- compacted_upto are committed values; then
+--   * the runs (sql/000093), for rows ending in (txns_start - 1,
+--     compacted_upto]: one slice per (item, run), every occurrence in it,
+--     each checked against its log_txns row (it exists, ends at or above
+--     txns_start, is inside the window, holds the 16 bytes there), as
+--     log_push_v12 checks its runs' candidates. compacted_upto only rises
+--     and a merge replaces runs by their union in one transaction, so runs
+--     read after statement 1 still hold every hash of those rows;
+--   * the tail, rows ending in (max(compacted_upto, txns_start - 1),
+--     last_offset] and inside the window: the first aligned match of each
+--     item in the rows' hashes concatenated in offset order (its lowest
+--     offset there); a misaligned first match falls back to that item's
+--     aligned slots in every tail row. A tail of more than 4 096 hashes (a
+--     partition no compaction has reached yet) is unrolled and hash-joined
+--     instead, whose cost does not grow with the item count.
+-- The tail names each item's lowest offset there, the runs every verified
+-- occurrence: the lowest in-window occurrence overall is always named, and
+-- every name is an in-window occurrence.
+CREATE OR REPLACE FUNCTION queen.log_lookup_v1(p_partition_ids bigint[], p_counts integer[], p_hashes bytea)
+RETURNS TABLE (
+    seg_index      integer,
+    last_offset    bigint,
+    window_seconds integer,
+    tail_hashes    bigint,
+    found_idx      integer[],
+    found_offsets  bigint[])
+LANGUAGE plpgsql STABLE
+-- No JIT, as log_push_v12 (push.sql): every statement touches a bounded
+-- number of rows, and compiling cost more than running.
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_n       integer := coalesce(cardinality(p_partition_ids), 0);
+    v_hat     integer[];
+    v_last    bigint[];
+    v_start   bigint[];
+    v_cmp     bigint[];
+    v_win     integer[];
+    v_cutoff  timestamptz[];
+    v_total   bigint;
+BEGIN
+    IF coalesce(cardinality(p_counts), 0) <> v_n THEN
+        RAISE EXCEPTION 'log_lookup_v1: argument arrays differ in length' USING ERRCODE = '22023';
+    END IF;
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(sum(c), 0) INTO v_total FROM unnest(p_counts) AS c;
+    IF EXISTS (SELECT 1 FROM unnest(p_counts) AS c WHERE c IS NULL OR c < 0) OR v_total * 16 <> coalesce(length(p_hashes), 0) THEN
+        RAISE EXCEPTION 'log_lookup_v1: item counts do not match the hashes' USING ERRCODE = '22023';
+    END IF;
+
+    -- Statement 1: the partitions' state, in the bundle's order. No lock:
+    -- the values read are committed, which is all the claim needs.
+    SELECT array_agg(s.hat ORDER BY s.ord), array_agg(lp.last_offset ORDER BY s.ord), array_agg(lp.txns_start ORDER BY s.ord),
+           array_agg(lp.compacted_upto ORDER BY s.ord), array_agg(q.dedup_window_seconds ORDER BY s.ord),
+           array_agg(now() - make_interval(secs => q.dedup_window_seconds) ORDER BY s.ord)
+    INTO v_hat, v_last, v_start, v_cmp, v_win, v_cutoff
+    FROM (
+        SELECT u.pid, u.ord, (coalesce(sum(u.cnt) OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) * 16 + 1)::integer AS hat
+        FROM unnest(p_partition_ids, p_counts) WITH ORDINALITY AS u (pid, cnt, ord)
+    ) s
+    JOIN queen.log_partitions lp ON lp.id = s.pid
+    JOIN queen.queues q ON q.id = lp.queue_id;
+    IF coalesce(cardinality(v_last), 0) <> v_n THEN
+        RAISE EXCEPTION 'log_lookup_v1: unknown partition id' USING ERRCODE = 'P0002';
+    END IF;
+
+    RETURN QUERY
+    WITH seg AS MATERIALIZED (
+        SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.last, u.start, u.cmp, u.win, u.cutoff,
+               GREATEST(u.cmp, u.start - 1) AS tail_from
+        FROM unnest(p_partition_ids, p_counts, v_hat, v_last, v_start, v_cmp, v_win, v_cutoff)
+             WITH ORDINALITY AS u (pid, cnt, hat, last, start, cmp, win, cutoff, ord)
+    ), items AS MATERIALIZED (
+        SELECT s.seg, g.i AS idx, substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h,
+               s.pid, s.start, s.cmp, s.cutoff, s.last
+        FROM seg s
+        CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
+        WHERE s.win > 0
+    ), seg_runs AS MATERIALIZED (
+        -- Each segment's runs holding rows above the purge watermark, read
+        -- once per segment, in this statement's snapshot, as the slices are:
+        -- a merge committing meanwhile is seen whole or not at all.
+        SELECT s.seg, r.run_id, r.bits
+        FROM seg s
+        JOIN queen.log_hash_runs r ON r.partition_id = s.pid AND r.run_hi > s.start - 1
+        WHERE s.win > 0 AND s.cmp > s.start - 1
+    ), run_hits AS (
+        SELECT q.seg, q.idx, c.off
+        FROM items q
+        JOIN seg_runs r ON r.seg = q.seg
+        -- Parameterised lookups, never joins (as in log_push_v12): LIMIT 1
+        -- keeps the planner from a hash join over every slice.
+        CROSS JOIN LATERAL (
+            SELECT x.hashes, x.offs, x.pos,
+                   CASE WHEN x.pos > 0 THEN position(q.h IN substring(x.hashes FROM x.pos + 1)) ELSE 0 END AS more
+            FROM (
+                SELECT sl.hashes, sl.offs, position(q.h IN sl.hashes) AS pos
+                FROM queen.log_hash_slices sl
+                WHERE sl.run_id = r.run_id AND sl.bucket = queen.log_hash_bucket(q.h, r.bits)
+                LIMIT 1
+            ) x
+        ) sl
+        -- Every occurrence in the slice, where the byte search matched at
+        -- all (most items are new): one aligned match and no other is read
+        -- off directly; anything else unrolls the slice.
+        CROSS JOIN LATERAL (
+            SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off
+            WHERE sl.pos > 0 AND (sl.pos - 1) % 16 = 0 AND sl.more = 0
+            UNION ALL
+            SELECT sl.offs[th.idx + 1] AS off
+            FROM queen.log_unnest_hashes(sl.hashes) th
+            WHERE sl.pos > 0 AND ((sl.pos - 1) % 16 <> 0 OR sl.more > 0) AND th.h = q.h
+        ) c
+        CROSS JOIN LATERAL (
+            SELECT t.base_offset, t.end_offset, t.created_at,
+                   CASE WHEN t.base_offset <= c.off
+                        THEN substring(t.hashes FROM ((c.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS hash
+            FROM queen.log_txns t
+            WHERE t.partition_id = q.pid
+              AND t.end_offset >= c.off
+            ORDER BY t.end_offset
+            LIMIT 1
+        ) t
+        WHERE c.off <= q.cmp
+          AND t.base_offset <= c.off
+          AND t.end_offset >= q.start
+          AND t.created_at >= q.cutoff
+          AND t.hash = q.h
+    ), short_tail AS MATERIALIZED (
+        -- Tails of at most 4 096 offsets: concatenated per segment.
+        SELECT s.seg, s.pid, s.tail_from, s.last, s.cutoff, r.n, r.allh, r.bases, r.lens
+        FROM seg s
+        CROSS JOIN LATERAL (
+            SELECT coalesce(sum(t.end_offset - t.base_offset + 1), 0)::bigint AS n,
+                   string_agg(t.hashes, ''::bytea ORDER BY t.end_offset) AS allh,
+                   array_agg(t.base_offset ORDER BY t.end_offset) AS bases,
+                   array_agg(octet_length(t.hashes) / 16 ORDER BY t.end_offset) AS lens
+            FROM queen.log_txns t
+            WHERE t.partition_id = s.pid AND t.end_offset > s.tail_from AND t.end_offset <= s.last
+              AND t.created_at >= s.cutoff
+        ) r
+        WHERE s.win > 0 AND s.last - s.tail_from <= 4096
+    ), short_hits AS (
+        SELECT c.seg, c.idx, x.off
+        FROM (
+            SELECT k.seg, q.idx, q.h, k.pid, k.tail_from, k.last, k.cutoff, k.bases, k.lens, position(q.h IN k.allh) AS pos
+            FROM short_tail k
+            JOIN items q ON q.seg = k.seg
+            WHERE k.allh IS NOT NULL
+            OFFSET 0
+        ) c
+        CROSS JOIN LATERAL (
+            (SELECT b.base + ((c.pos - 1) / 16 - (b.upto - b.len)) AS off
+             FROM (SELECT u.base, u.len, sum(u.len) OVER (ORDER BY u.ord) AS upto
+                   FROM unnest(c.bases, c.lens) WITH ORDINALITY AS u (base, len, ord)) b
+             WHERE (c.pos - 1) % 16 = 0 AND b.upto > (c.pos - 1) / 16
+             ORDER BY b.upto
+             LIMIT 1)
+            UNION ALL
+            SELECT min(t.base_offset + th.idx) AS off
+            FROM queen.log_txns t
+            CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+            WHERE (c.pos - 1) % 16 <> 0
+              AND t.partition_id = c.pid AND t.end_offset > c.tail_from AND t.end_offset <= c.last
+              AND t.created_at >= c.cutoff
+              AND th.h = c.h
+        ) x
+        WHERE c.pos > 0 AND x.off IS NOT NULL
+    ), long_tail AS MATERIALIZED (
+        -- Longer tails: unrolled into narrow rows, then joined (log_push_v12's joined probe).
+        SELECT s.seg, t.base_offset + th.idx AS off, th.h
+        FROM seg s
+        JOIN queen.log_txns t
+          ON t.partition_id = s.pid AND t.end_offset > s.tail_from AND t.end_offset <= s.last AND t.created_at >= s.cutoff
+        CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+        WHERE s.win > 0 AND s.last - s.tail_from > 4096
+    ), long_hits AS (
+        SELECT q.seg, q.idx, min(lt.off) AS off
+        FROM long_tail lt
+        JOIN items q ON q.seg = lt.seg AND q.h = lt.h
+        GROUP BY q.seg, q.idx
+    ), long_n AS (
+        SELECT lt.seg, count(*) AS n FROM long_tail lt GROUP BY lt.seg
+    ), hits AS (
+        SELECT h.seg, h.idx, h.off FROM run_hits h
+        UNION
+        SELECT h.seg, h.idx, h.off FROM short_hits h
+        UNION
+        SELECT h.seg, h.idx, h.off FROM long_hits h
+    )
+    SELECT s.seg - 1,
+           s.last,
+           s.win,
+           CASE WHEN s.win = 0 THEN 0
+                WHEN s.last - s.tail_from <= 4096 THEN coalesce((SELECT k.n FROM short_tail k WHERE k.seg = s.seg), 0)
+                ELSE coalesce((SELECT ln.n FROM long_n ln WHERE ln.seg = s.seg), 0) END,
+           f.idx,
+           f.offs
+    FROM seg s
+    LEFT JOIN (SELECT h.seg, array_agg(h.idx::integer ORDER BY h.idx, h.off) AS idx, array_agg(h.off ORDER BY h.idx, h.off) AS offs
+               FROM hits h GROUP BY h.seg) f ON f.seg = s.seg
+    ORDER BY s.seg;
+END
+$$;

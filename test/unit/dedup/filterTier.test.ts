@@ -1,0 +1,210 @@
+import test from 'ava';
+import { DedupCache, estimateFootprintBytes, type TxnRow } from '../../../src/dedup/index.js';
+import { FILTER_BITS_PER_HASH, FILTER_MIN_BITS_PER_HASH, PROMOTE_INTERVAL_MS } from '../../../src/dedup/constants.js';
+import { FakeClock, hashAt, hashRun } from './helpers.js';
+
+// The filter tier's memory policy (src/dedup/cache.ts: fitFilter, demote,
+// foldFilters, promotion and refresh): coverage before names. The exact
+// tier's own fit test, cooldown and guard: memoryPressure.test.ts.
+
+const KiB = 1024;
+
+interface Part {
+  last: number;
+  rows: TxnRow[];
+}
+
+const partOf = (stream: number, size: number, createdMs: number): Part => ({
+  last: size - 1,
+  rows: [{ baseOffset: 0, endOffset: size - 1, createdMs, hashes: hashRun(stream, 0, size) }],
+});
+
+/**
+ * One flush of pid as CacheWatermarks drives the cache: prepare, hydrate if
+ * told to (admission first), vouch with hints for one new hash, then report
+ * its append. Returns whether it hydrated and the vouch.
+ */
+function flush(cache: DedupCache, clock: FakeClock, pid: number, part: Part, window = 3600): { hydrated: boolean; verified: number } {
+  cache.beginFlush(pid);
+  try {
+    let hydrated = false;
+    if (cache.prepare(pid, window) === 'hydrate') {
+      const est = part.rows.reduce((n, r) => n + r.endOffset - r.baseOffset + 1, 0);
+      if (cache.admitRebuild(pid, est)) {
+        cache.install(pid, window, part.last, 0, part.rows, clock.ms);
+        hydrated = true;
+      }
+    }
+    const h = hashAt(pid, 1_000_000 + part.last);
+    const { verified } = cache.vouchWithHints(pid, h, 1);
+    const base = part.last + 1;
+    part.rows.push({ baseOffset: base, endOffset: base, createdMs: clock.ms, hashes: h });
+    part.last = base;
+    cache.recordAppend(pid, base, h, 1, clock.ms);
+    return { hydrated, verified };
+  } finally {
+    cache.endFlush(pid);
+  }
+}
+
+/** Every stored hash of the part, one segment: the items a vouch of pid must not clear. */
+const stored = (part: Part): Buffer => Buffer.concat(part.rows.map((r) => r.hashes));
+
+test('thousands of partitions round-robin at a tiny cap: every one vouches from a filter, nothing is suppressed, nothing rebuilt twice', (t) => {
+  const clock = new FakeClock();
+  const capBytes = 4 * 1024 * KiB;
+  const cache = new DedupCache({ capBytes, now: clock.now });
+  const P = 3000;
+  const size = 200;
+  const parts = Array.from({ length: P }, (_, p) => partOf(p, size, clock.ms));
+  const rounds = 30;
+  const hydrationsPerRound: number[] = [];
+  let vouchedLastRound = 0;
+  for (let r = 0; r < rounds; r++) {
+    let hydrations = 0;
+    vouchedLastRound = 0;
+    for (let p = 0; p < P; p++) {
+      clock.advance(1);
+      const res = flush(cache, clock, p, parts[p]!);
+      if (res.hydrated) hydrations++;
+      if (res.verified !== -1) vouchedLastRound++;
+      if (cache.residentBytes() > capBytes) t.fail(`resident ${cache.residentBytes()} over the cap`);
+    }
+    hydrationsPerRound.push(hydrations);
+  }
+  t.log(`hydrations per round: ${hydrationsPerRound.join(' ')}; stats ${JSON.stringify(cache.stats)}; bits ${cache.filterBitsPerHash()}`);
+  // The exact tier holds ~900 of these; the rest are filters, demoting
+  // exact entries as they come (coverage first).
+  t.is(cache.residentPartitions(), P);
+  t.is(vouchedLastRound, P, 'every partition vouches');
+  t.is(cache.suppressedCount(), 0);
+  t.is(cache.stats.suppressions, 0);
+  t.is(cache.stats.evictions, 0);
+  t.true(cache.stats.filterInstalls > 0 && cache.residentFilterEntries() > 0);
+  t.deepEqual(hydrationsPerRound.slice(1), new Array(rounds - 1).fill(0), 'no rebuild after the first round');
+  for (const p of [0, 1499, 2999]) {
+    const { verified, maybe, hits } = cache.vouchWithHints(p, stored(parts[p]!), parts[p]!.last + 1);
+    t.true(verified >= 0);
+    // Every hash it holds is either named (exact) or maybe (filter): none is cleared.
+    t.is(maybe.length + hits.length, parts[p]!.last + 1, `partition ${p} clears none of its own hashes`);
+  }
+});
+
+test('coverage first: a partition the exact tier cannot admit gets a filter, and an exact entry is demoted rather than evicted to make room', (t) => {
+  const clock = new FakeClock();
+  const one = estimateFootprintBytes(5000);
+  // Two exact entries and a little room: not enough for a third filter of 5 000 hashes.
+  const cache = new DedupCache({ capBytes: Math.ceil((2.02 * one) / 0.9), now: clock.now });
+  const parts = [1, 2, 3].map((s) => partOf(s, 5000, clock.ms));
+  t.true(flush(cache, clock, 1, parts[0]!).hydrated);
+  t.true(flush(cache, clock, 2, parts[1]!).hydrated);
+  t.is(cache.entryInfo(1)?.tier, 'exact');
+  t.is(cache.entryInfo(2)?.tier, 'exact');
+  clock.advance(1000);
+  const third = flush(cache, clock, 3, parts[2]!);
+  t.true(third.hydrated);
+  t.true(third.verified >= 0, 'the newcomer vouches');
+  t.is(cache.entryInfo(3)?.tier, 'filter');
+  t.is(cache.entryInfo(1)?.tier, 'filter', 'the least recently used exact entry was demoted');
+  t.is(cache.entryInfo(2)?.tier, 'exact');
+  t.like(cache.stats, { demotions: 1, evictions: 0, suppressions: 0 });
+  // The demoted entry still vouches, and names none of its hashes cleared.
+  const v = cache.vouchWithHints(1, stored(parts[0]!), parts[0]!.last + 1);
+  t.true(v.verified >= 0);
+  t.is(v.hits.length, 0);
+  t.is(v.maybe.length, parts[0]!.last + 1, 'every hash it held is a maybe');
+  t.true(cache.residentBytes() <= 0.9 * Math.ceil((2.02 * one) / 0.9));
+});
+
+test('heavier pressure lowers the bits filters are built with and folds the larger ones, never below the floor; past it a partition is suppressed', (t) => {
+  const clock = new FakeClock();
+  const size = 20_000;
+  // 8 bits a hash (rounded up to a power of two of blocks: 32 KiB a filter) for 40 partitions is ~1.3 MB;
+  // at 5 bits (16 KiB) they fit in 90 % of 900 KiB.
+  const capBytes = 900 * KiB;
+  const cache = new DedupCache({ capBytes, now: clock.now });
+  const parts: Part[] = [];
+  let p = 0;
+  for (; p < 40; p++) {
+    parts.push(partOf(100 + p, size, clock.ms));
+    clock.advance(10);
+    const r = flush(cache, clock, p, parts[p]!);
+    t.true(r.hydrated && r.verified >= 0, `partition ${p} covered`);
+  }
+  t.log(`bits ${cache.filterBitsPerHash()}, stats ${JSON.stringify(cache.stats)}, resident ${cache.residentBytes()}`);
+  t.true(cache.filterBitsPerHash() < FILTER_BITS_PER_HASH, 'the build density went down');
+  t.true(cache.filterBitsPerHash() >= FILTER_MIN_BITS_PER_HASH);
+  t.true(cache.stats.folds > 0, 'larger filters were folded');
+  t.is(cache.stats.suppressions, 0);
+  t.true(cache.residentBytes() <= capBytes);
+  // Folded or not, no filter clears a hash it holds.
+  for (let q = 0; q < 40; q += 7) {
+    const v = cache.vouchWithHints(q, stored(parts[q]!), parts[q]!.last + 1);
+    t.is(v.maybe.length + v.hits.length, parts[q]!.last + 1, `partition ${q} clears none of its own hashes`);
+  }
+  // Keep adding partitions: at the floor density the budget runs out and the newcomer is suppressed.
+  let suppressedAt = -1;
+  for (; p < 400 && suppressedAt < 0; p++) {
+    parts.push(partOf(100 + p, size, clock.ms));
+    clock.advance(10);
+    if (flush(cache, clock, p, parts[p]!).verified === -1) suppressedAt = p;
+  }
+  t.true(suppressedAt > 40, `suppressed from partition ${suppressedAt}`);
+  t.is(cache.filterBitsPerHash(), FILTER_MIN_BITS_PER_HASH);
+  t.true(cache.stats.suppressions > 0);
+  t.true(cache.residentBytes() <= capBytes);
+});
+
+test('promotion: a filter entry becomes exact again once its exact entry fits with room to spare; until then it stays a filter and vouches', (t) => {
+  const clock = new FakeClock();
+  const one = estimateFootprintBytes(5000);
+  const cache = new DedupCache({ capBytes: Math.ceil((2.02 * one) / 0.9), now: clock.now });
+  const parts = [1, 2, 3].map((s) => partOf(s, 5000, clock.ms));
+  flush(cache, clock, 1, parts[0]!);
+  flush(cache, clock, 2, parts[1]!);
+  clock.advance(1000);
+  flush(cache, clock, 3, parts[2]!);
+  t.is(cache.entryInfo(1)?.tier, 'filter');
+  // Exact still does not fit: the filter stays and vouches.
+  clock.advance(PROMOTE_INTERVAL_MS + 1);
+  const refused = flush(cache, clock, 1, parts[0]!);
+  t.false(refused.hydrated);
+  t.true(refused.verified >= 0);
+  t.is(cache.entryInfo(1)?.tier, 'filter');
+  // Partition 2's dedup is switched off: its entry goes, and 1 fits as exact with room to spare.
+  cache.beginFlush(2);
+  t.is(cache.prepare(2, 0), 'suppressed');
+  cache.endFlush(2);
+  clock.advance(1000);
+  const promoted = flush(cache, clock, 1, parts[0]!);
+  t.true(promoted.hydrated);
+  t.is(cache.entryInfo(1)?.tier, 'exact');
+  const v = cache.vouchWithHints(1, stored(parts[0]!), parts[0]!.last + 1);
+  t.is(v.hits.length, parts[0]!.last + 1, 'promoted: every stored hash is named again');
+  t.is(v.maybe.length, 0);
+});
+
+test('an overloaded filter is rebuilt at the current density, larger, still holding every hash', (t) => {
+  const clock = new FakeClock();
+  const one = estimateFootprintBytes(5000);
+  const cache = new DedupCache({ capBytes: Math.ceil((1.2 * one) / 0.9), now: clock.now });
+  const big = partOf(1, 5000, clock.ms);
+  flush(cache, clock, 1, big);
+  const small = partOf(2, 2000, clock.ms);
+  clock.advance(10);
+  flush(cache, clock, 2, small);
+  t.is(cache.entryInfo(2)?.tier, 'filter');
+  const blocks0 = cache.entryInfo(2)!.pages;
+  // Appends until the filter holds fewer bits per hash added than filters are built with.
+  let hydratedAt = -1;
+  for (let i = 0; i < 4000 && hydratedAt < 0; i++) {
+    clock.advance(PROMOTE_INTERVAL_MS / 100);
+    if (flush(cache, clock, 2, small).hydrated) hydratedAt = i;
+  }
+  t.true(hydratedAt > 0, `refreshed after ${hydratedAt} appends`);
+  t.is(cache.entryInfo(2)?.tier, 'filter');
+  t.true(cache.entryInfo(2)!.pages > blocks0, `rebuilt larger (${blocks0} -> ${cache.entryInfo(2)!.pages} blocks)`);
+  t.is(cache.stats.suppressions, 0);
+  const v = cache.vouchWithHints(2, stored(small), small.last + 1);
+  t.is(v.maybe.length, small.last + 1, 'the rebuilt filter holds every hash');
+});
