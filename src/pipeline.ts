@@ -87,6 +87,7 @@ export class WritePipeline extends Component {
   readonly compactor: Compactor | undefined;
   /** The dedup cache's cap in bytes (0: no cache). */
   readonly cacheCapBytes: number;
+  private readonly watermarks: CacheWatermarks | undefined;
 
   constructor(opts: WritePipelineOptions) {
     super('WritePipeline');
@@ -94,15 +95,17 @@ export class WritePipeline extends Component {
     this.engine = new LogEngine({ connectionString: opts.databaseUrl, poolSize: opts.poolSize, metrics: opts.metrics });
     const capBytes = opts.cacheMb === false ? 0 : Math.floor(opts.cacheMb * 1024 * 1024);
     this.cacheCapBytes = capBytes;
-    // An evicted partition is probed from then on: ask for its compaction at
-    // once, before its next push reads a tail as long as its stay in the cache.
+    // An evicted partition is probed from then on, and a demoted one looks
+    // its maybe items up: ask for its compaction at once, before its next
+    // push reads a tail as long as its stay in the exact tier.
     const onEvict = (partitionId: number) => this.compactor?.request(partitionId);
-    this.cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes, onWarn: opts.onCacheWarning, onEvict });
+    this.cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes, onWarn: opts.onCacheWarning, onEvict, onDemote: onEvict });
     poolMetrics(this.engine.pool, opts.metrics);
     opts.metrics
       .gauge('queen_dedup_cache_budget_bytes', 'Memory budget of the dedup cache (QUEEN_DEDUP_CACHE_MB; 0 = no cache)')
       .set(capBytes);
     const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine, opts.metrics, opts.onHydrationError) : undefined;
+    this.watermarks = watermarks;
     this.writer = new LogWriter(this.engine, { maxPayloadBytes: opts.maxPayloadBytes, metadataTtlMs: opts.metadataTtlMs, watermarks });
     this.fusion = new Fusion(this.writer, {
       maxItems: opts.bundleMaxItems,
@@ -127,6 +130,8 @@ export class WritePipeline extends Component {
 
   protected async onStop(): Promise<void> {
     await this.fusion.stop();
+    // Window fetches still under way finish before the pool ends.
+    await this.watermarks?.builds.idle();
     await this.compactor?.stop();
     await this.engine.stop();
   }

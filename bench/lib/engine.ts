@@ -30,7 +30,10 @@ export async function startEngineRig(
   const engine = new LogEngine({ pool, metrics });
   await engine.start();
   const hydrationErrors: unknown[] = [];
-  const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onEvict: opts.onEvict });
+  const cache =
+    opts.cacheMb === false
+      ? undefined
+      : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onEvict: opts.onEvict, onDemote: opts.onEvict });
   const watermarks = cache
     ? new CacheWatermarks(cache, engine, metrics, (err) => hydrationErrors.push(err), opts.hints ?? true)
     : undefined;
@@ -42,6 +45,7 @@ export async function startEngineRig(
     writer,
     hydrationErrors,
     async stop() {
+      await watermarks?.builds.idle();
       await engine.stop();
     },
   };

@@ -63,7 +63,14 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
         bundlesPerPass: 8,
         payloadBytes: 64,
       }
-    : { smallMb: 16, ampleMb: DEFAULTS.dedupCacheMb, sizes: [2_000_000, 20_000_000], passes: 6, bundlesPerPass: 20, payloadBytes: 64 };
+    : {
+        smallMb: 16,
+        ampleMb: DEFAULTS.dedupCacheMb,
+        sizes: process.env.WBB_SIZES ? process.env.WBB_SIZES.split(',').map(Number) : [2_000_000, 20_000_000],
+        passes: 6,
+        bundlesPerPass: 20,
+        payloadBytes: 64,
+      };
   const all: Pass[] = [];
   const wrong: string[] = [];
   /** On-disk bytes of the runs per hash they hold, at the end of each size's passes. */

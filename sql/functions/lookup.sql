@@ -30,14 +30,17 @@
 --   last_offset    the partition's allocator when its state was read; every
 --                  row at or below it is visible to the statements after;
 --   window_seconds the queue's window then (0: nothing looked up);
---   tail_hashes    stored hashes the tail search read (rows above
---                  compacted_upto): the broker asks for compaction when long;
+--   tail_offsets    offsets above compacted_upto (and the purge watermark):
+--                  the tail the search read; the broker asks for compaction
+--                  when it is long (log_compact_v1 counts it the same way);
 --   found_idx, found_offsets
 --                  every (item, offset) found, aligned (an item may appear
 --                  more than once; NULL when nothing was found).
 --
 -- How: the partition rows are read first (statement 1), so last_offset and
--- compacted_upto are committed values; then
+-- compacted_upto are committed values; then, each as a statement of its own
+-- that runs only when some segment needs it (so a lookup pays only the
+-- executor start-up of what it uses):
 --   * the runs (sql/000093), for rows ending in (txns_start - 1,
 --     compacted_upto]: one slice per (item, run), every occurrence in it,
 --     each checked against its log_txns row (it exists, ends at or above
@@ -46,26 +49,37 @@
 --     and a merge replaces runs by their union in one transaction, so runs
 --     read after statement 1 still hold every hash of those rows;
 --   * the tail, rows ending in (max(compacted_upto, txns_start - 1),
---     last_offset] and inside the window: the first aligned match of each
---     item in the rows' hashes concatenated in offset order (its lowest
---     offset there); a misaligned first match falls back to that item's
---     aligned slots in every tail row. A tail of more than 4 096 hashes (a
---     partition no compaction has reached yet) is unrolled and hash-joined
---     instead, whose cost does not grow with the item count.
+--     last_offset] and inside the window, searched one of three ways:
+--     - a tail of at most 4 096 offsets: the first aligned match of each
+--       item in the rows' hashes concatenated in offset order (its lowest
+--       offset there); a misaligned first match falls back to that item's
+--       aligned slots in every tail row;
+--     - a longer tail (a partition no compaction has reached yet) and at
+--       most 32 items: each item searched in each row (its first aligned
+--       match there, or that row's aligned slots after a misaligned one),
+--       the lowest kept: cost items x tail bytes, no row unrolled;
+--     - a longer tail and more items: unrolled and hash-joined, whose cost
+--       does not grow with the item count.
 -- The tail names each item's lowest offset there, the runs every verified
 -- occurrence: the lowest in-window occurrence overall is always named, and
--- every name is an in-window occurrence.
+-- every name is an in-window occurrence. The statements read later snapshots
+-- than statement 1; that only ever shrinks what they find (rows above
+-- last_offset are excluded, rows are never rewritten, the window and the
+-- purge watermark only move up), and an occurrence that leaves the window
+-- after it was named is refuted by the push (see the claim above).
 CREATE OR REPLACE FUNCTION queen.log_lookup_v1(p_partition_ids bigint[], p_counts integer[], p_hashes bytea)
 RETURNS TABLE (
     seg_index      integer,
     last_offset    bigint,
     window_seconds integer,
-    tail_hashes    bigint,
+    tail_offsets   bigint,
     found_idx      integer[],
     found_offsets  bigint[])
 LANGUAGE plpgsql STABLE
 -- No JIT, as log_push_v12 (push.sql): every statement touches a bounded
--- number of rows, and compiling cost more than running.
+-- number of rows, and compiling cost more than running. Generic plans: no
+-- statement here gains from knowing the arrays' contents, and planning
+-- afresh cost about a third of a call.
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
@@ -78,7 +92,17 @@ DECLARE
     v_cmp     bigint[];
     v_win     integer[];
     v_cutoff  timestamptz[];
+    -- Per segment: 0 no tail search (window 0), 1 concatenated, 2 per row, 3 hash-joined.
+    v_mode    integer[];
     v_total   bigint;
+    v_runs    boolean;
+    -- What the statements found, aligned: segment (1-based), item, offset.
+    v_seg     integer[] := '{}';
+    v_idx     integer[] := '{}';
+    v_off     bigint[] := '{}';
+    v_s       integer[];
+    v_i       integer[];
+    v_o       bigint[];
 BEGIN
     IF coalesce(cardinality(p_counts), 0) <> v_n THEN
         RAISE EXCEPTION 'log_lookup_v1: argument arrays differ in length' USING ERRCODE = '22023';
@@ -95,10 +119,14 @@ BEGIN
     -- the values read are committed, which is all the claim needs.
     SELECT array_agg(s.hat ORDER BY s.ord), array_agg(lp.last_offset ORDER BY s.ord), array_agg(lp.txns_start ORDER BY s.ord),
            array_agg(lp.compacted_upto ORDER BY s.ord), array_agg(q.dedup_window_seconds ORDER BY s.ord),
-           array_agg(now() - make_interval(secs => q.dedup_window_seconds) ORDER BY s.ord)
-    INTO v_hat, v_last, v_start, v_cmp, v_win, v_cutoff
+           array_agg(now() - make_interval(secs => q.dedup_window_seconds) ORDER BY s.ord),
+           array_agg(CASE WHEN q.dedup_window_seconds <= 0 THEN 0
+                          WHEN lp.last_offset - GREATEST(lp.compacted_upto, lp.txns_start - 1) <= 4096 THEN 1
+                          WHEN s.cnt <= 32 THEN 2 ELSE 3 END ORDER BY s.ord),
+           bool_or(q.dedup_window_seconds > 0 AND lp.compacted_upto > lp.txns_start - 1)
+    INTO v_hat, v_last, v_start, v_cmp, v_win, v_cutoff, v_mode, v_runs
     FROM (
-        SELECT u.pid, u.ord, (coalesce(sum(u.cnt) OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) * 16 + 1)::integer AS hat
+        SELECT u.pid, u.ord, u.cnt, (coalesce(sum(u.cnt) OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) * 16 + 1)::integer AS hat
         FROM unnest(p_partition_ids, p_counts) WITH ORDINALITY AS u (pid, cnt, ord)
     ) s
     JOIN queen.log_partitions lp ON lp.id = s.pid
@@ -107,141 +135,214 @@ BEGIN
         RAISE EXCEPTION 'log_lookup_v1: unknown partition id' USING ERRCODE = 'P0002';
     END IF;
 
-    RETURN QUERY
-    WITH seg AS MATERIALIZED (
-        SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.last, u.start, u.cmp, u.win, u.cutoff,
-               GREATEST(u.cmp, u.start - 1) AS tail_from
-        FROM unnest(p_partition_ids, p_counts, v_hat, v_last, v_start, v_cmp, v_win, v_cutoff)
-             WITH ORDINALITY AS u (pid, cnt, hat, last, start, cmp, win, cutoff, ord)
-    ), items AS MATERIALIZED (
-        SELECT s.seg, g.i AS idx, substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h,
-               s.pid, s.start, s.cmp, s.cutoff, s.last
-        FROM seg s
-        CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
-        WHERE s.win > 0
-    ), seg_runs AS MATERIALIZED (
-        -- Each segment's runs holding rows above the purge watermark, read
-        -- once per segment, in this statement's snapshot, as the slices are:
-        -- a merge committing meanwhile is seen whole or not at all.
-        SELECT s.seg, r.run_id, r.bits
-        FROM seg s
-        JOIN queen.log_hash_runs r ON r.partition_id = s.pid AND r.run_hi > s.start - 1
-        WHERE s.win > 0 AND s.cmp > s.start - 1
-    ), run_hits AS (
-        SELECT q.seg, q.idx, c.off
-        FROM items q
-        JOIN seg_runs r ON r.seg = q.seg
-        -- Parameterised lookups, never joins (as in log_push_v12): LIMIT 1
-        -- keeps the planner from a hash join over every slice.
-        CROSS JOIN LATERAL (
-            SELECT x.hashes, x.offs, x.pos,
-                   CASE WHEN x.pos > 0 THEN position(q.h IN substring(x.hashes FROM x.pos + 1)) ELSE 0 END AS more
+    IF v_runs THEN
+        -- The runs, for rows ending in (txns_start - 1, compacted_upto]: one
+        -- slice per (item, run), every occurrence in it, each checked against
+        -- its log_txns row as log_push_v12 checks its runs' candidates. The
+        -- runs are listed in this statement's snapshot, as the slices are
+        -- read: a merge committing meanwhile is seen whole or not at all.
+        WITH seg AS MATERIALIZED (
+            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff
+            FROM unnest(p_partition_ids, p_counts, v_hat, v_start, v_cmp, v_win, v_cutoff)
+                 WITH ORDINALITY AS u (pid, cnt, hat, start, cmp, win, cutoff, ord)
+            WHERE u.win > 0 AND u.cmp > u.start - 1
+        ), seg_runs AS MATERIALIZED (
+            SELECT s.seg, r.run_id, r.bits
+            FROM seg s
+            JOIN queen.log_hash_runs r ON r.partition_id = s.pid AND r.run_hi > s.start - 1
+        ), hits AS (
+            SELECT q.seg, q.idx, c.off
             FROM (
-                SELECT sl.hashes, sl.offs, position(q.h IN sl.hashes) AS pos
-                FROM queen.log_hash_slices sl
-                WHERE sl.run_id = r.run_id AND sl.bucket = queen.log_hash_bucket(q.h, r.bits)
+                SELECT s.seg, g.i AS idx, substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h, s.pid, s.start, s.cmp, s.cutoff
+                FROM seg s
+                CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
+            ) q
+            JOIN seg_runs r ON r.seg = q.seg
+            -- A parameterised lookup, never a join (as in log_push_v12):
+            -- LIMIT 1 keeps the planner from a hash join over every slice.
+            CROSS JOIN LATERAL (
+                SELECT x.hashes, x.offs, x.pos,
+                       CASE WHEN x.pos > 0 THEN position(q.h IN substring(x.hashes FROM x.pos + 1)) ELSE 0 END AS more
+                FROM (
+                    SELECT sl.hashes, sl.offs, position(q.h IN sl.hashes) AS pos
+                    FROM queen.log_hash_slices sl
+                    WHERE sl.run_id = r.run_id AND sl.bucket = queen.log_hash_bucket(q.h, r.bits)
+                    LIMIT 1
+                ) x
+            ) sl
+            -- Every occurrence in the slice, where the byte search matched at
+            -- all (most items are new): one aligned match and no other is
+            -- read off directly; anything else unrolls the slice.
+            CROSS JOIN LATERAL (
+                SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off
+                WHERE sl.pos > 0 AND (sl.pos - 1) % 16 = 0 AND sl.more = 0
+                UNION ALL
+                SELECT sl.offs[th.idx + 1] AS off
+                FROM queen.log_unnest_hashes(sl.hashes) th
+                WHERE sl.pos > 0 AND ((sl.pos - 1) % 16 <> 0 OR sl.more > 0) AND th.h = q.h
+            ) c
+            CROSS JOIN LATERAL (
+                SELECT t.base_offset, t.end_offset, t.created_at,
+                       CASE WHEN t.base_offset <= c.off
+                            THEN substring(t.hashes FROM ((c.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS hash
+                FROM queen.log_txns t
+                WHERE t.partition_id = q.pid
+                  AND t.end_offset >= c.off
+                ORDER BY t.end_offset
                 LIMIT 1
+            ) t
+            WHERE c.off <= q.cmp
+              AND t.base_offset <= c.off
+              AND t.end_offset >= q.start
+              AND t.created_at >= q.cutoff
+              AND t.hash = q.h
+        )
+        SELECT array_agg(h.seg), array_agg(h.idx), array_agg(h.off) INTO v_s, v_i, v_o FROM hits h;
+        IF v_s IS NOT NULL THEN
+            v_seg := v_seg || v_s;
+            v_idx := v_idx || v_i;
+            v_off := v_off || v_o;
+        END IF;
+    END IF;
+
+    IF 1 = ANY (v_mode) THEN
+        -- Tails of at most 4 096 offsets: the rows concatenated per segment,
+        -- each item's first aligned match (its lowest offset there), or
+        -- after a misaligned first match that item's aligned slots in every
+        -- row (log_push_v12's batched probe).
+        WITH cat AS MATERIALIZED (
+            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.tail_from, u.last, u.cutoff, r.allh, r.bases, r.lens
+            FROM unnest(p_partition_ids, p_counts, v_hat, v_last, v_start, v_cmp, v_cutoff, v_mode)
+                 WITH ORDINALITY AS u0 (pid, cnt, hat, last, start, cmp, cutoff, mode, ord)
+            CROSS JOIN LATERAL (SELECT u0.*, GREATEST(u0.cmp, u0.start - 1) AS tail_from) u
+            CROSS JOIN LATERAL (
+                SELECT string_agg(t.hashes, ''::bytea ORDER BY t.end_offset) AS allh,
+                       array_agg(t.base_offset ORDER BY t.end_offset) AS bases,
+                       array_agg(octet_length(t.hashes) / 16 ORDER BY t.end_offset) AS lens
+                FROM queen.log_txns t
+                WHERE t.partition_id = u.pid AND t.end_offset > u.tail_from AND t.end_offset <= u.last
+                  AND t.created_at >= u.cutoff
+            ) r
+            WHERE u.mode = 1 AND r.allh IS NOT NULL
+        ), hits AS (
+            SELECT c.seg, c.idx, x.off
+            FROM (
+                SELECT k.seg, g.i AS idx, ih.h, k.pid, k.tail_from, k.last, k.cutoff, k.bases, k.lens, position(ih.h IN k.allh) AS pos
+                FROM cat k
+                CROSS JOIN LATERAL generate_series(0, k.cnt - 1) AS g (i)
+                CROSS JOIN LATERAL (SELECT substring(p_hashes FROM k.hat + g.i * 16 FOR 16) AS h) ih
+                OFFSET 0
+            ) c
+            CROSS JOIN LATERAL (
+                (SELECT b.base + ((c.pos - 1) / 16 - (b.upto - b.len)) AS off
+                 FROM (SELECT u.base, u.len, sum(u.len) OVER (ORDER BY u.ord) AS upto
+                       FROM unnest(c.bases, c.lens) WITH ORDINALITY AS u (base, len, ord)) b
+                 WHERE (c.pos - 1) % 16 = 0 AND b.upto > (c.pos - 1) / 16
+                 ORDER BY b.upto
+                 LIMIT 1)
+                UNION ALL
+                SELECT min(t.base_offset + th.idx) AS off
+                FROM queen.log_txns t
+                CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+                WHERE (c.pos - 1) % 16 <> 0
+                  AND t.partition_id = c.pid AND t.end_offset > c.tail_from AND t.end_offset <= c.last
+                  AND t.created_at >= c.cutoff
+                  AND th.h = c.h
             ) x
-        ) sl
-        -- Every occurrence in the slice, where the byte search matched at
-        -- all (most items are new): one aligned match and no other is read
-        -- off directly; anything else unrolls the slice.
-        CROSS JOIN LATERAL (
-            SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off
-            WHERE sl.pos > 0 AND (sl.pos - 1) % 16 = 0 AND sl.more = 0
-            UNION ALL
-            SELECT sl.offs[th.idx + 1] AS off
-            FROM queen.log_unnest_hashes(sl.hashes) th
-            WHERE sl.pos > 0 AND ((sl.pos - 1) % 16 <> 0 OR sl.more > 0) AND th.h = q.h
-        ) c
-        CROSS JOIN LATERAL (
-            SELECT t.base_offset, t.end_offset, t.created_at,
-                   CASE WHEN t.base_offset <= c.off
-                        THEN substring(t.hashes FROM ((c.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS hash
-            FROM queen.log_txns t
-            WHERE t.partition_id = q.pid
-              AND t.end_offset >= c.off
-            ORDER BY t.end_offset
-            LIMIT 1
-        ) t
-        WHERE c.off <= q.cmp
-          AND t.base_offset <= c.off
-          AND t.end_offset >= q.start
-          AND t.created_at >= q.cutoff
-          AND t.hash = q.h
-    ), short_tail AS MATERIALIZED (
-        -- Tails of at most 4 096 offsets: concatenated per segment.
-        SELECT s.seg, s.pid, s.tail_from, s.last, s.cutoff, r.n, r.allh, r.bases, r.lens
-        FROM seg s
-        CROSS JOIN LATERAL (
-            SELECT coalesce(sum(t.end_offset - t.base_offset + 1), 0)::bigint AS n,
-                   string_agg(t.hashes, ''::bytea ORDER BY t.end_offset) AS allh,
-                   array_agg(t.base_offset ORDER BY t.end_offset) AS bases,
-                   array_agg(octet_length(t.hashes) / 16 ORDER BY t.end_offset) AS lens
-            FROM queen.log_txns t
-            WHERE t.partition_id = s.pid AND t.end_offset > s.tail_from AND t.end_offset <= s.last
-              AND t.created_at >= s.cutoff
-        ) r
-        WHERE s.win > 0 AND s.last - s.tail_from <= 4096
-    ), short_hits AS (
-        SELECT c.seg, c.idx, x.off
-        FROM (
-            SELECT k.seg, q.idx, q.h, k.pid, k.tail_from, k.last, k.cutoff, k.bases, k.lens, position(q.h IN k.allh) AS pos
-            FROM short_tail k
-            JOIN items q ON q.seg = k.seg
-            WHERE k.allh IS NOT NULL
-            OFFSET 0
-        ) c
-        CROSS JOIN LATERAL (
-            (SELECT b.base + ((c.pos - 1) / 16 - (b.upto - b.len)) AS off
-             FROM (SELECT u.base, u.len, sum(u.len) OVER (ORDER BY u.ord) AS upto
-                   FROM unnest(c.bases, c.lens) WITH ORDINALITY AS u (base, len, ord)) b
-             WHERE (c.pos - 1) % 16 = 0 AND b.upto > (c.pos - 1) / 16
-             ORDER BY b.upto
-             LIMIT 1)
-            UNION ALL
-            SELECT min(t.base_offset + th.idx) AS off
-            FROM queen.log_txns t
+            WHERE c.pos > 0 AND x.off IS NOT NULL
+        )
+        SELECT array_agg(h.seg), array_agg(h.idx), array_agg(h.off) INTO v_s, v_i, v_o FROM hits h;
+        IF v_s IS NOT NULL THEN
+            v_seg := v_seg || v_s;
+            v_idx := v_idx || v_i;
+            v_off := v_off || v_o;
+        END IF;
+    END IF;
+
+    IF 2 = ANY (v_mode) THEN
+        -- Longer tails, at most 32 items: one byte search per (item, row),
+        -- the lowest match kept; a misaligned first match in a row falls
+        -- back to that row's aligned slots.
+        WITH seg AS MATERIALIZED (
+            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, GREATEST(u.cmp, u.start - 1) AS tail_from, u.last, u.cutoff
+            FROM unnest(p_partition_ids, p_counts, v_hat, v_last, v_start, v_cmp, v_cutoff, v_mode)
+                 WITH ORDINALITY AS u (pid, cnt, hat, last, start, cmp, cutoff, mode, ord)
+            WHERE u.mode = 2
+        ), hits AS (
+            SELECT c.seg, c.idx, min(x.off) AS off
+            FROM (
+                SELECT s.seg, g.i AS idx, ih.h, t.base_offset, t.hashes, position(ih.h IN t.hashes) AS pos
+                FROM seg s
+                CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
+                CROSS JOIN LATERAL (SELECT substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h) ih
+                JOIN queen.log_txns t
+                  ON t.partition_id = s.pid AND t.end_offset > s.tail_from AND t.end_offset <= s.last AND t.created_at >= s.cutoff
+                OFFSET 0
+            ) c
+            CROSS JOIN LATERAL (
+                SELECT c.base_offset + (c.pos - 1) / 16 AS off
+                WHERE (c.pos - 1) % 16 = 0
+                UNION ALL
+                SELECT c.base_offset + th.idx
+                FROM queen.log_unnest_hashes(c.hashes) th
+                WHERE (c.pos - 1) % 16 <> 0 AND th.h = c.h
+            ) x
+            WHERE c.pos > 0
+            GROUP BY c.seg, c.idx
+        )
+        SELECT array_agg(h.seg), array_agg(h.idx), array_agg(h.off) INTO v_s, v_i, v_o FROM hits h;
+        IF v_s IS NOT NULL THEN
+            v_seg := v_seg || v_s;
+            v_idx := v_idx || v_i;
+            v_off := v_off || v_o;
+        END IF;
+    END IF;
+
+    IF 3 = ANY (v_mode) THEN
+        -- Longer tails, more items: unrolled into narrow rows, then
+        -- hash-joined with the items (log_push_v12's joined probe).
+        WITH seg AS MATERIALIZED (
+            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, GREATEST(u.cmp, u.start - 1) AS tail_from, u.last, u.cutoff
+            FROM unnest(p_partition_ids, p_counts, v_hat, v_last, v_start, v_cmp, v_cutoff, v_mode)
+                 WITH ORDINALITY AS u (pid, cnt, hat, last, start, cmp, cutoff, mode, ord)
+            WHERE u.mode = 3
+        ), tail AS MATERIALIZED (
+            SELECT s.seg, t.base_offset + th.idx AS off, th.h
+            FROM seg s
+            JOIN queen.log_txns t
+              ON t.partition_id = s.pid AND t.end_offset > s.tail_from AND t.end_offset <= s.last AND t.created_at >= s.cutoff
             CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
-            WHERE (c.pos - 1) % 16 <> 0
-              AND t.partition_id = c.pid AND t.end_offset > c.tail_from AND t.end_offset <= c.last
-              AND t.created_at >= c.cutoff
-              AND th.h = c.h
-        ) x
-        WHERE c.pos > 0 AND x.off IS NOT NULL
-    ), long_tail AS MATERIALIZED (
-        -- Longer tails: unrolled into narrow rows, then joined (log_push_v12's joined probe).
-        SELECT s.seg, t.base_offset + th.idx AS off, th.h
-        FROM seg s
-        JOIN queen.log_txns t
-          ON t.partition_id = s.pid AND t.end_offset > s.tail_from AND t.end_offset <= s.last AND t.created_at >= s.cutoff
-        CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
-        WHERE s.win > 0 AND s.last - s.tail_from > 4096
-    ), long_hits AS (
-        SELECT q.seg, q.idx, min(lt.off) AS off
-        FROM long_tail lt
-        JOIN items q ON q.seg = lt.seg AND q.h = lt.h
-        GROUP BY q.seg, q.idx
-    ), long_n AS (
-        SELECT lt.seg, count(*) AS n FROM long_tail lt GROUP BY lt.seg
-    ), hits AS (
-        SELECT h.seg, h.idx, h.off FROM run_hits h
-        UNION
-        SELECT h.seg, h.idx, h.off FROM short_hits h
-        UNION
-        SELECT h.seg, h.idx, h.off FROM long_hits h
-    )
-    SELECT s.seg - 1,
-           s.last,
-           s.win,
-           CASE WHEN s.win = 0 THEN 0
-                WHEN s.last - s.tail_from <= 4096 THEN coalesce((SELECT k.n FROM short_tail k WHERE k.seg = s.seg), 0)
-                ELSE coalesce((SELECT ln.n FROM long_n ln WHERE ln.seg = s.seg), 0) END,
+        ), items AS (
+            SELECT s.seg, g.i AS idx, substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h
+            FROM seg s
+            CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
+        ), hits AS (
+            SELECT q.seg, q.idx, min(lt.off) AS off
+            FROM tail lt
+            JOIN items q ON q.seg = lt.seg AND q.h = lt.h
+            GROUP BY q.seg, q.idx
+        )
+        SELECT array_agg(h.seg), array_agg(h.idx), array_agg(h.off) INTO v_s, v_i, v_o FROM hits h;
+        IF v_s IS NOT NULL THEN
+            v_seg := v_seg || v_s;
+            v_idx := v_idx || v_i;
+            v_off := v_off || v_o;
+        END IF;
+    END IF;
+
+    RETURN QUERY
+    SELECT (u.ord - 1)::integer,
+           u.last,
+           u.win,
+           CASE WHEN u.win > 0 THEN GREATEST(u.last - GREATEST(u.cmp, u.start - 1), 0) ELSE 0 END,
            f.idx,
            f.offs
-    FROM seg s
-    LEFT JOIN (SELECT h.seg, array_agg(h.idx::integer ORDER BY h.idx, h.off) AS idx, array_agg(h.off ORDER BY h.idx, h.off) AS offs
-               FROM hits h GROUP BY h.seg) f ON f.seg = s.seg
-    ORDER BY s.seg;
+    FROM unnest(v_last, v_win, v_cmp, v_start) WITH ORDINALITY AS u (last, win, cmp, start, ord)
+    LEFT JOIN (
+        SELECT d.seg, array_agg(d.idx ORDER BY d.idx, d.off) AS idx, array_agg(d.off ORDER BY d.idx, d.off) AS offs
+        FROM (SELECT DISTINCT h.seg, h.idx, h.off FROM unnest(v_seg, v_idx, v_off) AS h (seg, idx, off)) d
+        GROUP BY d.seg
+    ) f ON f.seg = u.ord
+    ORDER BY u.ord;
 END
 $$;

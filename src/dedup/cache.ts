@@ -7,6 +7,7 @@
 
 import {
   FILTER_BITS_PER_HASH,
+  FILTER_DENSITY_STEP,
   FILTER_GROWTH,
   FILTER_MIN_BITS_PER_HASH,
   FILTER_RELAX_FRACTION,
@@ -39,6 +40,14 @@ export interface HintedVouch {
   maybe: number[];
 }
 
+/** An append reported while the partition's window was being fetched (install() replays it). */
+interface BufferedAppend {
+  base: number;
+  hashes: Buffer;
+  count: number;
+  createdMs: number;
+}
+
 const NO_HITS: LocalHit[] = [];
 const NO_MAYBE: number[] = [];
 
@@ -55,6 +64,8 @@ export interface DedupCacheOptions {
    * the partition (src/compaction) before its tail grows long.
    */
   onEvict?: (partitionId: number) => void;
+  /** Called with a partition's id when its exact entry is demoted to a filter (its maybe items are looked up from then on). */
+  onDemote?: (partitionId: number) => void;
   /**
    * A partition whose rebuild the exact tier cannot admit gets a filter
    * entry (presenceFilter.ts, ~1 B a hash) instead of being suppressed, and
@@ -170,14 +181,22 @@ export class DedupCache {
   private readonly resident = new ResidentSet();
   private readonly policy: AdmissionPolicy;
   private readonly inFlight = new Set<number>();
+  /**
+   * Partitions whose window is being fetched outside their flushes
+   * (beginFetch .. install or endFetch), with every append reported
+   * meanwhile: install() replays those the snapshot does not hold.
+   */
+  private readonly fetching = new Map<number, { appends: BufferedAppend[]; unknown: boolean }>();
   private readonly filterTier: boolean;
   private readonly onEvict: ((partitionId: number) => void) | undefined;
+  private readonly onDemote: ((partitionId: number) => void) | undefined;
   /** The tier (and a filter's blocks) each admitted rebuild was admitted for, until its install (absent: exact). */
   private readonly admitted = new Map<number, { tier: EntryTier; blocks: number }>();
   /**
    * Bits a hash that filters are built with now: FILTER_BITS_PER_HASH,
-   * lowered under memory pressure (down to FILTER_MIN_BITS_PER_HASH), raised
-   * again one bit at a time once the budget is half used.
+   * lowered under memory pressure by FILTER_DENSITY_STEP at a time (down to
+   * FILTER_MIN_BITS_PER_HASH), raised again a step at a time while the
+   * budget is less than half used.
    */
   private filterBits = FILTER_BITS_PER_HASH;
 
@@ -186,6 +205,7 @@ export class DedupCache {
     this.capBytes = opts.capBytes;
     this.filterTier = opts.filterTier ?? true;
     this.onEvict = opts.onEvict;
+    this.onDemote = opts.onDemote;
     this.now = opts.now ?? Date.now;
     this.policy = new AdmissionPolicy(opts.capBytes, this.now, opts.onWarn);
   }
@@ -197,8 +217,42 @@ export class DedupCache {
   }
   endFlush(pid: number): void {
     this.inFlight.delete(pid);
+    // An admission made for a fetch still under way keeps its reservation.
+    if (this.fetching.has(pid)) return;
     this.policy.release(pid);
     this.admitted.delete(pid);
+  }
+
+  /** Whether a flush of pid is between beginFlush and endFlush. */
+  isFlushing(pid: number): boolean {
+    return this.inFlight.has(pid);
+  }
+
+  /**
+   * pid's window is about to be fetched outside its flushes (a background
+   * build, src/fusion/cacheWatermarks.ts). From now until install() or
+   * endFetch(), every append reported for pid is also kept, so the install
+   * can add those the snapshot missed, and an admission made for the fetch
+   * keeps its reservation across flushes. The snapshot is read in one
+   * transaction: a push reported here committed either before it (its
+   * offsets are at or below the snapshot's lastOffset, and in it) or after
+   * it (all above), since a segment's offsets commit together.
+   */
+  beginFetch(pid: number): void {
+    if (!this.fetching.has(pid)) this.fetching.set(pid, { appends: [], unknown: false });
+  }
+  /** The fetch of pid ended without an install (refused, failed): its admission is void. */
+  endFetch(pid: number): void {
+    if (!this.fetching.delete(pid)) return;
+    this.policy.release(pid);
+    this.admitted.delete(pid);
+  }
+  isFetching(pid: number): boolean {
+    return this.fetching.has(pid);
+  }
+  /** Whether pid has a resident entry that can vouch now (no state change, no use recorded). */
+  hasVouchingEntry(pid: number): boolean {
+    return this.resident.get(pid)?.canVouch ?? false;
   }
 
   /**
@@ -216,9 +270,12 @@ export class DedupCache {
   prepare(pid: number, windowSeconds: number): PrepareAnswer {
     const now = this.now();
     // A new flush of pid: a reservation left by an earlier admission whose
-    // install never came (fetch failed) is void, and so is its tier.
-    this.policy.release(pid);
-    this.admitted.delete(pid);
+    // install never came (fetch failed) is void, and so is its tier; one
+    // made for a fetch still under way is not.
+    if (!this.fetching.has(pid)) {
+      this.policy.release(pid);
+      this.admitted.delete(pid);
+    }
     if (!(windowSeconds > 0)) {
       this.drop(pid);
       return 'suppressed';
@@ -339,7 +396,7 @@ export class DedupCache {
   private fitFilter(pid: number, hashes: number, now: number): number | undefined {
     const reserved = this.policy.reservedExcept(pid, now);
     if (this.filterBits < FILTER_BITS_PER_HASH && this.resident.totalBytes + reserved < FILTER_RELAX_FRACTION * this.policy.budgetBytes) {
-      this.filterBits++;
+      this.filterBits = Math.min(FILTER_BITS_PER_HASH, this.filterBits / FILTER_DENSITY_STEP);
     }
     for (;;) {
       const blocks = PresenceFilter.blocksFor(hashes * (1 + FILTER_GROWTH), this.filterBits);
@@ -352,9 +409,14 @@ export class DedupCache {
         continue;
       }
       if (this.filterBits <= FILTER_MIN_BITS_PER_HASH) return undefined;
-      this.filterBits--;
-      this.foldFilters(2 * this.filterBits);
+      this.lowerFilterBits();
     }
+  }
+
+  /** Filters are built a step sparser from now on, and every filter with twice that or more is folded. */
+  private lowerFilterBits(): void {
+    this.filterBits = Math.max(FILTER_MIN_BITS_PER_HASH, this.filterBits * FILTER_DENSITY_STEP);
+    this.foldFilters(2 * this.filterBits);
   }
 
   /** pid's exact entry becomes a filter entry built at the current density (no PostgreSQL read). */
@@ -364,6 +426,7 @@ export class DedupCache {
     e.nextRetierMs = this.now() + PROMOTE_INTERVAL_MS;
     this.resident.retiered(pid, e);
     this.stats.demotions++;
+    this.onDemote?.(pid);
   }
 
   /** Halves every filter that has at least `bits` bits for each of its hashes, until it has fewer. */
@@ -400,6 +463,11 @@ export class DedupCache {
    */
   install(pid: number, windowSeconds: number, lastOffset: number, txnsStart: number, rows: readonly TxnRow[], fetchedAtMs: number): void {
     const now = this.now();
+    // A background fetch's buffer is complete only where no push of pid is
+    // between its SQL call and its report: the caller installs before a
+    // flush's push or between flushes (src/fusion/cacheWatermarks.ts).
+    const fetch = this.fetching.get(pid);
+    this.fetching.delete(pid);
     this.policy.release(pid);
     if (!(windowSeconds > 0)) {
       this.drop(pid);
@@ -408,6 +476,14 @@ export class DedupCache {
     const { tier, blocks } = this.admitted.get(pid) ?? { tier: 'exact' as const, blocks: 0 };
     this.admitted.delete(pid);
     const entry = PartitionEntry.hydrate(windowSeconds, lastOffset, txnsStart, rows, fetchedAtMs, tier, blocks);
+    if (fetch !== undefined) {
+      // What the broker appended after the snapshot, in order: each goes in
+      // at V + 1 or leaves the entry gapped (another writer's offsets in
+      // between), as any append does. A push of unknown outcome meanwhile
+      // may have committed offsets the entry never sees: rebuild.
+      for (const a of fetch.appends) if (a.base > lastOffset) entry.append(a.base, a.hashes, a.count, a.createdMs);
+      if (fetch.unknown) entry.markRebuild('unknown');
+    }
     entry.nextRetierMs = now + PROMOTE_INTERVAL_MS;
     this.resident.set(pid, entry, now);
     if (tier === 'filter') this.stats.filterInstalls++;
@@ -501,6 +577,7 @@ export class DedupCache {
    * push returned: a later time only delays expiry, the safe side).
    */
   recordAppend(pid: number, base: number, hashes: Buffer, count: number, createdMs: number): void {
+    this.fetching.get(pid)?.appends.push({ base, hashes: Buffer.from(hashes.subarray(0, count * HASH_BYTES)), count, createdMs });
     const e = this.resident.get(pid);
     if (e === undefined) return;
     const r = e.append(base, hashes, count, createdMs);
@@ -517,6 +594,8 @@ export class DedupCache {
 
   /** The push failed and may or may not have committed: pid needs a full rebuild. */
   recordUnknown(pid: number): void {
+    const f = this.fetching.get(pid);
+    if (f !== undefined) f.unknown = true;
     const e = this.resident.get(pid);
     if (e === undefined || e.rebuild) return;
     e.markRebuild('unknown');
@@ -528,6 +607,7 @@ export class DedupCache {
     this.resident.clear();
     this.policy.clear();
     this.inFlight.clear();
+    this.fetching.clear();
     this.admitted.clear();
     this.filterBits = FILTER_BITS_PER_HASH;
   }
@@ -624,8 +704,7 @@ export class DedupCache {
           continue;
         }
         if (this.filterBits > FILTER_MIN_BITS_PER_HASH) {
-          this.filterBits--;
-          this.foldFilters(2 * this.filterBits);
+          this.lowerFilterBits();
           continue;
         }
       }

@@ -46,15 +46,17 @@ export const RESERVATION_TTL_MS = 60_000;
 /**
  * The filter tier (presenceFilter.ts, entry.ts): a filter is built with at
  * least FILTER_BITS_PER_HASH bits for each of its hashes plus
- * FILTER_GROWTH more (the appends until its refresh), rounded up to a power
- * of two of blocks. Under memory pressure the cache lowers the bits it
- * builds with, and folds filters that have more than twice that, down to
- * FILTER_MIN_BITS_PER_HASH (~15 % false positives; below it a partition is
- * suppressed instead). A filter whose hashes added outgrow its design load
- * (fewer bits per added hash than the current target) is rebuilt.
+ * FILTER_GROWTH more (the appends until its refresh), rounded up by at most
+ * 12.5 % (presenceFilter.ts, blocksFor). Under memory pressure the cache
+ * lowers the bits it builds with by FILTER_DENSITY_STEP at a time, and folds
+ * filters that have twice that or more, down to FILTER_MIN_BITS_PER_HASH
+ * (~15 % false positives; below it a partition is suppressed instead). A
+ * filter whose hashes added outgrow its design load (fewer bits per added
+ * hash than the current target) is rebuilt.
  */
 export const FILTER_BITS_PER_HASH = 8;
 export const FILTER_MIN_BITS_PER_HASH = 4;
+export const FILTER_DENSITY_STEP = 0.9;
 export const FILTER_GROWTH = 0.25;
 /**
  * A filter entry tries to become exact again at most this often, and only
@@ -64,5 +66,5 @@ export const FILTER_GROWTH = 0.25;
  */
 export const PROMOTE_INTERVAL_MS = 30_000;
 export const PROMOTE_FRACTION = 0.75;
-/** Below this share of the admission budget in use, the filter density builds go back up one bit. */
+/** Below this share of the admission budget in use, the density filters are built with goes back up a step. */
 export const FILTER_RELAX_FRACTION = 0.5;

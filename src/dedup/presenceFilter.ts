@@ -24,8 +24,8 @@ import { randomFillSync } from 'node:crypto';
  * half the blocks is the OR of adjacent pairs (2j | 2j + 1), and it answers
  * "maybe" for every hash the larger one did. fold() does that in place when
  * memory is short: half the bytes, a higher false-positive rate, never a
- * false negative. Sizes are rounded up to c x 2^k blocks with c in 4..7
- * (blocksFor), so a filter is within 25 % of its target and folds k times.
+ * false negative. Sizes are rounded up to c x 2^k blocks with c in 8..15
+ * (blocksFor), so a filter is within 12.5 % of its target and folds k times.
  *
  * False positives, for n hashes in b = 512 x blocks bits: about
  * (1 - e^(-K n / b))^K, a little more for blocks of 512 bits (the load
@@ -65,13 +65,13 @@ export class PresenceFilter {
 
   /**
    * The block count that gives at least `bitsPerHash` bits to each of
-   * `hashes` hashes: rounded up to c x 2^k with c in 4..7 (within 25 %, and
-   * foldable k times), at most 2^26.
+   * `hashes` hashes: rounded up to c x 2^k with c in 8..15 (within 12.5 %,
+   * and foldable k times), at most 2^26.
    */
   static blocksFor(hashes: number, bitsPerHash: number): number {
     const want = Math.max(1, Math.ceil((Math.max(0, hashes) * bitsPerHash) / 512));
-    if (want <= 4) return want;
-    const k = Math.floor(Math.log2(want)) - 2;
+    if (want <= 8) return want;
+    const k = Math.floor(Math.log2(want)) - 3;
     return Math.min(2 ** 26, Math.ceil(want / 2 ** k) * 2 ** k);
   }
 

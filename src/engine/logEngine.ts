@@ -112,8 +112,8 @@ export interface LookupOutcome {
   lastOffset: number;
   /** The window the lookup searched (seconds; 0: dedup off, nothing searched). */
   windowSeconds: number;
-  /** Stored hashes its tail search read (rows above compacted_upto). */
-  tailHashes: number;
+  /** Offsets of the tail its search read (above compacted_upto): the compactor's trigger, as a probe's hashes are. */
+  tailOffsets: number;
   /** Every (item index, offset) found, by item then offset. */
   found: { index: number; offset: number }[];
 }
@@ -149,7 +149,7 @@ export const TXNS_ROW_FRAMES = 250;
 /** The lookup the broker runs before a push for the items its dedup filter cannot clear. */
 export const LOOKUP_FUNCTION = 'queen.log_lookup_v1';
 const LOOKUP_SQL =
-  'SELECT seg_index, last_offset, window_seconds, tail_hashes, found_idx, found_offsets ' +
+  'SELECT seg_index, last_offset, window_seconds, tail_offsets, found_idx, found_offsets ' +
   'FROM queen.log_lookup_v1($1::bigint[], $2::integer[], $3::bytea)';
 
 const PROVISION_SQL =
@@ -392,13 +392,13 @@ export class LogEngine extends Component {
       const o: LookupOutcome = {
         lastOffset: r.last_offset as number,
         windowSeconds: r.window_seconds as number,
-        tailHashes: r.tail_hashes as number,
+        tailOffsets: r.tail_offsets as number,
         found: idx.map((index, k) => ({ index, offset: offs[k]! })),
       };
       out[i] = o;
       items += inputs[i]!.count;
       found += idx.length;
-      if (o.tailHashes > 0) for (const l of this.probeListeners) l(inputs[i]!.partitionId, o.tailHashes);
+      if (o.tailOffsets > 0) for (const l of this.probeListeners) l(inputs[i]!.partitionId, o.tailOffsets);
     }
     this.lookupItems.inc(items);
     this.lookupFound.inc(found);

@@ -11,6 +11,21 @@ export interface WindowRow {
   hashes: Buffer;
 }
 
+/** A partition's state when its window is fetched, read before any hash moves. */
+export interface WindowState {
+  lastOffset: number;
+  txnsStart: number;
+  windowSeconds: number;
+  /** Frames in the window at the snapshot (the footprint estimate for admission). */
+  inWindowHashes: number;
+  /**
+   * Offsets above compacted_upto and the purge watermark: the tail a probe
+   * (or lookup) of this partition would read in log_txns, the rest coming
+   * from its hash runs (docs/deduplication.md, "The cold path").
+   */
+  tailOffsets: number;
+}
+
 export interface WindowSnapshot {
   lastOffset: number;
   txnsStart: number;
@@ -25,7 +40,7 @@ export interface WindowSnapshot {
 /** Clock-skew slack added to the window on the safe side: extra old rows only widen coverage. */
 export const HYDRATION_SLACK_SECONDS = 5;
 
-const STATE_SQL = `SELECT lp.last_offset, lp.txns_start, q.dedup_window_seconds,
+const STATE_SQL = `SELECT lp.last_offset, lp.txns_start, q.dedup_window_seconds, lp.compacted_upto,
     (SELECT coalesce(sum(t.end_offset - t.base_offset + 1), 0)
        FROM queen.log_txns t
       WHERE t.partition_id = lp.id
@@ -56,7 +71,7 @@ const COPY_SQL = `COPY (
 export async function fetchWindow(
   pool: pg.Pool,
   partitionId: number,
-  admit: (s: { lastOffset: number; txnsStart: number; windowSeconds: number; inWindowHashes: number }) => boolean,
+  admit: (s: WindowState) => boolean,
 ): Promise<WindowSnapshot | undefined> {
   const client = await pool.connect();
   let broken = false;
@@ -68,11 +83,12 @@ export async function fetchWindow(
       return undefined;
     }
     const r = st.rows[0];
-    const state = {
+    const state: WindowState = {
       lastOffset: Number(r.last_offset),
       txnsStart: Number(r.txns_start),
       windowSeconds: Number(r.dedup_window_seconds),
       inWindowHashes: Number(r.in_window),
+      tailOffsets: Math.max(0, Number(r.last_offset) - Math.max(Number(r.compacted_upto), Number(r.txns_start) - 1)),
     };
     if (!admit(state)) {
       await client.query('COMMIT');
@@ -81,7 +97,14 @@ export async function fetchWindow(
     await client.query(SET_SQL, [String(partitionId), String(state.windowSeconds + HYDRATION_SLACK_SECONDS)]);
     const rows = await copyRows(client);
     await client.query('COMMIT');
-    return { ...state, rows, fetchedAtMs: Date.now() };
+    return {
+      lastOffset: state.lastOffset,
+      txnsStart: state.txnsStart,
+      windowSeconds: state.windowSeconds,
+      inWindowHashes: state.inWindowHashes,
+      rows,
+      fetchedAtMs: Date.now(),
+    };
   } catch (err) {
     broken = true;
     throw toDatabaseError(err, `fetching the dedup window of partition ${partitionId}`);

@@ -1,7 +1,7 @@
 import type { LogEngine, LookupInput, SegmentOutcome } from '../engine/logEngine.js';
 import { NO_VOUCH, type Hint, type PendingSegment, type Vouch, type WatermarkSource } from '../engine/writer.js';
 import { HASH_BYTES } from '../util/txnHash.js';
-import { fetchWindow } from '../engine/windowFetch.js';
+import { COLD_TAIL_OFFSETS, WindowBuilds, type WindowFetch } from './windowBuilds.js';
 import type { DedupCache } from '../dedup/index.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
 
@@ -32,6 +32,8 @@ import type { MetricsRegistry } from '../telemetry/metrics.js';
 export class CacheWatermarks implements WatermarkSource {
   private readonly hydrationFailures;
   private readonly lookupFailures;
+  /** Window fetches run off the flush path (windowBuilds.ts). */
+  readonly builds: WindowBuilds;
 
   constructor(
     private readonly cache: DedupCache,
@@ -44,6 +46,8 @@ export class CacheWatermarks implements WatermarkSource {
      * what hints save; both are exact.
      */
     private readonly hints = true,
+    /** How windows are fetched (tests hold a fetch open with it). */
+    fetch?: WindowFetch,
   ) {
     this.hydrationFailures = metrics?.counter(
       'queen_dedup_hydration_failures_total',
@@ -52,6 +56,16 @@ export class CacheWatermarks implements WatermarkSource {
     this.lookupFailures = metrics?.counter(
       'queen_lookup_failures_total',
       'Lookups that failed (their segments were pushed with -1, the full probe)',
+    );
+    this.builds = new WindowBuilds(
+      cache,
+      engine.pool,
+      (err, pid) => {
+        // Not fatal: the partition answers -1 (full probe) until a build succeeds.
+        this.hydrationFailures?.inc();
+        this.onError(err, pid);
+      },
+      fetch,
     );
     if (metrics) {
       metrics
@@ -86,11 +100,24 @@ export class CacheWatermarks implements WatermarkSource {
         this.cache.beginFlush(s.partitionId);
         begun.push(s.partitionId);
       }
+      // First every segment's (re)build is started, so they fetch together;
+      // then a partition with no entry that can vouch waits for its fetch,
+      // unless its tail is short enough to push with -1 meanwhile.
+      for (const s of segments) {
+        this.builds.installReady(s.partitionId);
+        if (this.cache.prepare(s.partitionId, s.windowSeconds) === 'hydrate') this.builds.start(s.partitionId);
+      }
+      for (const s of segments) {
+        const b = this.builds.get(s.partitionId);
+        if (b === undefined || this.cache.hasVouchingEntry(s.partitionId)) continue;
+        await b.stateKnown;
+        if (b.tailOffsets !== undefined && b.tailOffsets <= COLD_TAIL_OFFSETS && b.snapshot === undefined) continue;
+        await b.finished;
+        this.builds.installReady(s.partitionId);
+      }
       const out: Vouch[] = [];
       const unclear: { at: number; maybe: number[] }[] = [];
       for (const s of segments) {
-        const decision = this.cache.prepare(s.partitionId, s.windowSeconds);
-        if (decision === 'hydrate') await this.hydrate(s.partitionId);
         if (!this.hints) {
           const verified = this.cache.verifiedFor(s.partitionId, s.hashes, s.count);
           out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId) });
@@ -108,6 +135,7 @@ export class CacheWatermarks implements WatermarkSource {
       for (const pid of begun) {
         this.cache.recordUnknown(pid);
         this.cache.endFlush(pid);
+        this.builds.installReady(pid);
       }
       throw err;
     }
@@ -162,6 +190,8 @@ export class CacheWatermarks implements WatermarkSource {
       this.cache.prepare(s.partitionId, o.windowSeconds);
       if (o.assignedBase !== null) this.cache.recordAppend(s.partitionId, o.assignedBase, s.hashes, s.count, now);
       this.cache.endFlush(s.partitionId);
+      // A snapshot fetched while this flush was under way: its appends are all reported now.
+      this.builds.installReady(s.partitionId);
     });
   }
 
@@ -169,18 +199,8 @@ export class CacheWatermarks implements WatermarkSource {
     for (const s of segments) {
       this.cache.recordUnknown(s.partitionId);
       this.cache.endFlush(s.partitionId);
-    }
-  }
-
-  private async hydrate(partitionId: number): Promise<void> {
-    try {
-      const snap = await fetchWindow(this.engine.pool, partitionId, (st) => this.cache.admitRebuild(partitionId, st.inWindowHashes));
-      if (!snap) return;
-      this.cache.install(partitionId, snap.windowSeconds, snap.lastOffset, snap.txnsStart, snap.rows, snap.fetchedAtMs);
-    } catch (err) {
-      // Not fatal: the partition answers -1 (full probe) until a hydration succeeds.
-      this.hydrationFailures?.inc();
-      this.onError(err, partitionId);
+      // A snapshot fetched while this flush was under way: its appends are all reported now.
+      this.builds.installReady(s.partitionId);
     }
   }
 }

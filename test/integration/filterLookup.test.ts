@@ -181,6 +181,7 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
   let named = 0;
   let fromRuns = 0;
   let longTails = 0;
+  let joinedTails = 0;
   await fc.assert(
     fc.asyncProperty(fc.array(opArb, { minLength: 4, maxLength: 30 }), fc.integer({ min: 0, max: 2 ** 31 }), async (ops, seed) => {
       round++;
@@ -190,7 +191,8 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
         const pids = await partitionIds(sql, q);
         if (pids.length === 0) return;
         // Ids to look up: a spread over everything that may have been sent, and some never sent.
-        const ids = Array.from({ length: 24 }, (_, k) => {
+        // 24 ids take the per-row search of a long tail, 48 the hash join.
+        const ids = Array.from({ length: lookups % 2 === 0 ? 24 : 48 }, (_, k) => {
           pick = (pick * 1103515245 + 12345) % 2 ** 31;
           return k % 3 === 0 ? BULK[pick % BULK.length]! : pick % 140;
         });
@@ -201,7 +203,8 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
         lookups++;
         pids.forEach((pid, s) => {
           const o = out[s]!;
-          if (o.tailHashes > 4096) longTails++;
+          if (o.tailOffsets > 4096) longTails++;
+          if (o.tailOffsets > 4096 && ids.length > 32) joinedTails++;
           ids.forEach((x, k) => {
             const hex = hashOf(`t${x}`).toString('hex');
             const got = o.found.filter((f) => f.index === k).map((f) => f.offset);
@@ -242,9 +245,11 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
     }),
     { numRuns: 40 },
   );
-  t.log(`${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read; ${longTails} partitions searched through a long tail`);
+  t.log(
+    `${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read; ${longTails} partitions searched through a long tail, ${joinedTails} of them hash-joined`,
+  );
   t.true(named > 0 && fromRuns > lookups / 4, 'lookups found occurrences, many through runs');
-  t.true(longTails > 0, 'long tails (the hash-join search) were searched');
+  t.true(longTails > joinedTails && joinedTails > 0, 'long tails were searched both per row (few items) and hash-joined (many)');
 });
 
 test.serial('the cache with the filter tier, at a cap that holds the partitions only as filters: verdicts equal -1 verdicts', async (t) => {

@@ -1,0 +1,131 @@
+import type pg from 'pg';
+import type { DedupCache } from '../dedup/index.js';
+import { fetchWindow, type WindowSnapshot } from '../engine/windowFetch.js';
+
+/** How a window is fetched (fetchWindow; tests put a gate in front of it). */
+export type WindowFetch = typeof fetchWindow;
+
+/**
+ * A partition whose tail (offsets above its hash runs) is at most this long
+ * is pushed with -1 while its window is fetched: the probe then reads its
+ * runs and a short tail, the cold path's cost. A longer tail (a partition
+ * never compacted) would make every such push read it whole, so its flushes
+ * wait for the fetch instead.
+ */
+export const COLD_TAIL_OFFSETS = 4096;
+/** Window fetches under way at once per broker (each holds a pool connection for its COPY). */
+export const MAX_CONCURRENT_FETCHES = 2;
+
+/** One partition's background build: its window fetch, then its install. */
+export interface WindowBuild {
+  /** Resolves once the fetch has read the partition's state (or failed, or was refused). */
+  readonly stateKnown: Promise<void>;
+  /** Resolves once the fetch is over (snapshot ready, refused or failed). */
+  readonly finished: Promise<void>;
+  /** The partition's tail when its state was read (undefined before, or when the read failed). */
+  tailOffsets: number | undefined;
+  snapshot: WindowSnapshot | undefined;
+}
+
+/**
+ * Full-window fetches for the dedup cache, off the flush path (issue 38: a
+ * broker must not stop the world to hydrate). CacheWatermarks starts one when
+ * the cache asks for a (re)build; meanwhile the partition's flushes go on:
+ * with the entry it has (a filter being refreshed or promoted), with -1 if
+ * its tail is short, or waiting for the fetch if not.
+ *
+ * States of a partition here: none -> queued (waiting for a fetch slot) ->
+ * fetching -> ready (snapshot held) -> installed (gone from here); or
+ * fetching -> gone, when the admission refused it or the fetch failed
+ * (cache.endFetch: the partition answers -1 until a later build).
+ *
+ * Why the install is complete: cache.beginFetch() is called before the
+ * fetch starts, so every append reported from then on is kept, and the
+ * install replays those above the snapshot (DedupCache.install). An install
+ * happens only where no push of the partition is between its SQL call and its
+ * report: when the fetch ends and no flush of it is under way, or at the
+ * start of its next flush (installReady), before that flush's push.
+ */
+export class WindowBuilds {
+  private readonly builds = new Map<number, WindowBuild>();
+  private readonly queue: (() => void)[] = [];
+  /** Fetches under way (at most MAX_CONCURRENT_FETCHES). */
+  private readonly running = new Set<Promise<void>>();
+
+  constructor(
+    private readonly cache: DedupCache,
+    private readonly pool: pg.Pool,
+    private readonly onFailure: (err: unknown, partitionId: number) => void,
+    private readonly fetch: WindowFetch = fetchWindow,
+  ) {}
+
+  get(pid: number): WindowBuild | undefined {
+    return this.builds.get(pid);
+  }
+
+  /** Starts pid's build unless one is under way; returns it. */
+  start(pid: number): WindowBuild {
+    const existing = this.builds.get(pid);
+    if (existing !== undefined) return existing;
+    let stateKnown!: () => void;
+    let finished!: () => void;
+    const b: WindowBuild = {
+      stateKnown: new Promise<void>((r) => (stateKnown = r)),
+      finished: new Promise<void>((r) => (finished = r)),
+      tailOffsets: undefined,
+      snapshot: undefined,
+    };
+    this.builds.set(pid, b);
+    this.cache.beginFetch(pid);
+    const run = async (): Promise<void> => {
+      try {
+        b.snapshot = await this.fetch(this.pool, pid, (st) => {
+          b.tailOffsets = st.tailOffsets;
+          const admitted = this.cache.admitRebuild(pid, st.inWindowHashes);
+          stateKnown();
+          return admitted;
+        });
+      } catch (err) {
+        this.onFailure(err, pid);
+      } finally {
+        stateKnown();
+        if (b.snapshot === undefined) {
+          this.builds.delete(pid);
+          this.cache.endFetch(pid);
+        } else if (!this.cache.isFlushing(pid)) {
+          this.installReady(pid);
+        }
+        finished();
+      }
+    };
+    const go = (): void => {
+      const p = run().finally(() => {
+        this.running.delete(p);
+        this.queue.shift()?.();
+      });
+      this.running.add(p);
+    };
+    if (this.running.size < MAX_CONCURRENT_FETCHES) go();
+    else this.queue.push(go);
+    return b;
+  }
+
+  /** Installs pid's fetched snapshot, if one is ready. Only where no push of pid is under way (see the class comment). */
+  installReady(pid: number): void {
+    const b = this.builds.get(pid);
+    const s = b?.snapshot;
+    if (s === undefined) return;
+    this.builds.delete(pid);
+    this.cache.install(pid, s.windowSeconds, s.lastOffset, s.txnsStart, s.rows, s.fetchedAtMs);
+  }
+
+  /** Builds known (queued, fetching or ready). */
+  get size(): number {
+    return this.builds.size;
+  }
+
+  /** Resolves once no build is queued or fetching (tests, shutdown). */
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await Promise.race(this.running);
+  }
+}
