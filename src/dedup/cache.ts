@@ -190,8 +190,11 @@ export class DedupCache {
   private readonly filterTier: boolean;
   private readonly onEvict: ((partitionId: number) => void) | undefined;
   private readonly onDemote: ((partitionId: number) => void) | undefined;
-  /** The tier (and a filter's blocks) each admitted rebuild was admitted for, until its install (absent: exact). */
-  private readonly admitted = new Map<number, { tier: EntryTier; blocks: number }>();
+  /**
+   * The tier (and a filter's blocks) each admitted rebuild was admitted for,
+   * with the hashes it was estimated at, until its install (absent: exact).
+   */
+  private readonly admitted = new Map<number, { tier: EntryTier; blocks: number; hashes: number }>();
   /**
    * Bits a hash that filters are built with now: FILTER_BITS_PER_HASH,
    * lowered under memory pressure by FILTER_DENSITY_STEP at a time (down to
@@ -342,7 +345,7 @@ export class DedupCache {
     if (e !== undefined && !e.rebuild) {
       if (e.gap) {
         // Cheap: the rebuild replaces bytes already resident, in the same tier and size.
-        if (e.tier === 'filter') this.admitted.set(pid, { tier: 'filter', blocks: e.filterBlocks });
+        if (e.tier === 'filter') this.admitted.set(pid, { tier: 'filter', blocks: e.filterBlocks, hashes: estimatedHashes });
         return true;
       }
       // A vouching filter entry: promotion, or a refresh of its filter. A
@@ -351,13 +354,14 @@ export class DedupCache {
       const estimate = estimateFootprintBytes(estimatedHashes);
       const others = this.resident.totalBytes - e.accountedBytes + this.policy.reservedExcept(pid, now);
       if (others + estimate <= PROMOTE_FRACTION * this.policy.budgetBytes) {
+        this.admitted.set(pid, { tier: 'exact', blocks: 0, hashes: estimatedHashes });
         this.policy.reserve(pid, estimate, now);
         return true;
       }
       if (!this.filterOverloaded(e)) return false;
       const blocks = this.fitFilter(pid, estimatedHashes, now);
       if (blocks === undefined) return false;
-      this.admitted.set(pid, { tier: 'filter', blocks });
+      this.admitted.set(pid, { tier: 'filter', blocks, hashes: estimatedHashes });
       this.policy.reserve(pid, estimateFilterFootprintBytes(blocks, estimatedHashes), now);
       return true;
     }
@@ -366,13 +370,14 @@ export class DedupCache {
     const estimate = this.policy.footprint(pid, estimatedHashes);
     const others = this.resident.totalBytes - (e?.accountedBytes ?? 0) + this.policy.reservedExcept(pid, now);
     if (this.fits(pid, others + estimate, now)) {
+      this.admitted.set(pid, { tier: 'exact', blocks: 0, hashes: estimatedHashes });
       this.policy.reserve(pid, estimate, now);
       return true;
     }
     if (this.filterTier) {
       const blocks = this.fitFilter(pid, estimatedHashes, now);
       if (blocks !== undefined) {
-        this.admitted.set(pid, { tier: 'filter', blocks });
+        this.admitted.set(pid, { tier: 'filter', blocks, hashes: estimatedHashes });
         this.policy.reserve(pid, estimateFilterFootprintBytes(blocks, estimatedHashes), now);
         return true;
       }
@@ -386,21 +391,27 @@ export class DedupCache {
    * budget, making room first, coverage before names:
    * 1. demote the least recently used exact entry (any, however recently
    *    used: it keeps vouching as a filter, it only stops naming offsets);
-   * 2. once no exact entry is left, lower the bits a hash filters are built
-   *    with by one and fold every filter that has twice that or more, down
-   *    to FILTER_MIN_BITS_PER_HASH;
+   * 2. turn a rebuild admitted as exact but not installed yet (its window
+   *    still being fetched) into a filter rebuild, with a filter's
+   *    reservation;
+   * 3. once neither is left, lower the bits a hash filters are built with by
+   *    a step and fold every filter that has twice that or more, down to
+   *    FILTER_MIN_BITS_PER_HASH;
    * undefined when even that cannot make room (the caller suppresses pid).
    * Nothing here can change a verdict: a demoted or folded entry still
    * holds every hash it held (entry.ts, demote; presenceFilter.ts, fold).
    */
   private fitFilter(pid: number, hashes: number, now: number): number | undefined {
-    const reserved = this.policy.reservedExcept(pid, now);
-    if (this.filterBits < FILTER_BITS_PER_HASH && this.resident.totalBytes + reserved < FILTER_RELAX_FRACTION * this.policy.budgetBytes) {
+    if (
+      this.filterBits < FILTER_BITS_PER_HASH &&
+      this.resident.totalBytes + this.policy.reservedExcept(pid, now) < FILTER_RELAX_FRACTION * this.policy.budgetBytes
+    ) {
       this.filterBits = Math.min(FILTER_BITS_PER_HASH, this.filterBits / FILTER_DENSITY_STEP);
     }
     for (;;) {
       const blocks = PresenceFilter.blocksFor(hashes * (1 + FILTER_GROWTH), this.filterBits);
       const own = this.resident.get(pid)?.accountedBytes ?? 0;
+      const reserved = this.policy.reservedExcept(pid, now);
       if (this.resident.totalBytes - own + reserved + estimateFilterFootprintBytes(blocks, hashes) <= this.policy.budgetBytes)
         return blocks;
       const v = this.resident.lruExact(pid);
@@ -408,9 +419,23 @@ export class DedupCache {
         this.demote(v);
         continue;
       }
+      const pending = this.pendingExact(pid);
+      if (pending !== undefined) {
+        const a = this.admitted.get(pending)!;
+        const b = PresenceFilter.blocksFor(a.hashes * (1 + FILTER_GROWTH), this.filterBits);
+        this.admitted.set(pending, { tier: 'filter', blocks: b, hashes: a.hashes });
+        this.policy.reserve(pending, estimateFilterFootprintBytes(b, a.hashes), now);
+        continue;
+      }
       if (this.filterBits <= FILTER_MIN_BITS_PER_HASH) return undefined;
       this.lowerFilterBits();
     }
+  }
+
+  /** A partition other than pid whose rebuild was admitted as exact and is not installed yet. */
+  private pendingExact(pid: number): number | undefined {
+    for (const [p, a] of this.admitted) if (p !== pid && a.tier === 'exact') return p;
+    return undefined;
   }
 
   /** Filters are built a step sparser from now on, and every filter with twice that or more is folded. */
@@ -473,7 +498,7 @@ export class DedupCache {
       this.drop(pid);
       return;
     }
-    const { tier, blocks } = this.admitted.get(pid) ?? { tier: 'exact' as const, blocks: 0 };
+    const { tier, blocks } = this.admitted.get(pid) ?? { tier: 'exact' as const, blocks: 0, hashes: 0 };
     this.admitted.delete(pid);
     const entry = PartitionEntry.hydrate(windowSeconds, lastOffset, txnsStart, rows, fetchedAtMs, tier, blocks);
     if (fetch !== undefined) {

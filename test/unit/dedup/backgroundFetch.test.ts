@@ -88,3 +88,34 @@ test("a fetch's admission keeps its reservation across the flushes in between; e
   cache.endFlush(3);
   t.is(cache.entryInfo(3)!.state, 'vouching');
 });
+
+test('coverage first across fetches in flight: a rebuild admitted as exact and still fetching is turned into a filter rebuild to admit another', (t) => {
+  const clock = new FakeClock();
+  const n = 20_000;
+  // One exact entry of 20 000 hashes fits; two do not, and a filter beside an exact one does not either.
+  const cache = new DedupCache({ capBytes: 480 * 1024, now: clock.now });
+  cache.beginFetch(1);
+  t.true(cache.admitRebuild(1, n), 'the first is admitted (exact)');
+  cache.beginFetch(2);
+  t.true(cache.admitRebuild(2, n), "the second is admitted too: the first one's pending admission became a filter rebuild");
+  cache.install(
+    1,
+    60,
+    n - 1,
+    0,
+    makeRows(1, n, 250, () => clock.ms),
+    clock.ms,
+  );
+  cache.install(
+    2,
+    60,
+    n - 1,
+    0,
+    makeRows(2, n, 250, () => clock.ms),
+    clock.ms,
+  );
+  t.is(cache.entryInfo(1)!.tier, 'filter');
+  t.is(cache.entryInfo(2)!.tier, 'filter');
+  t.is(cache.stats.suppressions, 0);
+  t.true(cache.residentBytes() <= 480 * 1024);
+});
