@@ -18,6 +18,8 @@ export interface EngineRig {
   metrics: MetricsRegistry;
   cache: DedupCache | undefined;
   writer: LogWriter;
+  /** The cache's window fetches (undefined without a cache). */
+  watermarks: CacheWatermarks | undefined;
   hydrationErrors: unknown[];
   stop(): Promise<void>;
 }
@@ -43,6 +45,7 @@ export async function startEngineRig(
     metrics,
     cache,
     writer,
+    watermarks,
     hydrationErrors,
     async stop() {
       await watermarks?.builds.idle();

@@ -77,13 +77,16 @@ export function resentBundle(
   random: () => number,
   size: number,
   resentShare: number,
+  /** Where in `mine` the round-robin starts (a caller rotating over more partitions than a push holds). */
+  start = 0,
 ): { items: PushItem[]; resent: boolean[] } {
   const items: PushItem[] = [];
   const resent: boolean[] = [];
   const before = mine.map((c) => c.seq);
   for (let k = 0; k < size; k++) {
-    const c = mine[k % mine.length]!;
-    const sent = before[k % mine.length]!;
+    const at = (start + k) % mine.length;
+    const c = mine[at]!;
+    const sent = before[at]!;
     const again = sent > 0 && random() < resentShare;
     const s = again ? Math.floor(random() * sent) : c.seq++;
     items.push({ queue, partition: c.name, transactionId: f.txnId(c.id, s), payload: f.payload(c.id, s) });

@@ -27,6 +27,11 @@ import { target, type Info, type SuiteContext, type Target } from '../lib/types.
  * info row gives the small budget without compaction at the larger size
  * (what every probe cost before the cold path), for a few pushes only.
  *
+ * The larger size runs once more over 100 000 partitions (200 in window
+ * each at full size): pushes rotate over all of them, so a 1 000-item push
+ * is 1 000 one-item segments, and the small budget holds a filter for a
+ * fraction of the partitions at most (each entry's own overhead is ~0.7 kB).
+ *
  * Every verdict is checked: a re-sent id must come back duplicate, a new
  * one queued.
  */
@@ -36,12 +41,15 @@ type Mode = 'small' | 'ample' | 'nocompaction';
 interface Pass {
   mode: Mode;
   stored: number;
+  partitions: number;
   msgPerS: number;
   seconds: number;
   probes: number;
 }
 
 const PARTITIONS = 32;
+/** Issue 38's "the same at 100 k partitions": the larger size over this many. */
+const WIDE_PARTITIONS = 100_000;
 const LOOPS = 2;
 const BUNDLE = 1000;
 const RESENT = 0.1;
@@ -60,7 +68,8 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
         ampleMb: DEFAULTS.dedupCacheMb,
         sizes: process.env.WBB_SIZES ? process.env.WBB_SIZES.split(',').map(Number) : [250_000, 1_000_000],
         passes: 6,
-        bundlesPerPass: 8,
+        bundlesPerPass: 24,
+        widePasses: 4,
         payloadBytes: 64,
       }
     : {
@@ -69,126 +78,49 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
         sizes: process.env.WBB_SIZES ? process.env.WBB_SIZES.split(',').map(Number) : [2_000_000, 20_000_000],
         passes: 6,
         bundlesPerPass: 20,
+        widePasses: 4,
         payloadBytes: 64,
       };
   const all: Pass[] = [];
   const wrong: string[] = [];
   /** On-disk bytes of the runs per hash they hold, at the end of each size's passes. */
   const runBytes: { stored: number; bytesPerHash: number }[] = [];
-  for (const stored of p.sizes) {
-    const db = await createBenchDatabase(ctx.adminUrl, `wbb_${stored}`);
-    const rigs: EngineRig[] = [];
-    const compactors: Compactor[] = [];
-    try {
-      const admin = db.pool(4, 'queen-bench-load');
-      const pool = db.pool(LOOPS + 1, 'queen-bench-engine');
-      const factory = new MessageFactory('wbb', p.payloadBytes);
-      const modes: Mode[] = stored === p.sizes[p.sizes.length - 1] ? ['small', 'ample', 'nocompaction'] : ['small', 'ample'];
-      const state = new Map<Mode, { rig: EngineRig; cursors: PartitionCursor[]; compactor?: Compactor }>();
-      for (const m of modes) {
-        ctx.progress.note(`window beyond budget: ${m}, loading ${fmt(stored)} in-window messages over ${PARTITIONS} partitions`);
-        let compactor: Compactor | undefined;
-        // As the pipeline wires it: an evicted partition is asked for at once.
-        const rig = await startEngineRig(pool, {
-          cacheMb: m === 'ample' ? p.ampleMb : p.smallMb,
-          onEvict: (pid) => compactor?.request(pid),
-        });
-        rigs.push(rig);
-        const cursors = await provisionQueue(admin, rig.engine, `wbb_${m}`, 3600, PARTITIONS);
-        await bulkLoad(admin, {
-          partitions: cursors.map((cursor) => ({ cursor, nextOffset: 0 })),
-          counts: spread(stored, PARTITIONS),
-          factory,
-          segFrames: 250,
-          createdMs: Date.now(),
-          engine: true,
-        });
-        cursors.forEach((c, i) => (c.seq = spread(stored, PARTITIONS)[i]!));
-        if (m !== 'nocompaction') {
-          compactor = new Compactor({ pool, minTail: DEFAULTS.compactionMinTail, fanout: DEFAULTS.compactionFanout, metrics: rig.metrics });
-          compactors.push(compactor);
-          compactOnLongProbes(rig.engine, compactor, DEFAULTS.compactionMinTail);
-          await compactor.start();
-        }
-        state.set(m, { rig, cursors, compactor });
-      }
-      await admin.query('ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions');
-
-      const random = rng(stored);
-      /** One pass: each loop pushes bundlesPerPass bundles of 1 000 items over its own partitions. */
-      const bundlesOf = (m: Mode, n: number): { items: PushItem[]; resent: boolean[] }[][] => {
-        const { cursors } = state.get(m)!;
-        return Array.from({ length: LOOPS }, (_, w) => {
-          const mine = cursors.filter((_, i) => i % LOOPS === w);
-          return Array.from({ length: n }, () => resentBundle(`wbb_${m}`, mine, factory, random, BUNDLE, RESENT));
-        });
-      };
-      const runPass = async (m: Mode, bundles: number): Promise<Pass> => {
-        const { rig } = state.get(m)!;
-        const work = bundlesOf(m, bundles);
-        const probes0 = rig.metrics.counter('queen_probe_run_total', '').get();
-        await settle();
-        const t0 = performance.now();
-        await Promise.all(
-          work.map(async (list) => {
-            for (const b of list) {
-              const res = await rig.writer.push(b.items);
-              res.forEach((r, i) => {
-                const want = b.resent[i] ? 'duplicate' : 'queued';
-                if (r.status !== want) wrong.push(`${m} ${stored}: ${b.items[i]!.transactionId} ${r.status}, expected ${want}`);
-              });
-            }
-          }),
-        );
-        const seconds = (performance.now() - t0) / 1000;
-        return {
-          mode: m,
-          stored,
-          msgPerS: (bundles * LOOPS * BUNDLE) / seconds,
-          seconds,
-          probes: rig.metrics.counter('queen_probe_run_total', '').get() - probes0,
-        };
-      };
-
-      // Warm-up: the small budget's first probes read whole windows and ask
-      // for compaction; pass until the compactors have nothing pending.
-      for (let w = 0; w < 30; w++) {
-        const warm = await runPass('small', 2);
-        await runPass('ample', 2);
-        const pending = compactors.reduce((n, c) => n + c.pendingCount, 0);
-        ctx.progress.note(`warm-up ${w + 1}: small ${fmt(warm.msgPerS)} msg/s, ${pending} partitions pending compaction`);
-        if (pending === 0 && w >= 1) break;
-        while (compactors.some((c) => c.pendingCount > 0)) await compactors[0]!.runOnce();
-      }
-      for (let r = 0; r < p.passes; r++) {
-        const order: Mode[] = r % 2 === 0 ? ['small', 'ample'] : ['ample', 'small'];
-        for (const m of order) {
-          const s = await runPass(m, p.bundlesPerPass);
-          all.push(s);
-          ctx.progress.note(`${fmt(stored)} stored, ${m}: ${fmt(s.msgPerS)} msg/s, ${s.probes} probes`);
-        }
-      }
-      const held = await admin.query('SELECT coalesce(sum(n), 0)::bigint AS n FROM queen.log_hash_runs');
-      const bytes = await relationBytes(admin, ['queen.log_hash_slices', 'queen.log_hash_runs']);
-      runBytes.push({ stored, bytesPerHash: bytes / Math.max(1, Number(held.rows[0].n)) });
-      if (modes.includes('nocompaction')) {
-        const s = await runPass('nocompaction', 1);
-        all.push(s);
-        ctx.progress.note(`${fmt(stored)} stored, small budget without compaction: ${fmt(s.msgPerS)} msg/s`);
-      }
-    } finally {
-      for (const c of compactors) await c.stop();
-      for (const r of rigs) await r.stop();
-      await db.drop();
-    }
-  }
-  const rate = (m: Mode, stored: number) => median(all.filter((s) => s.mode === m && s.stored === stored).map((s) => s.msgPerS));
   const [lo, hi] = [p.sizes[0]!, p.sizes[p.sizes.length - 1]!];
+  // WBB_WIDE=0 leaves the 100 k-partition rows out, WBB_WIDE=only runs them alone (experiments, with --tag).
+  const configs: Config[] = [
+    ...(process.env.WBB_WIDE === 'only' ? [] : p.sizes).map((stored) => ({
+      stored,
+      partitions: PARTITIONS,
+      modes: stored === hi ? (['small', 'ample', 'nocompaction'] satisfies Mode[]) : (['small', 'ample'] satisfies Mode[]),
+      passes: p.passes,
+      bundlesPerPass: p.bundlesPerPass,
+    })),
+    ...(process.env.WBB_WIDE === '0'
+      ? []
+      : [
+          {
+            stored: hi,
+            partitions: WIDE_PARTITIONS,
+            modes: ['small', 'ample'] as Mode[],
+            passes: p.widePasses,
+            bundlesPerPass: p.bundlesPerPass,
+          },
+        ]),
+  ];
+  for (const c of configs) {
+    const r = await runConfig(ctx, p, c, wrong);
+    all.push(...r.passes);
+    if (r.runBytesPerHash !== undefined) runBytes.push({ stored: c.stored, bytesPerHash: r.runBytesPerHash });
+  }
+  const rate = (m: Mode, stored: number, partitions = PARTITIONS) =>
+    median(all.filter((s) => s.mode === m && s.stored === stored && s.partitions === partitions).map((s) => s.msgPerS));
   const label = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000} M` : `${n / 1000} k`);
+  const wide = configs.some((c) => c.partitions === WIDE_PARTITIONS);
   return {
     params: {
       ...p,
       partitions: PARTITIONS,
+      widePartitions: wide ? WIDE_PARTITIONS : 0,
       loops: LOOPS,
       bundle: BUNDLE,
       resent: RESENT,
@@ -219,6 +151,21 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
           baseline: `${fmt(rate('small', lo))} msg/s`,
         },
       ),
+      ...(wide
+        ? [
+            target(
+              `window beyond budget: ${p.smallMb} MB / ${p.ampleMb} MB budget, ${label(hi)} in window over ${label(WIDE_PARTITIONS)} partitions`,
+              rate('small', hi, WIDE_PARTITIONS) / rate('ample', hi, WIDE_PARTITIONS),
+              '>=',
+              0.7,
+              {
+                ratio: true,
+                value: `${fmt(rate('small', hi, WIDE_PARTITIONS))} msg/s`,
+                baseline: `${fmt(rate('ample', hi, WIDE_PARTITIONS))} msg/s`,
+              },
+            ),
+          ]
+        : []),
       target(`window beyond budget: wrong verdicts (re-sent not duplicate, new not queued)`, wrong.length, '<=', 0, {
         value: wrong.length === 0 ? '0' : `${wrong.length}: ${wrong.slice(0, 3).join('; ')}`,
       }),
@@ -240,4 +187,141 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
       },
     ],
   };
+}
+
+interface Config {
+  stored: number;
+  partitions: number;
+  modes: Mode[];
+  passes: number;
+  bundlesPerPass: number;
+}
+
+/** One database: twin queues loaded with `stored` messages over `partitions` partitions, one per mode, then alternating passes. */
+async function runConfig(
+  ctx: SuiteContext,
+  p: { smallMb: number; ampleMb: number; payloadBytes: number },
+  c: Config,
+  wrong: string[],
+): Promise<{ passes: Pass[]; runBytesPerHash: number | undefined }> {
+  const { stored, partitions } = c;
+  const out: Pass[] = [];
+  const db = await createBenchDatabase(ctx.adminUrl, `wbb_${stored}_${partitions}`);
+  const rigs: EngineRig[] = [];
+  const compactors: Compactor[] = [];
+  try {
+    const admin = db.pool(4, 'queen-bench-load');
+    const pool = db.pool(LOOPS + 1, 'queen-bench-engine');
+    const factory = new MessageFactory('wbb', p.payloadBytes);
+    const state = new Map<Mode, { rig: EngineRig; cursors: PartitionCursor[]; compactor?: Compactor; at: number[] }>();
+    for (const m of c.modes) {
+      ctx.progress.note(`window beyond budget: ${m}, loading ${fmt(stored)} in-window messages over ${fmt(partitions)} partitions`);
+      let compactor: Compactor | undefined;
+      // As the pipeline wires it: an evicted or demoted partition is asked for at once.
+      const rig = await startEngineRig(pool, {
+        cacheMb: m === 'ample' ? p.ampleMb : p.smallMb,
+        onEvict: (pid) => compactor?.request(pid),
+      });
+      rigs.push(rig);
+      const cursors = await provisionQueue(admin, rig.engine, `wbb_${m}`, 3600, partitions);
+      const counts = spread(stored, partitions);
+      await bulkLoad(admin, {
+        partitions: cursors.map((cursor) => ({ cursor, nextOffset: 0 })),
+        counts,
+        factory,
+        segFrames: 250,
+        createdMs: Date.now(),
+        engine: true,
+      });
+      cursors.forEach((cur, i) => (cur.seq = counts[i]!));
+      if (m !== 'nocompaction') {
+        compactor = new Compactor({ pool, minTail: DEFAULTS.compactionMinTail, fanout: DEFAULTS.compactionFanout, metrics: rig.metrics });
+        compactors.push(compactor);
+        compactOnLongProbes(rig.engine, compactor, DEFAULTS.compactionMinTail);
+        await compactor.start();
+      }
+      state.set(m, { rig, cursors, compactor, at: new Array<number>(LOOPS).fill(0) });
+    }
+    await admin.query('ANALYZE queen.log_segments; ANALYZE queen.log_txns; ANALYZE queen.log_partitions');
+
+    const random = rng(stored + partitions);
+    /** Per loop, `n` bundles of 1 000 items round-robin over its own partitions, continuing where its last one stopped. */
+    const bundlesOf = (m: Mode, n: number): { items: PushItem[]; resent: boolean[] }[][] => {
+      const st = state.get(m)!;
+      return Array.from({ length: LOOPS }, (_, w) => {
+        const mine = st.cursors.filter((_, i) => i % LOOPS === w);
+        return Array.from({ length: n }, () => {
+          const b = resentBundle(`wbb_${m}`, mine, factory, random, BUNDLE, RESENT, st.at[w]);
+          st.at[w] = (st.at[w]! + BUNDLE) % mine.length;
+          return b;
+        });
+      });
+    };
+    const runPass = async (m: Mode, bundles: number): Promise<Pass> => {
+      const { rig } = state.get(m)!;
+      const work = bundlesOf(m, bundles);
+      const probes0 = rig.metrics.counter('queen_probe_run_total', '').get();
+      await settle();
+      const t0 = performance.now();
+      await Promise.all(
+        work.map(async (list) => {
+          for (const b of list) {
+            const res = await rig.writer.push(b.items);
+            res.forEach((r, i) => {
+              const want = b.resent[i] ? 'duplicate' : 'queued';
+              if (r.status !== want) wrong.push(`${m} ${stored}/${partitions}: ${b.items[i]!.transactionId} ${r.status}, expected ${want}`);
+            });
+          }
+        }),
+      );
+      const seconds = (performance.now() - t0) / 1000;
+      return {
+        mode: m,
+        stored,
+        partitions,
+        msgPerS: (bundles * LOOPS * BUNDLE) / seconds,
+        seconds,
+        probes: rig.metrics.counter('queen_probe_run_total', '').get() - probes0,
+      };
+    };
+
+    // Warm-up: every partition pushed to at least twice by each budget (its
+    // cache builds its entries, the small budget's first lookups and probes
+    // ask for compaction), then until the compactors have nothing pending
+    // and no window is still being fetched.
+    const cover = Math.max(4, Math.ceil((2 * partitions) / (LOOPS * BUNDLE)));
+    for (let w = 0; w < cover + 30; w++) {
+      const warm = await runPass('small', 2);
+      await runPass('ample', 2);
+      for (const r of rigs) await r.watermarks?.builds.idle();
+      const pending = compactors.reduce((n, k) => n + k.pendingCount, 0);
+      ctx.progress.note(`warm-up ${w + 1}: small ${fmt(warm.msgPerS)} msg/s, ${pending} partitions pending compaction`);
+      if (pending === 0 && 2 * (w + 1) >= cover) break;
+      while (compactors.some((k) => k.pendingCount > 0)) await compactors[0]!.runOnce();
+    }
+    for (let r = 0; r < c.passes; r++) {
+      const order: Mode[] = r % 2 === 0 ? ['small', 'ample'] : ['ample', 'small'];
+      for (const m of order) {
+        const s = await runPass(m, c.bundlesPerPass);
+        out.push(s);
+        ctx.progress.note(`${fmt(stored)} stored over ${fmt(partitions)}, ${m}: ${fmt(s.msgPerS)} msg/s, ${s.probes} probes`);
+      }
+    }
+    let runBytesPerHash: number | undefined;
+    if (partitions === PARTITIONS) {
+      const held = await admin.query('SELECT coalesce(sum(n), 0)::bigint AS n FROM queen.log_hash_runs');
+      const bytes = await relationBytes(admin, ['queen.log_hash_slices', 'queen.log_hash_runs']);
+      runBytesPerHash = bytes / Math.max(1, Number(held.rows[0].n));
+    }
+    if (c.modes.includes('nocompaction')) {
+      const s = await runPass('nocompaction', 1);
+      out.push(s);
+      ctx.progress.note(`${fmt(stored)} stored, small budget without compaction: ${fmt(s.msgPerS)} msg/s`);
+    }
+    return { passes: out, runBytesPerHash };
+  } finally {
+    for (const k of compactors) await k.stop();
+    for (const r of rigs) await r.stop();
+    await db.drop();
+  }
 }

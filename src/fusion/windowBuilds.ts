@@ -7,10 +7,10 @@ export type WindowFetch = typeof fetchWindow;
 
 /**
  * A partition whose tail (offsets above its hash runs) is at most this long
- * is pushed with -1 while its window is fetched: the probe then reads its
- * runs and a short tail, the cold path's cost. A longer tail (a partition
- * never compacted) would make every such push read it whole, so its flushes
- * wait for the fetch instead.
+ * is pushed while its window is fetched, on a lookup of all its items
+ * (CacheWatermarks): the lookup reads its runs and a short tail, the cold
+ * path's cost. A longer tail (a partition never compacted) would make every
+ * such push read it whole, so its flushes wait for the fetch instead.
  */
 export const COLD_TAIL_OFFSETS = 4096;
 /** Window fetches under way at once per broker (each holds a pool connection for its COPY). */
@@ -31,8 +31,8 @@ export interface WindowBuild {
  * Full-window fetches for the dedup cache, off the flush path (issue 38: a
  * broker must not stop the world to hydrate). CacheWatermarks starts one when
  * the cache asks for a (re)build; meanwhile the partition's flushes go on:
- * with the entry it has (a filter being refreshed or promoted), with -1 if
- * its tail is short, or waiting for the fetch if not.
+ * with the entry it has (a filter being refreshed or promoted), on a lookup
+ * of all their items if its tail is short, or waiting for the fetch if not.
  *
  * States of a partition here: none -> queued (waiting for a fetch slot) ->
  * fetching -> ready (snapshot held) -> installed (gone from here); or

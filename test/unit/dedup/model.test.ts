@@ -231,6 +231,7 @@ interface Totals {
   vouchedWithHints: number;
   maybeItems: number;
   lookupNamed: number;
+  lookupAll: number;
   [k: string]: number;
 }
 
@@ -285,7 +286,19 @@ function runScenario(
         let hits = vouch.hits;
         check(w <= model.last, `vouched ${w} above last_offset ${model.last}`);
         check(w >= 0 || (hits.length === 0 && vouch.maybe.length === 0), 'hints or maybe items without a vouch');
-        if (vouch.maybe.length > 0) {
+        const lookupAll = filterTier && w < 0 && model.window > 0 && !cache.hasVouchingEntry(PID);
+        if (lookupAll) {
+          // CacheWatermarks: no entry vouches, so every item is looked up and
+          // the vouch is the lookup's lastOffset alone.
+          const upTo = model.last;
+          const at = dbNow();
+          hits = Array.from({ length: seg.count }, (_, index) => ({
+            index,
+            offsets: model.lookup(seg.hashes.subarray(index * 16, index * 16 + 16), upTo, at),
+          })).filter((h) => h.offsets.length > 0);
+          totals.lookupAll++;
+          w = upTo;
+        } else if (vouch.maybe.length > 0) {
           check(filterTier, 'maybe items from a cache without the filter tier');
           // CacheWatermarks.lookUp: the maybe items looked up (no lock), what
           // was found named, the vouch lowered to the lookup's lastOffset.
@@ -441,6 +454,7 @@ test('model: a vouched watermark and its hints never change a verdict (random hi
     vouchedWithHints: 0,
     maybeItems: 0,
     lookupNamed: 0,
+    lookupAll: 0,
   };
   fc.assert(
     fc.property(
@@ -482,6 +496,7 @@ test('model (filter tier): demoted, folded and filter entries vouch only with th
     vouchedWithHints: 0,
     maybeItems: 0,
     lookupNamed: 0,
+    lookupAll: 0,
   };
   fc.assert(
     fc.property(
@@ -502,6 +517,7 @@ test('model (filter tier): demoted, folded and filter entries vouch only with th
   t.true(totals.demotions! > 0, 'exact entries were demoted to filters');
   t.true(totals.folds! > 0, 'filters were folded under pressure');
   t.true(totals.maybeItems > 0 && totals.lookupNamed > 0, 'maybe items were looked up and some were found');
+  t.true(totals.lookupAll > 0, 'pushes no entry vouched for looked every item up');
   t.true(totals.vouched > 0 && totals.probeSkipped > 0, 'the cache vouched and SQL would skip the probe');
   t.true(totals.duplicates > 0 && totals.localHits! > 0);
   t.true(totals.knowledgeChecks > 0);
