@@ -64,6 +64,7 @@ export class AdmissionPolicy {
   readonly budgetBytes: number;
   private readonly cooldowns: SoftCappedMap<number, number>;
   private readonly hints: SoftCappedMap<number, number>;
+  private readonly refused: SoftCappedMap<number, number>;
   private readonly reservations = new Map<number, { bytes: number; sinceMs: number }>();
   private reservedTotal = 0;
   private lastWarnMs = -Infinity;
@@ -78,6 +79,7 @@ export class AdmissionPolicy {
     this.budgetBytes = ADMIT_FRACTION * capBytes;
     this.cooldowns = new SoftCappedMap<number, number>(auxSoftCap, (deadline) => deadline <= this.now());
     this.hints = new SoftCappedMap<number, number>(auxSoftCap);
+    this.refused = new SoftCappedMap<number, number>(auxSoftCap);
   }
 
   /** True while pid serves a cooldown; an expired deadline is forgotten here. */
@@ -89,9 +91,14 @@ export class AdmissionPolicy {
     return false;
   }
 
-  /** pid failed the fit test: 30 s cooldown, and a warning at most once per minute. */
-  suppress(pid: number, nowMs: number, detail: () => string): void {
+  /**
+   * pid failed the fit test with `hashes` in its window: 30 s cooldown, and
+   * a warning at most once per minute. The size is kept (refusedHashes) so
+   * a re-test can be skipped while the cache has no room for it.
+   */
+  suppress(pid: number, nowMs: number, hashes: number, detail: () => string): void {
     this.cooldowns.set(pid, nowMs + SUPPRESS_COOLDOWN_MS);
+    this.refused.set(pid, hashes);
     this.suppressedSinceWarn++;
     if (this.onWarn !== undefined && nowMs - this.lastWarnMs >= WARN_INTERVAL_MS) {
       const n = this.suppressedSinceWarn;
@@ -105,6 +112,12 @@ export class AdmissionPolicy {
 
   clearCooldown(pid: number): void {
     this.cooldowns.delete(pid);
+    this.refused.delete(pid);
+  }
+
+  /** In-window hashes pid had when it was last refused (undefined: never, or forgotten). */
+  refusedHashes(pid: number): number | undefined {
+    return this.refused.get(pid);
   }
 
   /** Gauge: partitions whose cooldown has not expired (expired ones are dropped while counting). */
@@ -155,13 +168,14 @@ export class AdmissionPolicy {
   }
 
   /** Sizes of the auxiliary maps (tests: the soft cap holds). */
-  auxSizes(): { cooldowns: number; hints: number; reservations: number } {
-    return { cooldowns: this.cooldowns.size, hints: this.hints.size, reservations: this.reservations.size };
+  auxSizes(): { cooldowns: number; hints: number; refused: number; reservations: number } {
+    return { cooldowns: this.cooldowns.size, hints: this.hints.size, refused: this.refused.size, reservations: this.reservations.size };
   }
 
   clear(): void {
     this.cooldowns.clear();
     this.hints.clear();
+    this.refused.clear();
     this.reservations.clear();
     this.reservedTotal = 0;
     this.suppressedSinceWarn = 0;

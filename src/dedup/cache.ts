@@ -12,6 +12,7 @@ import {
   FILTER_MIN_BITS_PER_HASH,
   FILTER_RELAX_FRACTION,
   HASH_BYTES,
+  NO_ROOM_MEMO_MS,
   PROMOTE_FRACTION,
   PROMOTE_INTERVAL_MS,
 } from './constants.js';
@@ -202,6 +203,9 @@ export class DedupCache {
    * budget is less than half used.
    */
   private filterBits = FILTER_BITS_PER_HASH;
+  /** Until then hasRoomFor answers no without a scan for noRoomBytes and more (0: no memo). */
+  private noRoomUntilMs = 0;
+  private noRoomBytes = Infinity;
 
   constructor(opts: DedupCacheOptions) {
     if (!(opts.capBytes >= 0)) throw new RangeError('DedupCache: capBytes must be >= 0');
@@ -298,7 +302,50 @@ export class DedupCache {
         return 'ready';
       }
     }
-    return this.policy.inCooldown(pid, now) ? 'suppressed' : 'hydrate';
+    if (this.policy.inCooldown(pid, now)) return 'suppressed';
+    // A partition without an entry is tested (its window fetched: a
+    // transaction of four round trips before the fit test) only if the
+    // cache could admit it: at
+    // the size it was refused with, or, never refused (or forgotten), as an
+    // empty entry. Under a round-robin over far more partitions than fit
+    // (100 k partitions), fetches spent on refusals were most of a broker's
+    // work. A partition turned away here is looked up like any suppressed
+    // one (an empty partition's lookup reads nothing).
+    const refused = this.policy.refusedHashes(pid);
+    if (e === undefined && !this.hasRoomFor(pid, this.smallestFootprint(pid, refused ?? 0), now)) {
+      this.suppress(pid, now, refused ?? 0, this.policy.footprint(pid, refused ?? 0), this.resident.totalBytes);
+      return 'suppressed';
+    }
+    return 'hydrate';
+  }
+
+  /** The fewest bytes an entry of pid with `hashes` hashes can be admitted with: a filter at the floor density, or (without the tier) its exact footprint. */
+  private smallestFootprint(pid: number, hashes: number): number {
+    if (!this.filterTier) return this.policy.footprint(pid, hashes);
+    return estimateFilterFootprintBytes(PresenceFilter.blocksFor(hashes * (1 + FILTER_GROWTH), FILTER_MIN_BITS_PER_HASH), hashes);
+  }
+
+  /**
+   * Whether an entry of `need` bytes could be admitted: free budget for it,
+   * an exact entry to demote, a filter density left to lower, or entries
+   * evictable now. A 'no' is kept for up to NO_ROOM_MEMO_MS for this size
+   * and larger (a victim scan walks the resident set), and forgotten when
+   * an entry leaves. Policy only: a refused partition vouches -1 and is
+   * looked up, which is always sound.
+   */
+  private hasRoomFor(pid: number, need: number, now: number): boolean {
+    const memo = now < this.noRoomUntilMs;
+    if (memo && need >= this.noRoomBytes) return false;
+    const free = this.policy.budgetBytes - this.resident.totalBytes - this.policy.reservedExcept(pid, now);
+    const room =
+      free >= need ||
+      (this.filterTier && (this.resident.exactCount > 0 || this.filterBits > FILTER_MIN_BITS_PER_HASH)) ||
+      this.resident.victims(need - free, now, pid) !== undefined;
+    if (!room) {
+      this.noRoomBytes = memo ? Math.min(this.noRoomBytes, need) : need;
+      if (!memo) this.noRoomUntilMs = now + NO_ROOM_MEMO_MS;
+    }
+    return room;
   }
 
   /** Whether a filter entry's hashes would fit as an exact entry under PROMOTE_FRACTION of the budget, evicting no one. */
@@ -382,7 +429,7 @@ export class DedupCache {
         return true;
       }
     }
-    this.suppress(pid, now, estimate, others);
+    this.suppress(pid, now, estimatedHashes, estimate, others);
     return false;
   }
 
@@ -684,13 +731,14 @@ export class DedupCache {
     return this.policy.auxSizes();
   }
 
-  private suppress(pid: number, now: number, estimate: number, others: number): void {
+  private suppress(pid: number, now: number, hashes: number, estimate: number, others: number): void {
     this.drop(pid);
     this.stats.suppressions++;
     const mb = (b: number): string => (b / 2 ** 20).toFixed(1);
     this.policy.suppress(
       pid,
       now,
+      hashes,
       () =>
         `partition ${pid} needs ~${mb(estimate)} MB, others hold ${mb(others)} MB of a ${mb(this.capBytes)} MB cap (QUEEN_DEDUP_CACHE_MB); ${this.policy.suppressedCount(now)} partition(s) suppressed now`,
     );
@@ -704,6 +752,7 @@ export class DedupCache {
    */
   private drop(pid: number): void {
     const e = this.resident.delete(pid);
+    if (e !== undefined) this.noRoomUntilMs = 0;
     if (e !== undefined) this.policy.rememberFootprint(pid, e.tier === 'exact' ? e.accountedBytes : estimateFootprintBytes(e.hashCount));
   }
 

@@ -26,6 +26,8 @@ export const UNIT_OVERHEAD_BYTES = 48;
 /** Memory policy. */
 export const ADMIT_FRACTION = 0.9;
 export const SUPPRESS_COOLDOWN_MS = 30_000;
+/** How long a full cache's "no room for anyone" answer is kept before the resident set is scanned again (cache.ts, hasRoomForAnother). */
+export const NO_ROOM_MEMO_MS = 1_000;
 export const RECENT_USE_MS = 5_000;
 /**
  * The recent-use guard follows each entry's own rhythm (residentSet.ts,

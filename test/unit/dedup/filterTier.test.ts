@@ -208,3 +208,34 @@ test('an overloaded filter is rebuilt at the current density, larger, still hold
   const v = cache.vouchWithHints(2, stored(small), small.last + 1);
   t.is(v.maybe.length, small.last + 1, 'the rebuilt filter holds every hash');
 });
+
+test('a refused partition past its cooldown is not fetched again while the cache has no room for anyone; it is once an entry leaves', (t) => {
+  const clock = new FakeClock();
+  const size = 20_000;
+  const capBytes = 900 * KiB;
+  const cache = new DedupCache({ capBytes, now: clock.now });
+  const parts: Part[] = [];
+  let refused = -1;
+  for (let p = 0; p < 400 && refused < 0; p++) {
+    parts.push(partOf(100 + p, size, clock.ms));
+    clock.advance(10);
+    if (flush(cache, clock, p, parts[p]!).verified === -1) refused = p;
+  }
+  t.true(refused > 0, 'the budget ran out');
+  const resident = parts.slice(0, refused).map((_, p) => p);
+  // The resident partitions stay in use (their guards hold), past the refused one's cooldown.
+  for (let s = 0; s < 8; s++) {
+    clock.advance(4_000);
+    for (const p of resident) flush(cache, clock, p, parts[p]!);
+  }
+  const suppressions = cache.stats.suppressions;
+  t.is(cache.prepare(refused, 3600), 'suppressed', 'no room: no fetch for a re-test');
+  t.is(cache.stats.suppressions, suppressions + 1, 'counted as a suppression');
+  clock.advance(30_001);
+  for (const p of resident) flush(cache, clock, p, parts[p]!);
+  t.is(cache.prepare(refused, 3600), 'suppressed', 'still none after the renewed cooldown');
+  // An entry leaves (its queue's dedup turned off): there is room to re-test.
+  t.is(cache.prepare(resident[0]!, 0), 'suppressed');
+  clock.advance(30_001);
+  t.is(cache.prepare(refused, 3600), 'hydrate');
+});
