@@ -142,6 +142,23 @@ export function spread(n: number, k: number): number[] {
  * to its new last offset, so the store is exactly what pushes would have left
  * (apart from created_at, which is createdMs for every loaded row).
  */
+/** Loads `counts[i]` messages created now into partition i of freshly provisioned `cursors` (offsets from 0), as the engine writes them. */
+export async function loadInWindow(
+  pool: pg.Pool,
+  cursors: PartitionCursor[],
+  counts: readonly number[],
+  factory: MessageFactory,
+): Promise<number> {
+  return bulkLoad(pool, {
+    partitions: cursors.map((cursor) => ({ cursor, nextOffset: 0 })),
+    counts: [...counts],
+    factory,
+    segFrames: 250,
+    createdMs: Date.now(),
+    engine: true,
+  });
+}
+
 export async function bulkLoad(pool: pg.Pool, plan: LoadPlan): Promise<number> {
   const total = plan.counts.reduce((a, b) => a + b, 0);
   if (total === 0) return 0;

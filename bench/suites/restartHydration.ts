@@ -5,7 +5,7 @@ import { createBenchDatabase } from '../lib/db.js';
 import { provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { rng } from '../lib/rng.js';
 import { fmt, median } from '../lib/stats.js';
-import { bulkLoad, MessageFactory, resentBundle, spread, type PartitionCursor } from '../lib/synth.js';
+import { loadInWindow, MessageFactory, resentBundle, spread, type PartitionCursor } from '../lib/synth.js';
 import { target, type Info, type SuiteContext, type Target } from '../lib/types.js';
 
 /**
@@ -82,14 +82,7 @@ export async function restartHydration(ctx: SuiteContext): Promise<RestartResult
     const loaded = async (queue: string): Promise<PartitionCursor[]> => {
       const cursors = await provisionQueue(admin, first.engine, queue, 3600, PARTITIONS);
       ctx.progress.note(`restart: loading ${fmt(p.inWindow)} in-window messages over ${PARTITIONS} partitions of ${queue}`);
-      await bulkLoad(admin, {
-        partitions: cursors.map((cursor) => ({ cursor, nextOffset: 0 })),
-        counts,
-        factory,
-        segFrames: 250,
-        createdMs: Date.now(),
-        engine: true,
-      });
+      await loadInWindow(admin, cursors, counts, factory);
       cursors.forEach((c, i) => (c.seq = counts[i]!));
       return cursors;
     };

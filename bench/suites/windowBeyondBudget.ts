@@ -7,7 +7,7 @@ import { settle } from '../lib/gc.js';
 import { provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { rng } from '../lib/rng.js';
 import { fmt, median } from '../lib/stats.js';
-import { bulkLoad, MessageFactory, relationBytes, resentBundle, spread, type PartitionCursor } from '../lib/synth.js';
+import { loadInWindow, MessageFactory, relationBytes, resentBundle, spread, type PartitionCursor } from '../lib/synth.js';
 import { target, type Info, type SuiteContext, type Target } from '../lib/types.js';
 
 /**
@@ -225,14 +225,7 @@ async function runConfig(
       rigs.push(rig);
       const cursors = await provisionQueue(admin, rig.engine, `wbb_${m}`, 3600, partitions);
       const counts = spread(stored, partitions);
-      await bulkLoad(admin, {
-        partitions: cursors.map((cursor) => ({ cursor, nextOffset: 0 })),
-        counts,
-        factory,
-        segFrames: 250,
-        createdMs: Date.now(),
-        engine: true,
-      });
+      await loadInWindow(admin, cursors, counts, factory);
       cursors.forEach((cur, i) => (cur.seq = counts[i]!));
       if (m !== 'nocompaction') {
         compactor = new Compactor({ pool, minTail: DEFAULTS.compactionMinTail, fanout: DEFAULTS.compactionFanout, metrics: rig.metrics });
