@@ -10,6 +10,7 @@
  * result, not a failure: the exit code is non-zero only when a suite could not
  * run at all.
  */
+import { installRecordDecoder } from '../src/ingress/recordDecoder.js';
 import { liveComponents } from '../src/util/lifecycle.js';
 import { dropAllBenchDatabases } from './lib/db.js';
 import { machineInfo } from './lib/machine.js';
@@ -26,6 +27,13 @@ import { pushVsStored } from './suites/pushVsStored.js';
 import { retentionCost } from './suites/retentionCost.js';
 import { consume } from './suites/consume.js';
 import { tracingCost } from './suites/tracingCost.js';
+
+// Every kafkajs consumer of this process decodes records as the service
+// does (src/ingress/recordDecoder.ts), the baselines (consume-only, the
+// ON CONFLICT sink) included: installed first, so no suite's order decides
+// which decoder another suite runs with, and a baseline is never slower
+// here than the service's own client.
+installRecordDecoder();
 
 const SUITES: Suite[] = [
   pushVsStored,

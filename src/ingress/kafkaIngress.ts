@@ -10,6 +10,7 @@ import { DeadLetterProducer } from './deadLetter.js';
 import type { MappingOptions } from './recordMapping.js';
 import { checkPartitionName } from '../engine/limits.js';
 import { registerCodecs } from './codecs.js';
+import { installRecordDecoder } from './recordDecoder.js';
 import { ConsumerSupervisor, type IngressStatus } from './supervisor.js';
 import { kafkajsLogCreator } from './kafkaLog.js';
 import { BatchIntake } from './batchIntake.js';
@@ -108,6 +109,10 @@ export class KafkaIngress extends Component {
   ) {
     super('KafkaIngress');
     registerCodecs();
+    const decoder = installRecordDecoder();
+    // Only when something in this process consumed with kafkajs before the
+    // first ingress was built; correct either way, just slower per record.
+    if (decoder.startsWith('too late')) this.log.warn({ decoder }, "kafkajs's own record decoder stays in use");
     this.kafka = new Kafka({
       clientId: opts.clientId ?? 'queen-ingress',
       brokers: opts.brokers,
