@@ -83,8 +83,8 @@ const PLATFORMATIC_SETTINGS = {
   heartbeatInterval: CONSUMER_SETTINGS.heartbeatIntervalMs,
   // Offsets are committed only by the loop (message.commit()), as the ingress commits only what PostgreSQL answered.
   autocommit: false,
-  // The broker answers a fetch as soon as it has 1 byte, else after maxWaitTime ms (kafkajs: minBytes 1, maxWaitTimeInMs 250).
-  minBytes: 1,
+  // The broker answers a fetch once it holds minBytes, else after maxWaitTime ms, as for the kafkajs baseline (the ingress's defaults).
+  minBytes: CONSUMER_SETTINGS.minBytes,
   maxWaitTime: CONSUMER_SETTINGS.maxWaitTimeInMs,
   // Per partition per fetch, the ingress's maxBytesPerPartition (1 MiB). Left unset, platformatic asks for maxBytes per partition.
   maxBytesPerPartition: CONSUMER_SETTINGS.maxBytesPerPartition,

@@ -40,6 +40,8 @@ export interface ConsumerSettings {
   heartbeatIntervalMs: number;
   partitionsConsumedConcurrently: number;
   maxBytesPerPartition: number;
+  /** The broker answers a fetch once it holds this many bytes, or after maxWaitTimeInMs. */
+  minBytes: number;
   maxWaitTimeInMs: number;
   commitEvery: number;
 }
@@ -96,6 +98,7 @@ async function startLoop(
     sessionTimeout: s.sessionTimeoutMs,
     heartbeatInterval: s.heartbeatIntervalMs,
     maxBytesPerPartition: s.maxBytesPerPartition,
+    minBytes: s.minBytes,
     maxWaitTimeInMs: s.maxWaitTimeInMs,
     retry: { retries: 10, initialRetryTime: 200, maxRetryTime: 5_000 },
   });

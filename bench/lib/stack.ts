@@ -2,7 +2,13 @@ import { DEFAULTS } from '../../src/config.js';
 import type { DedupCache } from '../../src/dedup/index.js';
 import type { LogEngine } from '../../src/engine/logEngine.js';
 import type { Fusion } from '../../src/fusion/fusion.js';
-import { KafkaIngress, type CommittedChunk, type KafkaIngressOptions } from '../../src/ingress/kafkaIngress.js';
+import {
+  FETCH_MAX_WAIT_MS,
+  FETCH_MIN_BYTES,
+  KafkaIngress,
+  type CommittedChunk,
+  type KafkaIngressOptions,
+} from '../../src/ingress/kafkaIngress.js';
 import { defaultPipelineOptions, WritePipeline } from '../../src/pipeline.js';
 import { silentLogger } from '../../src/telemetry/logger.js';
 import type { MetricsRegistry } from '../../src/telemetry/metrics.js';
@@ -31,7 +37,8 @@ export const CONSUMER_SETTINGS = {
   heartbeatIntervalMs: 1_000,
   partitionsConsumedConcurrently: DEFAULTS.ingressConcurrency,
   maxBytesPerPartition: 1024 * 1024,
-  maxWaitTimeInMs: 250,
+  minBytes: FETCH_MIN_BYTES,
+  maxWaitTimeInMs: FETCH_MAX_WAIT_MS,
   commitEvery: DEFAULTS.ingressCommitEvery,
 } as const;
 
