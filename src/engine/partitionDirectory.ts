@@ -30,6 +30,39 @@ export class PartitionDirectory {
     return `${queue}\x1f${partition}`;
   }
 
+  /**
+   * Each item's partition, in item order. A run of items naming the same
+   * partition (fusion hands a bundle's items grouped by partition) costs one
+   * memo lookup: the key is built and hashed once per run, not per item.
+   */
+  async resolveEach(items: readonly { queue: string; partition: string }[]): Promise<PartitionInfo[]> {
+    const out = new Array<PartitionInfo>(items.length);
+    let unresolved: (string | undefined)[] | undefined;
+    const t = this.now();
+    let prev: { queue: string; partition: string } | undefined;
+    let prevInfo: PartitionInfo | undefined;
+    let prevKey = '';
+    for (let i = 0; i < items.length; i++) {
+      const it = items[i]!;
+      if (it.queue !== prev?.queue || it.partition !== prev.partition) {
+        prev = it;
+        prevKey = PartitionDirectory.key(it.queue, it.partition);
+        const m = this.memo.get(prevKey);
+        prevInfo = m && t - m.fetchedAt < this.ttlMs ? m.info : undefined;
+      }
+      if (prevInfo !== undefined) out[i] = prevInfo;
+      else (unresolved ??= new Array<string | undefined>(items.length))[i] = prevKey;
+    }
+    if (unresolved !== undefined) {
+      const pending = unresolved;
+      const found = await this.resolve(items.filter((_, i) => pending[i] !== undefined));
+      pending.forEach((k, i) => {
+        if (k !== undefined) out[i] = found.get(k)!;
+      });
+    }
+    return out;
+  }
+
   async resolve(items: readonly { queue: string; partition: string }[]): Promise<Map<string, PartitionInfo>> {
     const out = new Map<string, PartitionInfo>();
     const missing = new Map<string, { queue: string; partition: string }>();

@@ -115,6 +115,8 @@ interface Accepted {
   /** The Kafka origin, checked, and its frame section's size (frames.ts), when the item has one. */
   origin: FrameOrigin | undefined;
   originSize: number;
+  /** The message id, minted once the item is known to lead (undefined for a follower). */
+  id: Buffer | undefined;
 }
 
 interface Leader extends Accepted {
@@ -206,6 +208,7 @@ export class LogWriter {
       trace,
       origin,
       originSize: originBytes,
+      id: undefined,
     };
   }
 
@@ -245,7 +248,7 @@ export class LogWriter {
     });
     if (accepted.length === 0) return results;
 
-    const infos = await this.directory.resolve(accepted);
+    const infos = await this.directory.resolveEach(accepted);
 
     // Layers 1 and 2: leaders per partition, followers pointing at leaders.
     // Every hash goes once into the bundle's hash words (the stored
@@ -256,8 +259,9 @@ export class LogWriter {
     const leaderAt: Leader[] = [];
     const groups = new Map<number, Group>();
     const followers: [Accepted, Leader][] = [];
-    for (const a of accepted) {
-      const info = infos.get(PartitionDirectory.key(a.queue, a.partition));
+    for (let i = 0; i < accepted.length; i++) {
+      const a = accepted[i]!;
+      const info = infos[i];
       if (!info) {
         // Cannot happen for a validated item (the key is what provisioning
         // returned); if it ever does, this item fails alone.
@@ -284,7 +288,9 @@ export class LogWriter {
         followers.push([a, leaderAt[held]!]);
         continue;
       }
-      const leader: Leader = Object.assign(a, { id: uuidv7Bytes() });
+      // Accepted already has the id field (undefined): setting it keeps the object's shape.
+      const leader = a as Leader;
+      leader.id = uuidv7Bytes();
       leaderAt[a.slot] = leader;
       g.leaders.push(leader);
     }

@@ -1,0 +1,52 @@
+import test from 'ava';
+import type { LogEngine, PartitionInfo } from '../../src/engine/logEngine.js';
+import { PartitionDirectory } from '../../src/engine/partitionDirectory.js';
+
+/** provision() as SQL answers it: one row per pair, ids in first-seen order; every call recorded. */
+function fakeEngine(): { engine: LogEngine; calls: string[][] } {
+  const ids = new Map<string, number>();
+  const calls: string[][] = [];
+  const engine = {
+    provision: (pairs: { queue: string; partition: string }[]): Promise<PartitionInfo[]> => {
+      calls.push(pairs.map((p) => `${p.queue}/${p.partition}`));
+      return Promise.resolve(
+        pairs.map((p) => {
+          const k = `${p.queue}/${p.partition}`;
+          if (!ids.has(k)) ids.set(k, ids.size + 1);
+          return { queue: p.queue, partition: p.partition, partitionId: ids.get(k)!, windowSeconds: 60 };
+        }),
+      );
+    },
+  } as unknown as LogEngine;
+  return { engine, calls };
+}
+
+const it = (queue: string, partition: string) => ({ queue, partition });
+
+test('resolveEach answers every item in order, runs and repeats included, provisioning each missing partition once', async (t) => {
+  const { engine, calls } = fakeEngine();
+  let now = 1_000;
+  const dir = new PartitionDirectory(engine, 30_000, () => now);
+  // Equal names in distinct string objects (as records decode them) must still be one partition.
+  const a2 = Buffer.from('a').toString();
+  const items = [it('q', 'a'), it('q', a2), it('q', 'b'), it('q', 'a'), it('r', 'a'), it('q', 'b')];
+  const infos = await dir.resolveEach(items);
+  t.deepEqual(
+    infos.map((i) => `${i.queue}/${i.partition}`),
+    items.map((i) => `${i.queue}/${i.partition}`),
+  );
+  t.is(infos[0]!.partitionId, infos[3]!.partitionId);
+  t.not(infos[0]!.partitionId, infos[4]!.partitionId, 'the same partition name in another queue is another partition');
+  t.deepEqual(calls, [['q/a', 'q/b', 'r/a']]);
+
+  // Memoised: no SQL until the TTL passes; then only what is asked again.
+  await dir.resolveEach([it('q', 'a'), it('q', 'b')]);
+  t.is(calls.length, 1);
+  now += 30_001;
+  const again = await dir.resolveEach([it('q', 'b'), it('q', 'b'), it('q', 'c')]);
+  t.deepEqual(calls[1], ['q/b', 'q/c']);
+  t.deepEqual(
+    again.map((i) => i.partitionId),
+    [infos[2]!.partitionId, infos[2]!.partitionId, 4],
+  );
+});
