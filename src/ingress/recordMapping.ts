@@ -107,18 +107,27 @@ export function mapRecord(
   /** The chunk's shared origin part (keepOrigin); made here when absent. */
   source?: OriginSource,
 ): Mapped {
-  const reject = (reason: string, stage: ErrorStage, halt = false): Mapped => ({ ok: false, reason, stage, halt });
+  // No closure or wrapper object per record on the common path (an
+  // unframed value): this runs for every record the ingress reads.
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
   if (rec.value === null || rec.value === undefined)
     return reject('record value is null (a tombstone carries no message)', 'VALUE_CONVERTER');
-  const value = readValue(rec.value, opts.registry);
-  if (!value.ok) return reject(value.reason, 'VALUE_CONVERTER');
+  let payload: Buffer = rec.value;
+  /** A framed value's JSON (decoded through the registry, or its JSON Schema payload), read on first use. */
+  let framedJson: (() => Json) | undefined;
+  if (isFramed(rec.value)) {
+    const value = readFramedValue(rec.value, opts.registry);
+    if (!value.ok) return reject(value.reason, 'VALUE_CONVERTER');
+    payload = value.payload;
+    framedJson = value.json;
+  }
+  let doc: Json | undefined;
   let key: string | undefined;
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
   const keyBytes = rec.key === undefined ? null : rec.key;
   const partitionFrom = opts.partition ?? KEY;
   const idFrom = opts.transactionId ?? DEFAULT_ID_SOURCES;
-  if (keyBytes !== null && ('key' in partitionFrom || idFrom.some((s) => 'key' in s))) {
+  if (keyBytes !== null && ('key' in partitionFrom || readsKey(idFrom))) {
     try {
       key = utf8.decode(keyBytes);
     } catch {
@@ -132,13 +141,14 @@ export function mapRecord(
     for (const source of idFrom) {
       if ('header' in source) transactionId = headerString(rec.headers, source.header);
       else if ('key' in source) transactionId = key;
-      else if ('jsonPointer' in source) transactionId = scalarAt(value.json(), source.jsonPointer);
+      else if ('jsonPointer' in source) transactionId = scalarAt((doc ??= framedJson ? framedJson() : valueJson(payload)), source.jsonPointer);
       else transactionId = `${topic}/${kafkaPartition}/${rec.offset}`;
       if (transactionId !== undefined) break;
     }
     if ('key' in partitionFrom) partition = key;
     else if ('header' in partitionFrom) partition = headerString(rec.headers, partitionFrom.header);
-    else if ('jsonPointer' in partitionFrom) partition = scalarAt(value.json(), partitionFrom.jsonPointer);
+    else if ('jsonPointer' in partitionFrom)
+      partition = scalarAt((doc ??= framedJson ? framedJson() : valueJson(payload)), partitionFrom.jsonPointer);
     else partition = partitionFrom.constant;
     const traceparent = headerString(rec.headers, 'traceparent');
     if (traceparent) {
@@ -160,13 +170,22 @@ export function mapRecord(
         opts.missingId === 'fail',
       );
   }
-  const item: PushItem = { queue, partition: partition ?? LIMITS.defaultPartition, transactionId, payload: value.payload, traceContext };
+  const item: PushItem = { queue, partition: partition ?? LIMITS.defaultPartition, transactionId, payload, traceContext };
   // The record itself is the per-record part: nothing is copied (frames.ts writes it into the segment).
   if (opts.keepOrigin) item.origin = { source: source ?? originSource(topic, kafkaPartition), record: rec };
   return { ok: true, item };
 }
 
 const KEY: PartitionSource = { key: true };
+
+function reject(reason: string, stage: ErrorStage, halt = false): Mapped {
+  return { ok: false, reason, stage, halt };
+}
+
+function readsKey(sources: readonly IdSource[]): boolean {
+  for (const s of sources) if ('key' in s) return true;
+  return false;
+}
 
 function describe(s: IdSource): string {
   if ('header' in s) return `header ${s.header}`;
@@ -207,27 +226,30 @@ function scalarAt(doc: Json, pointer: string): string | undefined {
  */
 const FRAME_HEADER = 5;
 
-/** The payload to store, and its JSON (parsed once, on first use: only a JSON source needs it). */
+/** A framed value's payload to store, and its JSON (parsed once, on first use: only a JSON source needs it). */
 type ValueRead = { ok: true; payload: Buffer; json: () => Json } | { ok: false; reason: string };
 
-function readValue(value: Buffer, registry: FramedValueDecoder | undefined): ValueRead {
-  if (value.length >= FRAME_HEADER && value[0] === 0) {
-    if (registry) return registry.decode(value);
-    const schemaId = value.readUInt32BE(1);
-    const body = value.subarray(FRAME_HEADER);
-    const parsed = parseJson(body);
-    if (!parsed.ok)
-      return {
-        ok: false,
-        reason: `Confluent-framed value (schema id ${schemaId}) is not JSON: an Avro or Protobuf value needs a schema registry, and none is configured (QUEEN_SCHEMA_REGISTRY_URL)`,
-      };
-    return { ok: true, payload: body, json: () => parsed };
-  }
-  let parsed: Json | undefined;
-  // Only a JSON object or array can hold a field; anything else is not parsed at all.
-  const json = (): Json =>
-    (parsed ??= value[firstNonSpace(value)] === 0x7b || value[firstNonSpace(value)] === 0x5b ? parseJson(value) : { ok: false });
-  return { ok: true, payload: value, json };
+function isFramed(value: Buffer): boolean {
+  return value.length >= FRAME_HEADER && value[0] === 0;
+}
+
+function readFramedValue(value: Buffer, registry: FramedValueDecoder | undefined): ValueRead {
+  if (registry) return registry.decode(value);
+  const schemaId = value.readUInt32BE(1);
+  const body = value.subarray(FRAME_HEADER);
+  const parsed = parseJson(body);
+  if (!parsed.ok)
+    return {
+      ok: false,
+      reason: `Confluent-framed value (schema id ${schemaId}) is not JSON: an Avro or Protobuf value needs a schema registry, and none is configured (QUEEN_SCHEMA_REGISTRY_URL)`,
+    };
+  return { ok: true, payload: body, json: () => parsed };
+}
+
+/** An unframed value's JSON: only a JSON object or array can hold a field, so anything else is not parsed at all. */
+function valueJson(value: Buffer): Json {
+  const first = value[firstNonSpace(value)];
+  return first === 0x7b || first === 0x5b ? parseJson(value) : { ok: false };
 }
 
 function firstNonSpace(b: Buffer): number {
