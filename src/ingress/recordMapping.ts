@@ -141,7 +141,8 @@ export function mapRecord(
     for (const source of idFrom) {
       if ('header' in source) transactionId = headerString(rec.headers, source.header);
       else if ('key' in source) transactionId = key;
-      else if ('jsonPointer' in source) transactionId = scalarAt((doc ??= framedJson ? framedJson() : valueJson(payload)), source.jsonPointer);
+      else if ('jsonPointer' in source)
+        transactionId = scalarAt((doc ??= framedJson ? framedJson() : valueJson(payload)), source.jsonPointer);
       else transactionId = `${topic}/${kafkaPartition}/${rec.offset}`;
       if (transactionId !== undefined) break;
     }
