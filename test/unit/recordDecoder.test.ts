@@ -133,23 +133,21 @@ test('records of one batch share its context: each gets its own offset and times
   t.deepEqual(offsets, ['9007199254740990', '9007199254740991', '9007199254740992', '9007199254740993', '9007199254740994']);
 });
 
+/** A batch at offset 0, time 0; a record with no key or value, only these headers. */
+const ZERO_CTX: Ctx = { firstOffset: '0', firstTimestamp: '0', magicByte: 2, isControlBatch: false, timestampType: 0, maxTimestamp: '0' };
+const headersOnly = (headers: Rec['headers']): Rec => ({ timestampDelta: 0n, offsetDelta: 0, key: null, value: null, headers });
+
 test('repeated header keys fold into one array in record order; null keys and values stay as kafkajs has them', (t) => {
-  const r: Rec = {
-    timestampDelta: 0n,
-    offsetDelta: 0,
-    key: null,
-    value: null,
-    headers: [
-      ['a', Buffer.from('1')],
-      ['b', null],
-      ['a', Buffer.from('2')],
-      [null, Buffer.from('n')],
-      ['b', Buffer.from('3')],
-      ['a', null],
-      ['2', Buffer.from('x')],
-    ],
-  };
-  const c: Ctx = { firstOffset: '0', firstTimestamp: '0', magicByte: 2, isControlBatch: false, timestampType: 0, maxTimestamp: '0' };
+  const r = headersOnly([
+    ['a', Buffer.from('1')],
+    ['b', null],
+    ['a', Buffer.from('2')],
+    [null, Buffer.from('n')],
+    ['b', Buffer.from('3')],
+    ['a', null],
+    ['2', Buffer.from('x')],
+  ]);
+  const c = ZERO_CTX;
   const [a, b] = decodeBoth(r, c);
   t.deepEqual(b, a);
   const h = (b as { headers: Record<string, unknown> }).headers;
@@ -159,19 +157,13 @@ test('repeated header keys fold into one array in record order; null keys and va
 });
 
 test('a header named like an Object.prototype member is a plain header (kafkajs stored the inherited member with it)', (t) => {
-  const c: Ctx = { firstOffset: '0', firstTimestamp: '0', magicByte: 2, isControlBatch: false, timestampType: 0, maxTimestamp: '0' };
-  const r: Rec = {
-    timestampDelta: 0n,
-    offsetDelta: 0,
-    key: null,
-    value: null,
-    headers: [
-      ['toString', Buffer.from('t')],
-      ['__proto__', Buffer.from('p')],
-      ['constructor', Buffer.from('c1')],
-      ['constructor', Buffer.from('c2')],
-    ],
-  };
+  const c = ZERO_CTX;
+  const r = headersOnly([
+    ['toString', Buffer.from('t')],
+    ['__proto__', Buffer.from('p')],
+    ['constructor', Buffer.from('c1')],
+    ['constructor', Buffer.from('c2')],
+  ]);
   const b = fast(new Decoder(encode(r)), c);
   t.deepEqual(Object.keys(b.headers), ['toString', '__proto__', 'constructor']);
   t.deepEqual(b.headers['toString' as string], Buffer.from('t'));
