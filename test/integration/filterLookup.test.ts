@@ -300,7 +300,10 @@ test.serial('the cache with the filter tier, at a cap that holds the partitions 
   const lookups = metrics.counter('queen_lookup_total', '').get();
   const found = metrics.counter('queen_lookup_found_total', '').get();
   t.log(`${pushes} pushes compared; ${lookups} lookups naming ${found}; ${JSON.stringify(cache.stats)}`);
-  t.true(cache.stats.filterInstalls > 0, 'filter entries were installed');
+  // A filter entry arises two ways: hydrated as one (a partition whose size the
+  // policy already knows) or demoted from exact. Which one a random history
+  // takes varies (0-10 hydrated as filters in three runs); either is the tier under test.
+  t.true(cache.stats.filterInstalls + cache.stats.demotions > 0, 'filter entries were installed (hydrated as filters or demoted)');
   t.true(cache.stats.vouched > 0 && cache.stats.maybeItems > 0, 'filter entries vouched and had maybe items');
   t.true(lookups > 0 && found > 0, 'lookups ran and named occurrences');
 });
