@@ -21,6 +21,7 @@ import type { KafkaIngressOptions } from './ingressOptions.js';
 import { VerdictCommits } from './verdictCommits.js';
 
 export type { IngressStatus } from './supervisor.js';
+export type { CommittedChunk, KafkaIngressOptions } from './ingressOptions.js';
 
 /**
  * Fetch batching on the broker. Every fetch round costs the service the
@@ -39,7 +40,6 @@ export type { IngressStatus } from './supervisor.js';
  */
 export const FETCH_MIN_BYTES = 64 * 1024;
 export const FETCH_MAX_WAIT_MS = 50;
-export type { CommittedChunk, KafkaIngressOptions } from './ingressOptions.js';
 
 /**
  * Kafka -> fusion -> PostgreSQL, committing offsets only behind verdicts.

@@ -107,7 +107,7 @@ export function mapRecord(
   /** The chunk's shared origin part (keepOrigin); made here when absent. */
   source?: OriginSource,
 ): Mapped {
-  // No closure or wrapper object per record on the common path (an
+  // No closure and no value-read object per record on the common path (an
   // unframed value): this runs for every record the ingress reads.
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- kafkajs types say Buffer | null; undefined is guarded too, as the mapping's contract is no throw on any record
   if (rec.value === null || rec.value === undefined)
