@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { compactPartition } from '../engine/compactionStore.js';
+import { compactPartition, type CompactionBuild } from '../engine/compactionStore.js';
 import { silentLogger, type Logger } from '../telemetry/logger.js';
 import type { Counter, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
@@ -11,6 +11,12 @@ export interface CompactorOptions {
   minTail: number;
   /** Runs of one tier merged into one of the next. */
   fanout: number;
+  /**
+   * Who sorts a step's pairs into slices: the broker (default) or
+   * PostgreSQL (queen.log_compact_v1, the reference). Both write the same
+   * runs; only benchmarks choose, to measure one against the other.
+   */
+  build?: CompactionBuild;
   metrics: MetricsRegistry;
   logger?: Logger;
   /** Pause between passes when nothing is pending (ms). Default 200. */
@@ -108,7 +114,7 @@ export class Compactor extends Component {
       if (this.loop.stopping && this.opts.loop !== false) break;
       this.pending.delete(id);
       try {
-        const o = await compactPartition(this.opts.pool, id, this.opts.minTail, this.opts.fanout);
+        const o = await compactPartition(this.opts.pool, id, this.opts.minTail, this.opts.fanout, this.opts.build);
         if (o.compacted > 0) {
           this.steps.inc(1, 'run');
           this.hashes.inc(o.compacted, 'run');

@@ -2,6 +2,7 @@ import anyTest, { type TestFn } from 'ava';
 import fc from 'fast-check';
 import pg from 'pg';
 import { Compactor } from '../../src/compaction/compactor.js';
+import { compactPartition, type CompactionBuild } from '../../src/engine/compactionStore.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
 import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
 import { compactOnLongProbes } from '../../src/pipeline.js';
@@ -119,6 +120,7 @@ test.serial(
                 kind: fc.constant('compact' as const),
                 minTail: fc.integer({ min: 1, max: 20 }),
                 fanout: fc.integer({ min: 2, max: 3 }),
+                build: fc.constantFrom<CompactionBuild>('broker', 'sql'),
               }),
             },
             // A push racing a compaction of its own partition.
@@ -142,10 +144,9 @@ test.serial(
           round++;
           const qc = `cold${round}`;
           const qp = `plain${round}`;
-          const compactAll = async (minTail: number, fanout: number) => {
-            for (const pid of await partitionIds(sql, qc)) {
-              await sql.query('SELECT * FROM queen.log_compact_v1($1, $2, $3)', [pid, minTail, fanout]);
-            }
+          // Either build of a step (the broker's, or log_compact_v1 as a broker before it runs it), mixed in one history.
+          const compactAll = async (minTail: number, fanout: number, build: CompactionBuild = 'broker') => {
+            for (const pid of await partitionIds(sql, qc)) await compactPartition(sql, Number(pid), minTail, fanout, build);
           };
           const pushBoth = async (txns: number[], part: number) => {
             const a = await cold.writer.push(txns.map((x) => item(qc, `p${part}`, `t${x}`)));
@@ -168,7 +169,7 @@ test.serial(
             if (op.kind === 'push') {
               await pushBoth(op.txns, op.part);
             } else if (op.kind === 'compact') {
-              await compactAll(op.minTail, op.fanout);
+              await compactAll(op.minTail, op.fanout, op.build);
             } else if (op.kind === 'race') {
               // The push and the compaction run at once; only then is the twin pushed.
               const [a] = await Promise.all([cold.writer.push(op.txns.map((x) => item(qc, 'p0', `t${x}`))), compactAll(1, 2)]);

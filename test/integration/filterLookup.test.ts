@@ -10,6 +10,7 @@ import { HASH_BYTES, hashString, writeHashAt } from '../../src/util/txnHash.js';
 import { NIL_UUID } from '../../src/util/uuidv7.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
+import { compactPartition, type CompactionBuild } from '../../src/engine/compactionStore.js';
 
 /**
  * The filter tier's lookup against real PostgreSQL (docs/deduplication.md,
@@ -96,7 +97,7 @@ const partitionIds = async (sql: pg.Pool, queue: string): Promise<number[]> =>
 
 type Op =
   | { kind: 'push'; txns: number[]; part: number }
-  | { kind: 'compact'; minTail: number; fanout: number }
+  | { kind: 'compact'; minTail: number; fanout: number; build?: CompactionBuild }
   | { kind: 'race'; txns: number[] }
   | { kind: 'window'; seconds: number }
   | { kind: 'age' }
@@ -124,6 +125,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       kind: fc.constant('compact' as const),
       minTail: fc.integer({ min: 1, max: 20 }),
       fanout: fc.integer({ min: 2, max: 3 }),
+      // Either build of a step (the broker's, or log_compact_v1 as a broker before it runs it), mixed in one history.
+      build: fc.constantFrom<CompactionBuild>('broker', 'sql'),
     }),
   },
   {
@@ -143,8 +146,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 async function applyOp(sql: pg.Pool, op: Op, queues: string[], compacted: string[]): Promise<void> {
   if (op.kind === 'compact') {
     for (const q of compacted) {
-      for (const pid of await partitionIds(sql, q))
-        await sql.query('SELECT * FROM queen.log_compact_v1($1, $2, $3)', [pid, op.minTail, op.fanout]);
+      for (const pid of await partitionIds(sql, q)) await compactPartition(sql, pid, op.minTail, op.fanout, op.build);
     }
   } else if (op.kind === 'window') {
     await sql.query('UPDATE queen.queues SET dedup_window_seconds = $2 WHERE name = ANY ($1)', [queues, op.seconds]);

@@ -1,0 +1,115 @@
+import { HASH_BYTES } from '../util/txnHash.js';
+
+/**
+ * The slices of one hash run (sql/000093), built in the broker: the same
+ * rows log_compact_v1 writes (sql/functions/compaction.sql), from the same
+ * (hash, offset) pairs.
+ *
+ * What a reader relies on, and this keeps: every pair given goes into the
+ * slice whose bucket is queen.log_hash_bucket(hash, bits), the hash's
+ * leading `bits` bits, for the `bits` the run's row records; a slice holds
+ * its pairs' hashes concatenated and their offsets aligned, in ascending
+ * offset. Nothing is dropped, so the run holds every hash it was built
+ * from; the bucket is the one key a probe or lookup computes, so each hash
+ * is found in the one slice it reads.
+ */
+
+export interface Slice {
+  bucket: number;
+  /** 16-byte hashes, concatenated, in ascending offset. */
+  hashes: Buffer;
+  /** Their offsets, aligned. */
+  offs: number[];
+}
+
+/** Pairs a run is built from: hashes concatenated, offsets aligned. */
+export interface HashPairs {
+  hashes: Buffer;
+  offs: readonly number[];
+}
+
+/** Pairs a slice aims at (one heap tuple of ~800 bytes), as log_compact_v1: bits = ceil(log2(n / 32)), in 0..24. */
+const PAIRS_PER_SLICE = 32;
+const MAX_BITS = 24;
+
+/** The bucket width of a run of n pairs (any value is exact; this one keeps slices near PAIRS_PER_SLICE). */
+export function runBits(n: number): number {
+  return Math.min(MAX_BITS, Math.max(0, Math.ceil(Math.log2(Math.max(n, 1) / PAIRS_PER_SLICE))));
+}
+
+/** The size tier of a new run of n pairs: floor(log_fanout(n / minTail)), at least 0 (policy only: which runs merge together). */
+export function runLevel(n: number, minTail: number, fanout: number): number {
+  return Math.max(0, Math.floor(Math.log(Math.max(n, 1) / minTail) / Math.log(fanout) + 1e-9));
+}
+
+/** queen.log_hash_bucket(h, bits): the hash's first 32 bits, big-endian, shifted down to `bits` bits. */
+export function bucketOf(hashes: Buffer, at: number, bits: number): number {
+  return bits === 0 ? 0 : hashes.readUInt32BE(at) >>> (32 - bits);
+}
+
+/**
+ * The slices of a run of `bits` over the pairs of `parts`, by ascending
+ * bucket. A counting sort by bucket keeps each part's order; a bucket that
+ * then is not in ascending offset (pairs from several parts, as a merge
+ * has) is sorted.
+ */
+export function buildSlices(parts: readonly HashPairs[], bits: number): Slice[] {
+  let n = 0;
+  for (const p of parts) {
+    if (p.hashes.length !== p.offs.length * HASH_BYTES) throw new RangeError('buildSlices: hashes and offsets differ in length');
+    n += p.offs.length;
+  }
+  if (n === 0) return [];
+  const buckets = 2 ** bits;
+  const counts = new Uint32Array(buckets + 1);
+  const bucket = new Uint32Array(n);
+  let i = 0;
+  for (const p of parts) {
+    for (let j = 0; j < p.offs.length; j++, i++) {
+      const b = bucketOf(p.hashes, j * HASH_BYTES, bits);
+      bucket[i] = b;
+      counts[b + 1]!++;
+    }
+  }
+  for (let b = 0; b < buckets; b++) counts[b + 1]! += counts[b]!;
+  // Stable placement: pair i goes to position next[bucket]++.
+  const next = counts.slice(0, buckets);
+  const order = new Uint32Array(n);
+  for (let k = 0; k < n; k++) order[next[bucket[k]!]!++] = k;
+  // Where pair k's bytes and offset are.
+  const partOf = new Uint32Array(n);
+  const indexIn = new Uint32Array(n);
+  i = 0;
+  for (let q = 0; q < parts.length; q++) {
+    for (let j = 0; j < parts[q]!.offs.length; j++, i++) {
+      partOf[i] = q;
+      indexIn[i] = j;
+    }
+  }
+  const out: Slice[] = [];
+  for (let b = 0; b < buckets; b++) {
+    const from = counts[b]!;
+    const to = counts[b + 1]!;
+    if (from === to) continue;
+    let ks = Array.from(order.subarray(from, to));
+    const offOf = (k: number) => parts[partOf[k]!]!.offs[indexIn[k]!]!;
+    let sorted = true;
+    for (let x = 1; x < ks.length; x++) {
+      if (offOf(ks[x - 1]!) > offOf(ks[x]!)) {
+        sorted = false;
+        break;
+      }
+    }
+    if (!sorted) ks = ks.sort((a, c) => offOf(a) - offOf(c));
+    const hashes = Buffer.allocUnsafe(ks.length * HASH_BYTES);
+    const offs = new Array<number>(ks.length);
+    for (let x = 0; x < ks.length; x++) {
+      const k = ks[x]!;
+      const at = indexIn[k]! * HASH_BYTES;
+      parts[partOf[k]!]!.hashes.copy(hashes, x * HASH_BYTES, at, at + HASH_BYTES);
+      offs[x] = offOf(k);
+    }
+    out.push({ bucket: b, hashes, offs });
+  }
+  return out;
+}
