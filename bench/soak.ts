@@ -22,11 +22,12 @@ async function main(): Promise<number> {
       retention: { type: 'string' },
       window: { type: 'string' },
       'service-defaults': { type: 'boolean' },
+      rate: { type: 'string' },
     },
   });
   if (positionals[0] !== 'retention' || positionals.length !== 1) {
     process.stderr.write(
-      'usage: node dist/bench/soak.js retention [--minutes N] [--retention SECONDS] [--window SECONDS] [--service-defaults]\n',
+      'usage: node dist/bench/soak.js retention [--minutes N] [--retention SECONDS] [--window SECONDS] [--service-defaults] [--rate MSG_PER_S]\n',
     );
     return 2;
   }
@@ -36,6 +37,9 @@ async function main(): Promise<number> {
   const sp = { minutes: num(values.minutes, 30), retentionSeconds: num(values.retention, 300), windowSeconds: num(values.window, 600) };
   for (const [k, v] of Object.entries(sp)) if (!(v > 0)) throw new Error(`--${k} must be a positive number`);
   const serviceDefaults = values['service-defaults'] === true;
+  // A fixed asked rate instead of half the measured maximum: two builds compared at the same load.
+  const rate = values.rate === undefined ? undefined : Number(values.rate);
+  if (rate !== undefined && !(rate > 0)) throw new Error('--rate must be a positive number');
   const started = new Date();
   const quick = sp.minutes < 30;
   const meta: RunMeta = {
@@ -48,7 +52,7 @@ async function main(): Promise<number> {
   const progress = new StderrProgress();
   progress.setSuite(1, 1, 'soak-retention');
   const t0 = Date.now();
-  const result = await retentionSoak({ quick, progress, adminUrl, brokers: undefined }, { ...sp, serviceDefaults });
+  const result = await retentionSoak({ quick, progress, adminUrl, brokers: undefined }, { ...sp, serviceDefaults, rate });
   const written = await writeSuite(meta, result, (Date.now() - t0) / 1000);
   process.stdout.write(`\n${renderTable(rowsOf(result))}\nresults: ${written.join(', ')}\n`);
   return 0;

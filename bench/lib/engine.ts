@@ -6,6 +6,7 @@ import { LogWriter } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import type { PartitionCursor } from './synth.js';
+import type { CompactionBuild } from '../../src/engine/compactionStore.js';
 
 /**
  * The engine's write path as the service wires it (src/service.ts): LogEngine
@@ -114,4 +115,13 @@ export async function provisionQueueNamed(
   } finally {
     await engine.stop();
   }
+}
+
+/**
+ * The compaction build a bench's compactor runs: the broker's (default), or
+ * QUEEN_BENCH_COMPACTION_BUILD=sql for log_compact_v1, to measure one
+ * against the other on the same machine (docs/history records).
+ */
+export function benchCompactionBuild(): CompactionBuild {
+  return process.env.QUEEN_BENCH_COMPACTION_BUILD === 'sql' ? 'sql' : 'broker';
 }

@@ -6,7 +6,7 @@ import { RetentionService } from '../../src/retention/retentionService.js';
 import { compactOnLongProbes } from '../../src/pipeline.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createBenchDatabase } from '../lib/db.js';
-import { provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
+import { benchCompactionBuild, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { fmt, sleep } from '../lib/stats.js';
 import { makeItems, MessageFactory, relationBytes, type PartitionCursor } from '../lib/synth.js';
 import { target, type SuiteContext, type SuiteResult } from '../lib/types.js';
@@ -23,6 +23,8 @@ export interface SoakParams {
    * the budget takes the cold path as it does in production (issue 38).
    */
   serviceDefaults?: boolean;
+  /** The asked rate (msg/s) instead of half the measured maximum, to compare two builds at one load. */
+  rate?: number;
 }
 
 /** The log_txns horizon floor (queen.retention_txns_floor_seconds_v1). */
@@ -86,7 +88,7 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
 
     ctx.progress.step(1, 2, 'measuring the maximum push rate (15 s, flat out)');
     const maxRate = await push(15, undefined);
-    const rate = maxRate / 2;
+    const rate = sp.rate ?? maxRate / 2;
     // The dedup cache sized to hold the window at the soak's rate (plus what the
     // 15 s max phase stored), as an operator sizes QUEEN_DEDUP_CACHE_MB. This soak
     // is about retention. A cache smaller than its window is the memory-pressure
@@ -107,14 +109,20 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
       rig = await startRig(cacheMb);
     }
     if (sp.serviceDefaults) {
-      compactor = new Compactor({ pool, minTail: DEFAULTS.compactionMinTail, fanout: DEFAULTS.compactionFanout, metrics: rig.metrics });
+      compactor = new Compactor({
+        pool,
+        minTail: DEFAULTS.compactionMinTail,
+        fanout: DEFAULTS.compactionFanout,
+        metrics: rig.metrics,
+        build: benchCompactionBuild(),
+      });
       compactOnLongProbes(rig.engine, compactor, DEFAULTS.compactionMinTail);
       await compactor.start();
     }
     ctx.progress.step(
       2,
       2,
-      `soak: ${p.minutes} min at ${fmt(rate)} msg/s (half of ${fmt(maxRate)}), retention ${p.retentionSeconds} s, window ${p.windowSeconds} s, dedup cache ${cacheMb} MiB`,
+      `soak: ${p.minutes} min at ${fmt(rate)} msg/s (${sp.rate === undefined ? 'half' : 'asked; max'} of ${fmt(maxRate)}), retention ${p.retentionSeconds} s, window ${p.windowSeconds} s, dedup cache ${cacheMb} MiB`,
     );
     const metrics = new MetricsRegistry();
     let vacuums = 0;
