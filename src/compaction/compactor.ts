@@ -119,6 +119,8 @@ export class Compactor extends Component {
           this.steps.inc(1, 'run');
           this.hashes.inc(o.compacted, 'run');
         }
+        // A long tail is compacted in bounded steps: the next one is asked for at once.
+        if (o.more) this.request(id);
         if (o.merged > 0) {
           this.steps.inc(1, 'merge');
           this.hashes.inc(o.merged, 'merge');

@@ -15,6 +15,8 @@ export interface CompactionOutcome {
   merged: number;
   /** Runs dropped because retention removed every row they were built from. */
   dropped: number;
+  /** The new run stopped short of last_offset at the step's pair bound: more is left to compact. */
+  more: boolean;
 }
 
 const COMPACT_SQL = 'SELECT compacted, merged, dropped FROM queen.log_compact_v1($1::bigint, $2::integer, $3::integer)';
@@ -36,7 +38,7 @@ export async function compactPartitionInSql(
   try {
     const r = await pool.query({ name: 'queen_log_compact_v1', text: COMPACT_SQL, values: [partitionId, minTail, fanout] });
     const row = r.rows[0] as { compacted: string; merged: string; dropped: number };
-    return { compacted: Number(row.compacted), merged: Number(row.merged), dropped: row.dropped };
+    return { compacted: Number(row.compacted), merged: Number(row.merged), dropped: row.dropped, more: false };
   } catch (err) {
     throw toDatabaseError(err, `compacting partition ${partitionId}`);
   }
@@ -59,8 +61,18 @@ export function compactPartition(
 }
 
 const STATE_SQL = 'SELECT lp.compacted_upto, lp.last_offset, lp.txns_start FROM queen.log_partitions lp WHERE lp.id = $1';
+// Levels whose runs are too large to merge within the step's pair bound
+// stay as they are (fanout runs of one level are within a factor of fanout
+// of each other, so max(n) x fanout bounds the merge).
 const MERGE_LEVEL_SQL = `SELECT r.level FROM queen.log_hash_runs r WHERE r.partition_id = $1
-  GROUP BY r.level HAVING count(*) >= $2 ORDER BY r.level LIMIT 1`;
+  GROUP BY r.level HAVING count(*) >= $2 AND max(r.n) * $2 <= $3 ORDER BY r.level LIMIT 1`;
+// The end of the last row whose pairs, counted from compacted_upto, stay
+// within the bound (at least the first row's: a row holds at most a few
+// hundred frames).
+const CUT_SQL = `SELECT coalesce(max(x.end_offset) FILTER (WHERE x.upto <= $4), min(x.end_offset)) AS cut FROM (
+    SELECT t.end_offset, sum(t.end_offset - t.base_offset + 1) OVER (ORDER BY t.end_offset) AS upto
+    FROM queen.log_txns t WHERE t.partition_id = $1 AND t.end_offset > $2 AND t.end_offset <= $3
+  ) x`;
 // The oldest runs of the level, locked: a run another merge took meanwhile is
 // gone from the locked set (and then nothing is merged).
 const LOCK_RUNS_SQL = `SELECT k.run_id, k.run_lo, k.run_hi, k.n FROM (
@@ -97,6 +109,15 @@ const COPY_SLICES_OUT_SQL = `COPY (
 const COPY_SLICES_IN_SQL = 'COPY queen.log_hash_slices (run_id, bucket, hashes, offs) FROM STDIN (FORMAT binary)';
 
 /**
+ * The most (hash, offset) pairs one broker step reads, for a new run or a
+ * merge: the broker holds about 100 bytes a pair while it sorts them (the
+ * pairs, their slices and the COPY buffer), so ~100 MB at most. A merge
+ * over the bound is not made (those runs stay at their level); a new run
+ * over it is cut at a row's end and the rest left to the next step.
+ */
+export const MAX_STEP_PAIRS = 1 << 20;
+
+/**
  * The same step as compactPartitionInSql, with the pairs sorted into slices
  * here instead of by PostgreSQL's executor (measured in the soak at the
  * service's defaults: ~3 us of database CPU a hash for each build and merge,
@@ -114,7 +135,11 @@ const COPY_SLICES_IN_SQL = 'COPY queen.log_hash_slices (run_id, bucket, hashes, 
  *     no longer change), and compacted_upto is raised from the value read
  *     only if no other compactor raised it meanwhile, else the whole step
  *     rolls back (SQLSTATE 40001, retriable).
- * The commit is asynchronous, as log_compact_v1's.
+ * Where they differ: a step holds at most `maxPairs` pairs (MAX_STEP_PAIRS),
+ * so a merge over the bound is skipped and a new run over it stops at a
+ * row's end, `more` telling the caller to come back; log_compact_v1 sorts
+ * any size inside the database. The commit is asynchronous, as
+ * log_compact_v1's.
  * The partition row is locked only by the final UPDATE, one round trip
  * before the commit.
  */
@@ -123,24 +148,30 @@ export async function compactPartitionInBroker(
   partitionId: number,
   minTail: number,
   fanout: number,
+  maxPairs = MAX_STEP_PAIRS,
 ): Promise<CompactionOutcome> {
   if (!(minTail >= 1) || !(fanout >= 2)) throw new RangeError('compactPartition: minTail must be >= 1 and fanout >= 2');
+  if (!(maxPairs >= 1000)) throw new RangeError('compactPartition: maxPairs must be >= 1000');
   const client = await pool.connect();
   let broken = false;
   try {
     // Runs are derived data: losing the commit loses the run and the raised compacted_upto together.
     await client.query('BEGIN; SET LOCAL synchronous_commit = off');
-    const out: CompactionOutcome = { compacted: 0, merged: 0, dropped: 0 };
+    const out: CompactionOutcome = { compacted: 0, merged: 0, dropped: 0, more: false };
     const st = await client.query({ name: 'queen_compact_state', text: STATE_SQL, values: [partitionId] });
     if (st.rowCount === 0) {
       await client.query('COMMIT');
       return out;
     }
     const cmp = Number(st.rows[0].compacted_upto);
-    const last = Number(st.rows[0].last_offset);
+    let last = Number(st.rows[0].last_offset);
     const start = Number(st.rows[0].txns_start);
 
-    const lvl = await client.query({ name: 'queen_compact_merge_level', text: MERGE_LEVEL_SQL, values: [partitionId, fanout] });
+    const lvl = await client.query({
+      name: 'queen_compact_merge_level',
+      text: MERGE_LEVEL_SQL,
+      values: [partitionId, fanout, maxPairs],
+    });
     if (lvl.rowCount !== 0) {
       const level = Number(lvl.rows[0].level);
       const locked = await client.query({ name: 'queen_compact_lock_runs', text: LOCK_RUNS_SQL, values: [partitionId, level, fanout] });
@@ -163,6 +194,17 @@ export async function compactPartitionInBroker(
     out.dropped = Number(gone.rows[0].dropped);
 
     if (last - cmp >= minTail) {
+      // Bounded, so the broker never holds more than maxPairs pairs: a long
+      // tail is compacted in several steps, each raising compacted_upto to a
+      // row's end (the split stays exact) and asking for the next.
+      if (last - cmp > maxPairs) {
+        const c = await client.query({ name: 'queen_compact_cut', text: CUT_SQL, values: [partitionId, cmp, last, maxPairs] });
+        const cut = c.rows[0].cut === null ? last : Number(c.rows[0].cut);
+        if (cut < last) {
+          last = cut;
+          out.more = true;
+        }
+      }
       await client.query({ name: 'queen_compact_set', text: SET_SQL, values: [String(partitionId), String(cmp), String(last), '{}'] });
       const rows = await copyOut(client, COPY_ROWS_SQL, 2, (f) => {
         const hashes = f[1]!;

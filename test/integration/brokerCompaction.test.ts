@@ -162,3 +162,48 @@ test('a broker step that finds compacted_upto raised by another compactor rolls 
   // Rolled back whole: no run was left behind.
   t.is(Number((await sql.query('SELECT count(*) AS n FROM queen.log_hash_runs WHERE partition_id = $1', [pid])).rows[0].n), 0);
 });
+
+test('a bounded broker step compacts a long tail in row-aligned pieces and merges nothing over the bound, holding every hash', async (t) => {
+  const { sql, engine } = t.context;
+  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
+  // 5 000 hashes in pushes of 300 (rows of at most 250 frames): a tail five times the bound.
+  for (let k = 0; k < 17; k++) await writer.push(Array.from({ length: 300 }, (_, i) => item('bounded', 'p', `b${k * 300 + i}`)));
+  const pid = Number(
+    (await sql.query(`SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'bounded'`))
+      .rows[0].id,
+  );
+  const bound = 1000;
+  let steps = 0;
+  for (;;) {
+    const o = await compactPartitionInBroker(sql, pid, 1, 2, bound);
+    steps++;
+    t.true(o.compacted <= bound && o.merged <= bound, JSON.stringify(o));
+    // compacted_upto is always a row's end.
+    const at = (
+      await sql.query(
+        `SELECT lp.compacted_upto, lp.last_offset, EXISTS (SELECT 1 FROM queen.log_txns t WHERE t.partition_id = lp.id AND t.end_offset = lp.compacted_upto) AS row_end
+         FROM queen.log_partitions lp WHERE lp.id = $1`,
+        [pid],
+      )
+    ).rows[0];
+    t.true(at.row_end, `compacted_upto ${at.compacted_upto} is a row's end`);
+    if (!o.more && o.merged === 0) break;
+    t.true(steps < 50, 'the steps come to an end');
+  }
+  t.true(steps >= 5, `steps: ${steps}`);
+  const state = (await sql.query('SELECT compacted_upto, last_offset FROM queen.log_partitions WHERE id = $1', [pid])).rows[0];
+  t.is(state.compacted_upto, state.last_offset);
+  // The invariant itself: every (hash, offset) of the rows is in some run.
+  const missing = await sql.query(
+    `SELECT count(*)::int AS n FROM queen.log_txns t CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+     WHERE t.partition_id = $1 AND NOT EXISTS (
+       SELECT 1 FROM queen.log_hash_runs r JOIN queen.log_hash_slices s ON s.run_id = r.run_id
+       CROSS JOIN LATERAL queen.log_unnest_hashes(s.hashes) sh
+       WHERE r.partition_id = $1 AND sh.h = th.h AND s.offs[sh.idx + 1] = t.base_offset + th.idx)`,
+    [pid],
+  );
+  t.is(missing.rows[0].n, 0);
+  // No run over the bound was made by a merge.
+  const big = await sql.query('SELECT max(n)::int AS n FROM queen.log_hash_runs WHERE partition_id = $1', [pid]);
+  t.true(big.rows[0].n <= bound, `largest run ${big.rows[0].n}`);
+});
