@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { Compactor } from '../../src/compaction/compactor.js';
+import { DEFAULTS } from '../../src/config.js';
 import { DedupCache } from '../../src/dedup/index.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
 import { configureQueue } from '../../src/engine/queueConfig.js';
@@ -115,6 +117,17 @@ export async function provisionQueueNamed(
   } finally {
     await engine.stop();
   }
+}
+
+/** A compactor as the pipeline wires it (default min tail and fan-out), with the bench's compaction build. */
+export function benchCompactor(pool: pg.Pool, metrics: MetricsRegistry): Compactor {
+  return new Compactor({
+    pool,
+    minTail: DEFAULTS.compactionMinTail,
+    fanout: DEFAULTS.compactionFanout,
+    metrics,
+    build: benchCompactionBuild(),
+  });
 }
 
 /**

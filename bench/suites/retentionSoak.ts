@@ -6,7 +6,7 @@ import { RetentionService } from '../../src/retention/retentionService.js';
 import { compactOnLongProbes } from '../../src/pipeline.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createBenchDatabase } from '../lib/db.js';
-import { benchCompactionBuild, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
+import { benchCompactor, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { fmt, sleep } from '../lib/stats.js';
 import { makeItems, MessageFactory, relationBytes, type PartitionCursor } from '../lib/synth.js';
 import { target, type SuiteContext, type SuiteResult } from '../lib/types.js';
@@ -109,13 +109,7 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
       rig = await startRig(cacheMb);
     }
     if (sp.serviceDefaults) {
-      compactor = new Compactor({
-        pool,
-        minTail: DEFAULTS.compactionMinTail,
-        fanout: DEFAULTS.compactionFanout,
-        metrics: rig.metrics,
-        build: benchCompactionBuild(),
-      });
+      compactor = benchCompactor(pool, rig.metrics);
       compactOnLongProbes(rig.engine, compactor, DEFAULTS.compactionMinTail);
       await compactor.start();
     }

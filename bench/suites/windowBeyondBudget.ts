@@ -4,7 +4,7 @@ import type { PushItem } from '../../src/engine/writer.js';
 import { compactOnLongProbes } from '../../src/pipeline.js';
 import { createBenchDatabase } from '../lib/db.js';
 import { settle } from '../lib/gc.js';
-import { benchCompactionBuild, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
+import { benchCompactor, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { rng } from '../lib/rng.js';
 import { fmt, median } from '../lib/stats.js';
 import { loadInWindow, MessageFactory, relationBytes, resentBundle, spread, type PartitionCursor } from '../lib/synth.js';
@@ -228,13 +228,7 @@ async function runConfig(
       await loadInWindow(admin, cursors, counts, factory);
       cursors.forEach((cur, i) => (cur.seq = counts[i]!));
       if (m !== 'nocompaction') {
-        compactor = new Compactor({
-          pool,
-          minTail: DEFAULTS.compactionMinTail,
-          fanout: DEFAULTS.compactionFanout,
-          metrics: rig.metrics,
-          build: benchCompactionBuild(),
-        });
+        compactor = benchCompactor(pool, rig.metrics);
         compactors.push(compactor);
         compactOnLongProbes(rig.engine, compactor, DEFAULTS.compactionMinTail);
         await compactor.start();
