@@ -153,7 +153,9 @@ export async function compactPartitionInBroker(
   if (!(minTail >= 1) || !(fanout >= 2)) throw new RangeError('compactPartition: minTail must be >= 1 and fanout >= 2');
   if (!(maxPairs >= 1000)) throw new RangeError('compactPartition: maxPairs must be >= 1000');
   const client = await pool.connect();
-  let broken = false;
+  // Only a step this function rolled back itself returns its client to the pool.
+  let rolledBack = false;
+  let committed = false;
   try {
     // Runs are derived data: losing the commit loses the run and the raised compacted_upto together.
     await client.query('BEGIN; SET LOCAL synchronous_commit = off');
@@ -161,6 +163,7 @@ export async function compactPartitionInBroker(
     const st = await client.query({ name: 'queen_compact_state', text: STATE_SQL, values: [partitionId] });
     if (st.rowCount === 0) {
       await client.query('COMMIT');
+      committed = true;
       return out;
     }
     const cmp = Number(st.rows[0].compacted_upto);
@@ -222,18 +225,21 @@ export async function compactPartitionInBroker(
       const raised = await client.query({ name: 'queen_compact_raise', text: RAISE_SQL, values: [partitionId, last, cmp] });
       if (raised.rowCount === 0) {
         await client.query('ROLLBACK');
+        rolledBack = true;
         throw Object.assign(new Error(`partition ${partitionId} was compacted concurrently`), { code: '40001' });
       }
       out.compacted = n;
     }
     await client.query('COMMIT');
+    committed = true;
     return out;
   } catch (err) {
-    // A client that failed mid-transaction or mid-COPY is discarded rather than reused.
-    broken = (err as { code?: string }).code !== '40001';
     throw toDatabaseError(err, `compacting partition ${partitionId}`);
   } finally {
-    client.release(broken);
+    // A client that failed mid-transaction or mid-COPY is discarded rather
+    // than reused (even for a 40001 PostgreSQL raised: its transaction is
+    // aborted, not ended).
+    client.release(!rolledBack && !committed);
   }
 }
 
