@@ -23,9 +23,9 @@ const COMPACT_SQL = 'SELECT compacted, merged, dropped FROM queen.log_compact_v1
 
 /**
  * One partition's compaction step, as queen.log_compact_v1 runs it, in its
- * own (autocommit) transaction: a
- * new run of the rows above compacted_upto if at least `minTail` offsets are
- * there, at most one merge of `fanout` runs, and the drop of purged runs.
+ * own (autocommit) transaction: a new run of the rows above compacted_upto
+ * if at least `minTail` offsets are there, at most one merge of `fanout`
+ * runs, and the drop of purged runs.
  * SQLSTATE 40001 (another compactor raised compacted_upto meanwhile) comes
  * back as a retriable error.
  */
@@ -62,8 +62,8 @@ export function compactPartition(
 
 const STATE_SQL = 'SELECT lp.compacted_upto, lp.last_offset, lp.txns_start FROM queen.log_partitions lp WHERE lp.id = $1';
 // Levels whose runs are too large to merge within the step's pair bound
-// stay as they are (fanout runs of one level are within a factor of fanout
-// of each other, so max(n) x fanout bounds the merge).
+// stay as they are: a merge takes `fanout` runs of one level, so max(n) x
+// fanout bounds the pairs it reads.
 const MERGE_LEVEL_SQL = `SELECT r.level FROM queen.log_hash_runs r WHERE r.partition_id = $1
   GROUP BY r.level HAVING count(*) >= $2 AND max(r.n) * $2 <= $3 ORDER BY r.level LIMIT 1`;
 // The end of the last row whose pairs, counted from compacted_upto, stay
