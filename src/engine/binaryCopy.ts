@@ -96,7 +96,7 @@ export function readInt8Array(b: Buffer): number[] {
   let p = 20;
   for (let i = 0; i < count; i++) {
     if (b.readInt32BE(p) !== 8) throw new Error('binary COPY: an int8 array element is NULL or malformed');
-    out[i] = Number(b.readBigInt64BE(p + 4));
+    out[i] = readInt8(b, p + 4);
     p += 12;
   }
   return out;
@@ -105,38 +105,46 @@ export function readInt8Array(b: Buffer): number[] {
 /** A field a writer packs. */
 export type CopyField = { int4: number } | { int8: number } | { bytea: Buffer } | { int8Array: readonly number[] };
 
-/** Packs tuples into one binary COPY buffer (header, tuples, trailer). */
+/**
+ * Packs tuples into one binary COPY buffer (header, tuples, trailer),
+ * written in place into a buffer that doubles as it fills: a run's slices
+ * are copied once, not once per tuple and again to join them.
+ */
 export class BinaryCopyWriter {
-  private readonly parts: Buffer[] = [];
-  private bytes = 0;
+  private buf = Buffer.allocUnsafe(4096);
+  private at = 0;
 
   constructor() {
-    const h = Buffer.alloc(HEADER_BYTES);
-    SIGNATURE.copy(h, 0);
-    this.add(h);
+    this.reserve(HEADER_BYTES);
+    SIGNATURE.copy(this.buf, 0);
+    this.buf.fill(0, SIGNATURE.length, HEADER_BYTES);
+    this.at = HEADER_BYTES;
   }
 
   tuple(fields: readonly CopyField[]): void {
     let size = 2;
     for (const f of fields) size += 4 + fieldBytes(f);
-    const b = Buffer.allocUnsafe(size);
-    b.writeInt16BE(fields.length, 0);
-    let p = 2;
-    for (const f of fields) p = writeField(b, p, f);
-    this.add(b);
+    this.reserve(size);
+    this.buf.writeInt16BE(fields.length, this.at);
+    let p = this.at + 2;
+    for (const f of fields) p = writeField(this.buf, p, f);
+    this.at = p;
   }
 
-  /** The whole stream, trailer included. */
+  /** The whole stream, trailer included (a view of the writer's buffer). */
   finish(): Buffer {
-    const t = Buffer.alloc(2);
-    t.writeInt16BE(-1, 0);
-    this.add(t);
-    return Buffer.concat(this.parts, this.bytes);
+    this.reserve(2);
+    this.at = this.buf.writeInt16BE(-1, this.at);
+    return this.buf.subarray(0, this.at);
   }
 
-  private add(b: Buffer): void {
-    this.parts.push(b);
-    this.bytes += b.length;
+  private reserve(bytes: number): void {
+    if (this.at + bytes <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.at + bytes) size *= 2;
+    const next = Buffer.allocUnsafe(size);
+    this.buf.copy(next, 0, 0, this.at);
+    this.buf = next;
   }
 }
 
@@ -151,7 +159,7 @@ function writeField(b: Buffer, p: number, f: CopyField): number {
   b.writeInt32BE(fieldBytes(f), p);
   p += 4;
   if ('int4' in f) return b.writeInt32BE(f.int4, p);
-  if ('int8' in f) return b.writeBigInt64BE(BigInt(f.int8), p);
+  if ('int8' in f) return writeInt8(b, p, f.int8);
   if ('bytea' in f) return p + f.bytea.copy(b, p);
   const a = f.int8Array;
   b.writeInt32BE(1, p); // one dimension
@@ -162,8 +170,29 @@ function writeField(b: Buffer, p: number, f: CopyField): number {
   p += 20;
   for (const v of a) {
     b.writeInt32BE(8, p);
-    b.writeBigInt64BE(BigInt(v), p + 4);
+    writeInt8(b, p + 4, v);
     p += 12;
   }
   return p;
+}
+
+/**
+ * An int8 as two 32-bit words, without a BigInt per value (one per offset
+ * was a measurable share of a compaction step's broker CPU). Exact for every
+ * safe integer, which every offset and run id is; anything else is refused
+ * rather than written rounded.
+ */
+function writeInt8(b: Buffer, p: number, v: number): number {
+  if (!Number.isSafeInteger(v)) throw new RangeError(`binary COPY: ${v} is not a safe integer`);
+  const hi = Math.floor(v / 2 ** 32);
+  b.writeInt32BE(hi, p);
+  b.writeUInt32BE(v - hi * 2 ** 32, p + 4);
+  return p + 8;
+}
+
+/** The int8 at p, read as two 32-bit words; refuses a value outside the safe integers. */
+export function readInt8(b: Buffer, p: number): number {
+  const v = b.readInt32BE(p) * 2 ** 32 + b.readUInt32BE(p + 4);
+  if (!Number.isSafeInteger(v)) throw new RangeError('binary COPY: an int8 outside the safe integers');
+  return v;
 }

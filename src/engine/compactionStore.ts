@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import copyStreams from 'pg-copy-streams';
 import { HASH_BYTES } from '../util/txnHash.js';
-import { BinaryCopyReader, BinaryCopyWriter, readInt8Array } from './binaryCopy.js';
+import { BinaryCopyReader, BinaryCopyWriter, readInt8, readInt8Array } from './binaryCopy.js';
 import { buildSlices, runBits, runLevel, type Slice } from './hashRunSlices.js';
 import { toDatabaseError } from './sqlstate.js';
 
@@ -211,7 +211,7 @@ export async function compactPartitionInBroker(
       await client.query({ name: 'queen_compact_set', text: SET_SQL, values: [String(partitionId), String(cmp), String(last), '{}'] });
       const rows = await copyOut(client, COPY_ROWS_SQL, 2, (f) => {
         const hashes = f[1]!;
-        const base = Number(f[0]!.readBigInt64BE(0));
+        const base = readInt8(f[0]!, 0);
         const offs = new Array<number>(hashes.length / HASH_BYTES);
         for (let i = 0; i < offs.length; i++) offs[i] = base + i;
         return { hashes, offs };

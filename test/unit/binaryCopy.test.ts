@@ -21,10 +21,10 @@ test('what the writer packs, the reader hands back whole, however the stream is 
     fc.property(
       fc.array(
         fc.record({
-          id: fc.integer({ min: 0, max: 2 ** 40 }),
+          id: fc.integer({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }),
           bucket: fc.integer({ min: 0, max: 2 ** 24 - 1 }),
           bytes: fc.uint8Array({ maxLength: 200 }),
-          offs: fc.array(fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }), { minLength: 1, maxLength: 40 }),
+          offs: fc.array(fc.integer({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }), { minLength: 1, maxLength: 40 }),
         }),
         { maxLength: 30 },
       ),
@@ -47,6 +47,21 @@ test('what the writer packs, the reader hands back whole, however the stream is 
       },
     ),
   );
+});
+
+test('an int8 outside the safe integers is refused both ways, never rounded', (t) => {
+  for (const v of [2 ** 53, -(2 ** 53), 1.5]) {
+    t.throws(() => new BinaryCopyWriter().tuple([{ int8: v }]), { instanceOf: RangeError }, `writing ${v}`);
+  }
+  for (const v of [2n ** 53n, -(2n ** 53n), 2n ** 63n - 1n]) {
+    const w = new BinaryCopyWriter();
+    w.tuple([{ int8Array: [0] }]);
+    const whole = Buffer.from(w.finish());
+    // The one element's 8 bytes sit at the end of the tuple, before the 2-byte trailer.
+    whole.writeBigInt64BE(v, whole.length - 10);
+    const reader = new BinaryCopyReader(1, (f) => readInt8Array(f[0]!));
+    t.throws(() => reader.push(whole), { instanceOf: RangeError }, `reading ${v}`);
+  }
 });
 
 test('a stream without its trailer is an error, not a short answer', (t) => {
