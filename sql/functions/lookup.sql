@@ -34,22 +34,28 @@
 --                  the tail the search read; the broker asks for compaction
 --                  when it is long (log_compact_v1 counts it the same way);
 --   found_idx, found_offsets
---                  every (item, offset) found, aligned (an item may appear
---                  more than once; NULL when nothing was found).
+--                  the (item, offset) pairs found, aligned: each item's
+--                  lowest verified occurrence in the runs, or else its
+--                  lowest in the tail (NULL when nothing was found).
 --
 -- How: the partition rows are read first (statement 1), so last_offset and
 -- compacted_upto are committed values; then, each as a statement of its own
 -- that runs only when some segment needs it (so a lookup pays only the
 -- executor start-up of what it uses):
 --   * the runs (sql/000093), for rows ending in (txns_start - 1,
---     compacted_upto]: one slice per (item, run), every occurrence in it,
---     each checked against its log_txns row (it exists, ends at or above
---     txns_start, is inside the window, holds the 16 bytes there), as
---     log_push_v12 checks its runs' candidates. compacted_upto only rises
---     and a merge replaces runs by their union in one transaction, so runs
---     read after statement 1 still hold every hash of those rows;
+--     compacted_upto]: an item's runs in ascending run_lo, one slice each,
+--     every candidate in it checked against its log_txns row (it exists,
+--     ends at or above txns_start, is inside the window, holds the 16
+--     bytes there), as log_push_v12 checks its runs' candidates; the search
+--     stops at the first run that answers, and then reads only the runs
+--     that may still hold a lower offset (see the statement). compacted_upto
+--     only rises and a merge replaces runs by their union in one
+--     transaction, so runs read after statement 1 still hold every hash of
+--     those rows;
 --   * the tail, rows ending in (max(compacted_upto, txns_start - 1),
---     last_offset] and inside the window, searched one of three ways:
+--     last_offset] and inside the window, for the items the runs did not
+--     answer (every tail offset is above every run's), searched one of
+--     three ways:
 --     - a tail of at most 4 096 offsets: the first aligned match of each
 --       item in the rows' hashes concatenated in offset order (its lowest
 --       offset there); a misaligned first match falls back to that item's
@@ -60,9 +66,10 @@
 --       the lowest kept: cost items x tail bytes, no row unrolled;
 --     - a longer tail and more items: unrolled and hash-joined, whose cost
 --       does not grow with the item count.
--- The tail names each item's lowest offset there, the runs every verified
--- occurrence: the lowest in-window occurrence overall is always named, and
--- every name is an in-window occurrence. The statements read later snapshots
+-- The runs name each item's lowest verified occurrence at or below
+-- compacted_upto, the tail (for the rest) its lowest above: the lowest
+-- in-window occurrence overall is always named, and every name is an
+-- in-window occurrence. The statements read later snapshots
 -- than statement 1; that only ever shrinks what they find (rows above
 -- last_offset are excluded, rows are never rewritten, the window and the
 -- purge watermark only move up), and an occurrence that leaves the window
@@ -103,6 +110,11 @@ DECLARE
     v_s       integer[];
     v_i       integer[];
     v_o       bigint[];
+    -- Items the runs answered (segment x 2^31 + item), which the tail skips,
+    -- and per segment how many items are left for it.
+    v_found   bigint[] := '{}';
+    v_left    integer[];
+    v_k       integer;
 BEGIN
     IF coalesce(cardinality(p_counts), 0) <> v_n THEN
         RAISE EXCEPTION 'log_lookup_v1: argument arrays differ in length' USING ERRCODE = '22023';
@@ -136,30 +148,46 @@ BEGIN
     END IF;
 
     IF v_runs THEN
-        -- The runs, for rows ending in (txns_start - 1, compacted_upto]: one
-        -- slice per (item, run), every occurrence in it, each checked against
-        -- its log_txns row as log_push_v12 checks its runs' candidates. The
-        -- runs are listed in this statement's snapshot, as the slices are
-        -- read: a merge committing meanwhile is seen whole or not at all.
+        -- The runs. A re-sent id is most often in a partition's oldest,
+        -- largest run, so an item's runs are read oldest first (ascending
+        -- run_lo: the arrays' order, kept by the ordinality, so LIMIT 1 ends
+        -- the search at the first run whose slice holds a verified
+        -- occurrence) instead of all of them. That first answer is the
+        -- lowest unless a run read later may hold a lower one:
+        --   * a run starting below the found offset. Runs hold disjoint
+        --     offsets, each above its run_lo, but their spans interleave (a
+        --     merge of one level spans a run of another level written
+        --     between its parts), so those runs are read too;
+        --   * the answering run itself, when its slice held the item more
+        --     than once (the unrolled branch, not the direct one): read
+        --     again for its lowest, since LIMIT 1 promises no order there.
+        -- The lowest over both is named. Every run that could hold a lower
+        -- verified occurrence was read, so it is the item's lowest in the
+        -- runs. The runs are listed in this statement's snapshot, as the
+        -- slices are read: a merge committing meanwhile is seen whole or not
+        -- at all.
         WITH seg AS MATERIALIZED (
-            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff
+            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff, rr.ids, rr.bits, rr.los
             FROM unnest(p_partition_ids, p_counts, v_hat, v_start, v_cmp, v_win, v_cutoff)
                  WITH ORDINALITY AS u (pid, cnt, hat, start, cmp, win, cutoff, ord)
-            WHERE u.win > 0 AND u.cmp > u.start - 1
-        ), seg_runs AS MATERIALIZED (
-            SELECT s.seg, r.run_id, r.bits
+            CROSS JOIN LATERAL (
+                SELECT array_agg(r.run_id ORDER BY r.run_lo) AS ids, array_agg(r.bits ORDER BY r.run_lo) AS bits,
+                       array_agg(r.run_lo ORDER BY r.run_lo) AS los
+                FROM queen.log_hash_runs r
+                WHERE r.partition_id = u.pid AND r.run_hi > u.start - 1
+            ) rr
+            WHERE u.win > 0 AND u.cmp > u.start - 1 AND rr.ids IS NOT NULL
+        ), items AS MATERIALIZED (
+            SELECT s.seg, g.i AS idx, substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h,
+                   s.pid, s.start, s.cmp, s.cutoff, s.ids, s.bits, s.los
             FROM seg s
-            JOIN queen.log_hash_runs r ON r.partition_id = s.pid AND r.run_hi > s.start - 1
-        ), hits AS (
-            SELECT q.seg, q.idx, c.off
-            FROM (
-                SELECT s.seg, g.i AS idx, substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h, s.pid, s.start, s.cmp, s.cutoff
-                FROM seg s
-                CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
-            ) q
-            JOIN seg_runs r ON r.seg = q.seg
-            -- A parameterised lookup, never a join (as in log_push_v12):
-            -- LIMIT 1 keeps the planner from a hash join over every slice.
+            CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
+        ), first_hits AS MATERIALIZED (
+            SELECT q.seg, q.idx, q.h, q.pid, q.start, q.cmp, q.cutoff, q.ids, q.bits, q.los, f.k, f.off, f.direct
+            FROM items q
+            CROSS JOIN LATERAL (
+                SELECT r.k, c.off, c.direct
+                FROM unnest(q.ids, q.bits) WITH ORDINALITY AS r (run_id, bits, k)
             CROSS JOIN LATERAL (
                 SELECT x.hashes, x.offs, x.pos,
                        CASE WHEN x.pos > 0 THEN position(q.h IN substring(x.hashes FROM x.pos + 1)) ELSE 0 END AS more
@@ -170,14 +198,11 @@ BEGIN
                     LIMIT 1
                 ) x
             ) sl
-            -- Every occurrence in the slice, where the byte search matched at
-            -- all (most items are new): one aligned match and no other is
-            -- read off directly; anything else unrolls the slice.
             CROSS JOIN LATERAL (
-                SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off
+                SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off, true AS direct
                 WHERE sl.pos > 0 AND (sl.pos - 1) % 16 = 0 AND sl.more = 0
                 UNION ALL
-                SELECT sl.offs[th.idx + 1] AS off
+                SELECT sl.offs[th.idx + 1] AS off, false AS direct
                 FROM queen.log_unnest_hashes(sl.hashes) th
                 WHERE sl.pos > 0 AND ((sl.pos - 1) % 16 <> 0 OR sl.more > 0) AND th.h = q.h
             ) c
@@ -196,12 +221,67 @@ BEGIN
               AND t.end_offset >= q.start
               AND t.created_at >= q.cutoff
               AND t.hash = q.h
+                ORDER BY r.k
+                LIMIT 1
+            ) f
         )
-        SELECT array_agg(h.seg), array_agg(h.idx), array_agg(h.off) INTO v_s, v_i, v_o FROM hits h;
+        SELECT array_agg(f.seg), array_agg(f.idx), array_agg(LEAST(f.off, o.off)) INTO v_s, v_i, v_o
+        FROM first_hits f
+        CROSS JOIN LATERAL (
+            SELECT min(c.off) AS off
+            FROM unnest(f.ids, f.bits, f.los) WITH ORDINALITY AS r (run_id, bits, lo, k)
+            CROSS JOIN LATERAL (
+                SELECT x.hashes, x.offs, x.pos,
+                       CASE WHEN x.pos > 0 THEN position(f.h IN substring(x.hashes FROM x.pos + 1)) ELSE 0 END AS more
+                FROM (
+                    SELECT sl.hashes, sl.offs, position(f.h IN sl.hashes) AS pos
+                    FROM queen.log_hash_slices sl
+                    WHERE sl.run_id = r.run_id AND sl.bucket = queen.log_hash_bucket(f.h, r.bits)
+                    LIMIT 1
+                ) x
+            ) sl
+            CROSS JOIN LATERAL (
+                SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off
+                WHERE sl.pos > 0 AND (sl.pos - 1) % 16 = 0 AND sl.more = 0
+                UNION ALL
+                SELECT sl.offs[th.idx + 1] AS off
+                FROM queen.log_unnest_hashes(sl.hashes) th
+                WHERE sl.pos > 0 AND ((sl.pos - 1) % 16 <> 0 OR sl.more > 0) AND th.h = f.h
+            ) c
+            CROSS JOIN LATERAL (
+                SELECT t.base_offset, t.end_offset, t.created_at,
+                       CASE WHEN t.base_offset <= c.off
+                            THEN substring(t.hashes FROM ((c.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS hash
+                FROM queen.log_txns t
+                WHERE t.partition_id = f.pid
+                  AND t.end_offset >= c.off
+                ORDER BY t.end_offset
+                LIMIT 1
+            ) t
+            WHERE c.off <= f.cmp
+              AND t.base_offset <= c.off
+              AND t.end_offset >= f.start
+              AND t.created_at >= f.cutoff
+              AND t.hash = f.h
+              AND ((r.k = f.k AND NOT f.direct) OR (r.k > f.k AND r.lo < f.off))
+        ) o;
         IF v_s IS NOT NULL THEN
             v_seg := v_seg || v_s;
             v_idx := v_idx || v_i;
             v_off := v_off || v_o;
+            -- An item the runs answered needs no tail search: every tail
+            -- offset is above compacted_upto, every run's at or below it.
+            -- A segment whose items the runs all answered skips the tail.
+            v_found := ARRAY(SELECT x.seg::bigint * 2147483648 + x.idx FROM unnest(v_s, v_i) AS x (seg, idx));
+            v_left := p_counts;
+            FOREACH v_k IN ARRAY v_s LOOP
+                v_left[v_k] := v_left[v_k] - 1;
+            END LOOP;
+            FOR v_k IN 1 .. v_n LOOP
+                IF v_left[v_k] = 0 THEN
+                    v_mode[v_k] := 0;
+                END IF;
+            END LOOP;
         END IF;
     END IF;
 
@@ -231,6 +311,7 @@ BEGIN
                 FROM cat k
                 CROSS JOIN LATERAL generate_series(0, k.cnt - 1) AS g (i)
                 CROSS JOIN LATERAL (SELECT substring(p_hashes FROM k.hat + g.i * 16 FOR 16) AS h) ih
+                WHERE NOT (k.seg::bigint * 2147483648 + g.i) = ANY (v_found)
                 OFFSET 0
             ) c
             CROSS JOIN LATERAL (
@@ -277,6 +358,7 @@ BEGIN
                 CROSS JOIN LATERAL (SELECT substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h) ih
                 JOIN queen.log_txns t
                   ON t.partition_id = s.pid AND t.end_offset > s.tail_from AND t.end_offset <= s.last AND t.created_at >= s.cutoff
+                WHERE NOT (s.seg::bigint * 2147483648 + g.i) = ANY (v_found)
                 OFFSET 0
             ) c
             CROSS JOIN LATERAL (
@@ -316,6 +398,7 @@ BEGIN
             SELECT s.seg, g.i AS idx, substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h
             FROM seg s
             CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
+            WHERE NOT (s.seg::bigint * 2147483648 + g.i) = ANY (v_found)
         ), hits AS (
             SELECT q.seg, q.idx, min(lt.off) AS off
             FROM tail lt

@@ -254,6 +254,58 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
   t.true(longTails > joinedTails && joinedTails > 0, 'long tails were searched both per row (few items) and hash-joined (many)');
 });
 
+test.serial(
+  'log_lookup_v1 names the lowest occurrence when runs interleave: a merged run spans one written between its parts',
+  async (t) => {
+    const engine = await engineOf(t);
+    const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
+    const sql = t.context.sql;
+    const q = 'interleave';
+    const push = async (txns: string[]): Promise<void> => {
+      await writer.push(txns.map((x) => item(q, 'p0', x)));
+    };
+    const [pid] = await (async () => {
+      await push(['y']); // offset 0
+      return partitionIds(sql, q);
+    })();
+    const compact = (): Promise<unknown> => compactPartition(sql, pid!, 1, 2);
+    await compact(); // a run of level 0 over offset 0
+    // Dedup off for a while, so x is stored at several offsets.
+    await applyOp(sql, { kind: 'window', seconds: 0 }, [q], [q]);
+    await push(['f1', 'f2', 'x', 'f3', 'x', 'f4', 'f5', 'f6']); // offsets 1..8, x at 3 and 5
+    await compact(); // eight offsets at once: a run of level 3 over (0, 8]
+    await push(['x']); // offset 9
+    await compact(); // a run of level 0 over (8, 9]
+    await compact(); // the two of level 0 merged: a run over (-1, 9] holding 0 and 9, spanning the level-3 run
+    await applyOp(sql, { kind: 'window', seconds: 3600 }, [q], [q]);
+
+    const runs = (
+      await sql.query('SELECT run_lo, run_hi FROM queen.log_hash_runs WHERE partition_id = $1 ORDER BY run_lo', [pid])
+    ).rows.map((r: { run_lo: string; run_hi: string }) => [Number(r.run_lo), Number(r.run_hi)]);
+    t.deepEqual(
+      runs,
+      [
+        [-1, 9],
+        [0, 8],
+      ],
+      'the merged run starts first and spans the other',
+    );
+
+    const ids = ['x', 'y', 'f3', 'never-sent'];
+    const [o] = await engine.lookup([{ partitionId: pid!, count: ids.length, hashes: Buffer.concat(ids.map(hashOf)) }]);
+    const lowest = (k: number): number | undefined => {
+      const offs = o!.found.filter((f) => f.index === k).map((f) => f.offset);
+      return offs.length === 0 ? undefined : Math.min(...offs);
+    };
+    // x: the first run by run_lo holds it at 9, the one it spans at 3 and 5.
+    t.is(lowest(0), 3, 'x is named at its lowest offset, in the run the merged one spans');
+    t.is(lowest(1), 0);
+    t.is(lowest(2), 4);
+    t.is(lowest(3), undefined);
+    for (const f of o!.found) t.true([0, 3, 4, 5, 9].includes(f.offset), `offset ${f.offset} holds no looked-up id`);
+  },
+);
+
 test.serial('the cache with the filter tier, at a cap that holds the partitions only as filters: verdicts equal -1 verdicts', async (t) => {
   const cache = new DedupCache({ capBytes: 16 * 1024, filterTier: true });
   const metrics = new MetricsRegistry();
