@@ -31,8 +31,9 @@
 --                  row at or below it is visible to the statements after;
 --   window_seconds the queue's window then (0: nothing looked up);
 --   tail_offsets    offsets above compacted_upto (and the purge watermark):
---                  the tail the search read; the broker asks for compaction
---                  when it is long (log_compact_v1 counts it the same way);
+--                  the tail, searched for the items the runs did not answer;
+--                  the broker asks for compaction when it is long
+--                  (log_compact_v1 counts it the same way);
 --   found_idx, found_offsets
 --                  the (item, offset) pairs found, aligned: each item's
 --                  lowest verified occurrence in the runs, or else its
@@ -169,9 +170,9 @@ BEGIN
         -- verified occurrence was read, so it is the item's lowest in the
         -- runs. A partition whose runs do not interleave (each starts at or
         -- above the end of every run before it) has no such run after a
-        -- direct answer, and reads nothing again. The runs are listed in this statement's snapshot, as the
-        -- slices are read: a merge committing meanwhile is seen whole or not
-        -- at all.
+        -- direct answer, and reads nothing again. The runs are listed in
+        -- this statement's snapshot, as the slices are read: a merge
+        -- committing meanwhile is seen whole or not at all.
         WITH seg AS MATERIALIZED (
             SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff, rr.ids, rr.bits, rr.los, rr.nested
             FROM unnest(p_partition_ids, p_counts, v_hat, v_start, v_cmp, v_win, v_cutoff)
@@ -200,6 +201,8 @@ BEGIN
             CROSS JOIN LATERAL (
                 SELECT r.k, c.off, c.direct
                 FROM unnest(q.ids, q.bits) WITH ORDINALITY AS r (run_id, bits, k)
+            -- A parameterised lookup, never a join (as in log_push_v12):
+            -- LIMIT 1 keeps the planner from a hash join over every slice.
             CROSS JOIN LATERAL (
                 SELECT x.hashes, x.offs, x.pos,
                        CASE WHEN x.pos > 0 THEN position(q.h IN substring(x.hashes FROM x.pos + 1)) ELSE 0 END AS more
@@ -210,6 +213,9 @@ BEGIN
                     LIMIT 1
                 ) x
             ) sl
+            -- Every occurrence in the slice, where the byte search matched at
+            -- all (most new items do not): one aligned match and no other is
+            -- read off directly (direct); anything else unrolls the slice.
             CROSS JOIN LATERAL (
                 SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off, true AS direct
                 WHERE sl.pos > 0 AND (sl.pos - 1) % 16 = 0 AND sl.more = 0

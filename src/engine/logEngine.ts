@@ -112,9 +112,9 @@ export interface LookupOutcome {
   lastOffset: number;
   /** The window the lookup searched (seconds; 0: dedup off, nothing searched). */
   windowSeconds: number;
-  /** Offsets of the tail its search read (above compacted_upto): the compactor's trigger, as a probe's hashes are. */
+  /** Offsets of the tail above compacted_upto (searched for the items the runs did not answer): the compactor's trigger, as a probe's hashes are. */
   tailOffsets: number;
-  /** Every (item index, offset) found, by item then offset. */
+  /** The (item index, offset) pairs found, by item then offset: each item's lowest in the runs, or else in the tail. */
   found: { index: number; offset: number }[];
 }
 
