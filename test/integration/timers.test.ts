@@ -228,7 +228,7 @@ test.serial('cancel racing fire ends in exactly one of cancelled / delivered, fo
   t.log(`cancelled ${cancelled}, delivered ${log.size}`);
 });
 
-test.serial('10 000 timers due in the same second all fire, each once, within 5 s of that second (default poll and batch)', async (t) => {
+test.serial('10 000 timers due in the same second all fire, each once (default poll and batch)', async (t) => {
   const { client, sql } = t.context.stack;
   // Provision the queue's partitions through the API, then stage 10 000 rows
   // due in the same (next whole) second straight in SQL.
@@ -250,13 +250,10 @@ test.serial('10 000 timers due in the same second all fire, each once, within 5 
   );
   // The sweeper as a broker runs it by default (QUEEN_TIMER_POLL_MS, QUEEN_TIMER_BATCH).
   await sweeper(t, { loop: true, pollMs: DEFAULTS.timerPollMs, batch: DEFAULTS.timerBatch });
-  // A condition wait whose deadline is the promise: 5 s after the due second.
-  await waitFor(
-    'every bulk timer to fire within 5 s of its due second',
-    async () => (await pending(sql, 'bulk')) === 0,
-    Math.max(0, due + 5_000 - Date.now()),
-    50,
-  );
+  // A condition wait. How soon after its second the burst is in the log is
+  // a wall-clock number, so `make bench` measures it (timer-burst, <= 5 s);
+  // the deadline here only bounds a hung sweeper.
+  await waitFor('every bulk timer to fire', async () => (await pending(sql, 'bulk')) === 0, 120_000, 50);
   const last = Date.now();
   const log = await logOf(sql, 'bulk');
   t.is(log.size, 10_000);
@@ -264,6 +261,76 @@ test.serial('10 000 timers due in the same second all fire, each once, within 5 
   t.log(
     `10 000 timers fired; the last seen ${last - due} ms after their due second (batch ${DEFAULTS.timerBatch}, poll ${DEFAULTS.timerPollMs} ms)`,
   );
+});
+
+/**
+ * What one claim read from queen.timers, counted by PostgreSQL: the claiming
+ * session's own counters (pg_stat_xact_*, which also hold its earlier,
+ * unflushed work) read just before and just after the claim.
+ */
+async function claimReads(sql: pg.Pool, limit: number): Promise<{ claimed: number; tuplesRead: number }> {
+  const c = await sql.connect();
+  const reads = async () =>
+    Number(
+      (
+        await c.query(
+          `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0) AS n FROM pg_stat_xact_user_tables WHERE relid = 'queen.timers'::regclass`,
+        )
+      ).rows[0].n,
+    );
+  try {
+    await c.query('BEGIN');
+    const before = await reads();
+    const claimed = Number((await c.query('SELECT count(*) AS n FROM queen.timer_claim_v1($1)', [limit])).rows[0].n);
+    return { claimed, tuplesRead: (await reads()) - before };
+  } finally {
+    await c.query('ROLLBACK');
+    c.release();
+  }
+}
+
+test.serial('a claim reads about its batch and the due timers, never every pending timer, whatever the statistics say', async (t) => {
+  const { client, sql } = t.context.stack;
+  for (let p = 0; p < 4; p++) await client.timer('reads').key(`seed-${p}`).partition(`r${p}`).delay('1d').payload(p).schedule();
+  await sql.query(`DELETE FROM queen.timers`);
+  // Statistics taken while the table is empty, kept that way while it fills
+  // (as after a quiet spell): the planner believes in a tiny table.
+  await sql.query(`ALTER TABLE queen.timers SET (autovacuum_enabled = off)`);
+  t.teardown(() => sql.query(`ALTER TABLE queen.timers RESET (autovacuum_enabled)`));
+  await sql.query(`ANALYZE queen.timers`);
+  const stage = (n: number, prefix: string, due: string) =>
+    sql.query(
+      `INSERT INTO queen.timers (queue_id, timer_key, partition_id, deliver_at, transaction_id, message_id, payload)
+       SELECT lp.queue_id, $2 || g, lp.id, now() + $3::interval, $2 || g, gen_random_uuid(), convert_to('x', 'UTF8')
+       FROM generate_series(1, $1::integer) g
+       JOIN queen.log_partitions lp ON lp.name = 'r' || (g % 4)
+       JOIN queen.queues q ON q.id = lp.queue_id AND q.name = 'reads'`,
+      [n, prefix, due],
+    );
+  const later = 20_000;
+  const dueNow = 5_000;
+  await stage(later, 'later-', '1 day');
+  await stage(dueNow, 'due-', '-1 second');
+  const stale = await claimReads(sql, 1000);
+  t.is(stale.claimed, 1000);
+  // One pass over the table at most (a join back on the key per claimed row
+  // would read the table once per row: ~25 million tuples here).
+  t.true(stale.tuplesRead <= 2 * (later + dueNow), `stale statistics: ${stale.tuplesRead} tuples read to claim 1000`);
+
+  // With statistics, an idle sweep (nothing due) reads nothing: the due bound
+  // is the index scan's bound, not a filter over every pending timer.
+  await sql.query(`DELETE FROM queen.timers WHERE timer_key LIKE 'due-%'`);
+  await sql.query(`VACUUM ANALYZE queen.timers`);
+  const idle = await claimReads(sql, 1000);
+  t.is(idle.claimed, 0);
+  t.true(idle.tuplesRead <= 10, `idle sweep over ${later} later timers read ${idle.tuplesRead} tuples`);
+  await stage(dueNow, 'due2-', '-1 second');
+  await sql.query(`ANALYZE queen.timers`);
+  const fresh = await claimReads(sql, 1000);
+  t.is(fresh.claimed, 1000);
+  t.true(fresh.tuplesRead <= 3 * 1000, `fresh statistics: ${fresh.tuplesRead} tuples read to claim 1000`);
+  t.log(`tuples read: stale ${stale.tuplesRead}, idle ${idle.tuplesRead}, fresh ${fresh.tuplesRead}`);
+  await sql.query(`DELETE FROM queen.timers`);
 });
 
 test.serial('queenctl timers: schedule, list, peek, cancel', async (t) => {
