@@ -26,6 +26,7 @@ import { pushDuplicates } from './suites/pushDuplicates.js';
 import { pushVsStored } from './suites/pushVsStored.js';
 import { retentionCost } from './suites/retentionCost.js';
 import { consume } from './suites/consume.js';
+import { timerBurst } from './suites/timerBurst.js';
 import { tracingCost } from './suites/tracingCost.js';
 
 // Every kafkajs consumer of this process decodes records as the service
@@ -45,6 +46,7 @@ const SUITES: Suite[] = [
   memoryPressure,
   retentionCost,
   consume,
+  timerBurst,
   tracingCost,
 ];
 
