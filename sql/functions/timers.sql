@@ -120,12 +120,17 @@ AS $$
 $$;
 
 -- Records a fire that failed and rolled back (its own short transaction).
+-- The rows were claimed because they were due, so the due bound (stable,
+-- as in the claim) lets the deliver_at index find them among the due rows
+-- only: message_id has no index, and without the bound every pending timer
+-- was read for each failed fire. A row rescheduled to a later time since
+-- the failed fire is a new schedule, and is not counted.
 CREATE OR REPLACE FUNCTION queen.timer_record_failure_v1(p_message_ids uuid[], p_error text)
 RETURNS void
 LANGUAGE sql
 AS $$
     UPDATE queen.timers SET attempts = attempts + 1, last_error = left(p_error, 1000)
-    WHERE message_id = ANY (p_message_ids)
+    WHERE deliver_at <= statement_timestamp() AND message_id = ANY (p_message_ids)
 $$;
 
 -- A pending timer, or no row.

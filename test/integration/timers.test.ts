@@ -333,6 +333,88 @@ test.serial('a claim reads about its batch and the due timers, never every pendi
   await sql.query(`DELETE FROM queen.timers`);
 });
 
+test.serial('a fire that rolls back records attempts and its error on exactly its rows, reading only due timers', async (t) => {
+  const { client, sql } = t.context.stack;
+  for (let p = 0; p < 2; p++) await client.timer('fails').key(`seed-${p}`).partition(`f${p}`).delay('1d').payload(p).schedule();
+  await sql.query(`DELETE FROM queen.timers`);
+  const later = 20_000;
+  await sql.query(
+    `INSERT INTO queen.timers (queue_id, timer_key, partition_id, deliver_at, transaction_id, message_id, payload)
+     SELECT lp.queue_id, 'later-' || g, lp.id, now() + interval '1 day', 'later-' || g, gen_random_uuid(), convert_to('x', 'UTF8')
+     FROM generate_series(1, $1::integer) g
+     JOIN queen.log_partitions lp ON lp.name = 'f' || (g % 2)
+     JOIN queen.queues q ON q.id = lp.queue_id AND q.name = 'fails'`,
+    [later],
+  );
+  const due = ['d0', 'd1', 'd2'];
+  for (const k of due)
+    await client
+      .timer('fails')
+      .key(k)
+      .partition('f0')
+      .at(new Date(Date.now() - 1000))
+      .payload(k)
+      .schedule();
+  await sql.query(`ANALYZE queen.timers`);
+  let failNext = true;
+  const s = new TimerSweeper({
+    pool: t.context.stack.engine.pool,
+    pollMs: 3_600_000,
+    batch: 1000,
+    metrics: new MetricsRegistry(),
+    loop: false,
+    beforeCommit: async () => {
+      if (!failNext) return;
+      failNext = false;
+      throw new Error('injected before commit');
+    },
+  });
+  await s.start();
+  t.teardown(() => s.stop());
+  await t.throwsAsync(s.sweepOnce(), { message: /injected before commit/ });
+  for (const k of due) {
+    const peek = await client.timer('fails').key(k).peek();
+    t.is(peek?.attempts, 1, `${k}: one failed fire recorded`);
+    t.regex(peek?.lastError ?? '', /injected before commit/);
+  }
+  const untouched = await sql.query(`SELECT count(*)::integer AS n FROM queen.timers WHERE timer_key LIKE 'later-%' AND attempts <> 0`);
+  t.is(untouched.rows[0].n, 0, 'no other row counted');
+
+  // What recording a failure reads: the due timers, not every pending one.
+  const ids = (await sql.query(`SELECT message_id::text AS id FROM queen.timers WHERE timer_key LIKE 'd_'`)).rows.map(
+    (r) => r.id as string,
+  );
+  const c = await sql.connect();
+  try {
+    const reads = async () =>
+      Number(
+        (
+          await c.query(
+            `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0) AS n FROM pg_stat_xact_user_tables WHERE relid = 'queen.timers'::regclass`,
+          )
+        ).rows[0].n,
+      );
+    await c.query('BEGIN');
+    const before = await reads();
+    await c.query('SELECT queen.timer_record_failure_v1($1::uuid[], $2)', [ids, 'measured']);
+    const read = (await reads()) - before;
+    t.true(read <= 10, `recording a failure of ${ids.length} timers read ${read} tuples of ${later + ids.length}`);
+  } finally {
+    await c.query('ROLLBACK');
+    c.release();
+  }
+
+  // The rows are due again: the next sweep fires them, each once.
+  const fired = await s.sweepOnce();
+  t.is(
+    fired.reduce((n, o) => n + o.count, 0),
+    due.length,
+  );
+  const log = await logOf(sql, 'fails');
+  t.is(log.size, due.length);
+  await sql.query(`DELETE FROM queen.timers`);
+});
+
 test.serial('queenctl timers: schedule, list, peek, cancel', async (t) => {
   const { stack } = t.context;
   const ctl = async (...args: string[]) => {
