@@ -78,8 +78,8 @@ $$;
 --   timer's index entry whenever fewer than p_limit were due);
 -- * the delete finds its rows by the claimed tuple ids (a TID scan), not by
 --   a join back on the key: planned from statistics taken while the table
---   was empty, that join became a nested loop over the whole table, about
---   1.7 s a batch of 1000 at 10 000 pending.
+--   was empty (as after a quiet spell), that join read the whole table once
+--   per claimed row.
 -- Only rows the DELETE removed are returned, so a row whose tuple moved
 -- between claim and delete is simply not fired by this sweep.
 CREATE OR REPLACE FUNCTION queen.timer_claim_v1(p_limit integer)
