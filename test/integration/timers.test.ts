@@ -264,11 +264,12 @@ test.serial('10 000 timers due in the same second all fire, each once (default p
 });
 
 /**
- * What one claim read from queen.timers, counted by PostgreSQL: the claiming
+ * What one statement read from queen.timers, counted by PostgreSQL: the
  * session's own counters (pg_stat_xact_*, which also hold its earlier,
- * unflushed work) read just before and just after the claim.
+ * unflushed work) read just before and just after it, in a transaction
+ * that is rolled back (nothing it claims or changes stays).
  */
-async function claimReads(sql: pg.Pool, limit: number): Promise<{ claimed: number; tuplesRead: number }> {
+async function timersTuplesRead(sql: pg.Pool, statement: string, values: unknown[]): Promise<{ rows: number; tuplesRead: number }> {
   const c = await sql.connect();
   const reads = async () =>
     Number(
@@ -281,12 +282,18 @@ async function claimReads(sql: pg.Pool, limit: number): Promise<{ claimed: numbe
   try {
     await c.query('BEGIN');
     const before = await reads();
-    const claimed = Number((await c.query('SELECT count(*) AS n FROM queen.timer_claim_v1($1)', [limit])).rows[0].n);
-    return { claimed, tuplesRead: (await reads()) - before };
+    const rows = (await c.query(statement, values)).rowCount ?? 0;
+    return { rows, tuplesRead: (await reads()) - before };
   } finally {
     await c.query('ROLLBACK');
     c.release();
   }
+}
+
+/** What one claim of up to `limit` timers read, and how many it claimed. */
+async function claimReads(sql: pg.Pool, limit: number): Promise<{ claimed: number; tuplesRead: number }> {
+  const r = await timersTuplesRead(sql, 'SELECT * FROM queen.timer_claim_v1($1)', [limit]);
+  return { claimed: r.rows, tuplesRead: r.tuplesRead };
 }
 
 test.serial('a claim reads about its batch and the due timers, never every pending timer, whatever the statistics say', async (t) => {
@@ -384,25 +391,8 @@ test.serial('a fire that rolls back records attempts and its error on exactly it
   const ids = (await sql.query(`SELECT message_id::text AS id FROM queen.timers WHERE timer_key LIKE 'd_'`)).rows.map(
     (r) => r.id as string,
   );
-  const c = await sql.connect();
-  try {
-    const reads = async () =>
-      Number(
-        (
-          await c.query(
-            `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0) AS n FROM pg_stat_xact_user_tables WHERE relid = 'queen.timers'::regclass`,
-          )
-        ).rows[0].n,
-      );
-    await c.query('BEGIN');
-    const before = await reads();
-    await c.query('SELECT queen.timer_record_failure_v1($1::uuid[], $2)', [ids, 'measured']);
-    const read = (await reads()) - before;
-    t.true(read <= 10, `recording a failure of ${ids.length} timers read ${read} tuples of ${later + ids.length}`);
-  } finally {
-    await c.query('ROLLBACK');
-    c.release();
-  }
+  const { tuplesRead } = await timersTuplesRead(sql, 'SELECT queen.timer_record_failure_v1($1::uuid[], $2)', [ids, 'measured']);
+  t.true(tuplesRead <= 10, `recording a failure of ${ids.length} timers read ${tuplesRead} tuples of ${later + ids.length}`);
 
   // The rows are due again: the next sweep fires them, each once.
   const fired = await s.sweepOnce();
