@@ -6,7 +6,9 @@
 -- path", has the argument; the invariant every function here keeps:
 --
 --   every hash of every log_txns row of the partition that ends in
---   (txns_start - 1, compacted_upto] is in some run of the partition.
+--   (txns_start - 1, compacted_upto] is in some run of the partition;
+--   and where a slice has times (created_us, sql/000094), each is the
+--   created_at of the row its pair came from.
 --
 -- Runs are derived data: losing a compaction's commit loses its runs and its
 -- compacted_upto together, so each call commits asynchronously.
@@ -99,10 +101,13 @@ BEGIN
             INSERT INTO queen.log_hash_runs (partition_id, run_lo, run_hi, bits, n, level)
             VALUES (p_partition_id, v_lo, v_hi, v_bits, v_n, v_level + 1)
             RETURNING run_id INTO v_run;
-            INSERT INTO queen.log_hash_slices (run_id, bucket, hashes, offs)
-            SELECT v_run, queen.log_hash_bucket(x.h, v_bits), string_agg(x.h, ''::bytea ORDER BY x.off), array_agg(x.off ORDER BY x.off)
+            -- A slice's times are carried only if every pair of it has one
+            -- (a slice of the previous release has none: sql/000094).
+            INSERT INTO queen.log_hash_slices (run_id, bucket, hashes, offs, created_us)
+            SELECT v_run, queen.log_hash_bucket(x.h, v_bits), string_agg(x.h, ''::bytea ORDER BY x.off), array_agg(x.off ORDER BY x.off),
+                   CASE WHEN count(x.at) = count(*) THEN array_agg(x.at ORDER BY x.off) END
             FROM (
-                SELECT th.h, s.offs[th.idx + 1] AS off
+                SELECT th.h, s.offs[th.idx + 1] AS off, s.created_us[th.idx + 1] AS at
                 FROM queen.log_hash_slices s
                 CROSS JOIN LATERAL queen.log_unnest_hashes(s.hashes) th
                 WHERE s.run_id = ANY (v_ids)
@@ -136,10 +141,11 @@ BEGIN
             INSERT INTO queen.log_hash_runs (partition_id, run_lo, run_hi, bits, n, level)
             VALUES (p_partition_id, v_cmp, v_last, v_bits, v_n, v_level)
             RETURNING run_id INTO v_run;
-            INSERT INTO queen.log_hash_slices (run_id, bucket, hashes, offs)
-            SELECT v_run, x.b, string_agg(x.h, ''::bytea ORDER BY x.off), array_agg(x.off ORDER BY x.off)
+            INSERT INTO queen.log_hash_slices (run_id, bucket, hashes, offs, created_us)
+            SELECT v_run, x.b, string_agg(x.h, ''::bytea ORDER BY x.off), array_agg(x.off ORDER BY x.off), array_agg(x.at ORDER BY x.off)
             FROM (
-                SELECT th.h, t.base_offset + th.idx AS off, queen.log_hash_bucket(th.h, v_bits) AS b
+                SELECT th.h, t.base_offset + th.idx AS off, queen.log_hash_bucket(th.h, v_bits) AS b,
+                       (extract(epoch FROM t.created_at) * 1000000)::bigint AS at
                 FROM queen.log_txns t
                 CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
                 WHERE t.partition_id = p_partition_id AND t.end_offset > v_cmp AND t.end_offset <= v_last

@@ -45,9 +45,9 @@
 -- executor start-up of what it uses):
 --   * the runs (sql/000093), for rows ending in (txns_start - 1,
 --     compacted_upto]: an item's runs in ascending run_lo, one slice each,
---     every candidate in it checked against its log_txns row (it exists,
---     ends at or above txns_start, is inside the window, holds the 16
---     bytes there), as log_push_v12 checks its runs' candidates; the search
+--     every candidate in it at or below compacted_upto and checked (see
+--     "A candidate's check" below: its row exists, ends at or above
+--     txns_start, is inside the window, holds the 16 bytes); the search
 --     stops at the first run that answers, and then reads only the runs
 --     that may still hold a lower offset (see the statement). compacted_upto
 --     only rises and a merge replaces runs by their union in one
@@ -75,6 +75,25 @@
 -- last_offset are excluded, rows are never rewritten, the window and the
 -- purge watermark only move up), and an occurrence that leaves the window
 -- after it was named is refuted by the push (see the claim above).
+--
+-- A candidate's check. A slice with times (created_us, sql/000094) decides
+-- it from what the probe already read: the offset o is at or above
+-- txns_start and its time at or above the cutoff, both as statement 1 read
+-- them. That is the log_txns row check, without reading the row:
+--   * txns_start only ever holds a row's base offset (0, or one past the
+--     last row a retention step purged) and a partition's rows cover
+--     contiguous offsets, so o >= txns_start exactly when o's row ends at
+--     or above it, that is, was not purged when statement 1 read;
+--   * o <= compacted_upto <= last_offset, so o's row was committed then;
+--     rows are never rewritten, so it holds at o the hash the slice holds
+--     for o (the slice was built from it), and its created_at is o's time
+--     (sql/functions/compaction.sql keeps both).
+-- A purge after statement 1 is the case the claim already covers: the name
+-- is refuted by the push. A slice without times (NULL: one written before
+-- 000094, or by a broker of the previous release) has each candidate read
+-- back from its log_txns row, as the push does. Measured on lookups
+-- replayed from the window-beyond-budget bench, that row probe was about a
+-- quarter of a lookup's time.
 CREATE OR REPLACE FUNCTION queen.log_lookup_v1(p_partition_ids bigint[], p_counts integer[], p_hashes bytea)
 RETURNS TABLE (
     seg_index      integer,
@@ -104,6 +123,8 @@ DECLARE
     v_cmp     bigint[];
     v_win     integer[];
     v_cutoff  timestamptz[];
+    -- The same cutoffs in microseconds since the Unix epoch, as slices hold times (sql/000094).
+    v_cut_us  bigint[];
     -- Per segment: 0 no tail search (window 0), 1 concatenated, 2 per row, 3 hash-joined.
     v_mode    integer[];
     v_total   bigint;
@@ -137,11 +158,12 @@ BEGIN
     SELECT array_agg(s.hat ORDER BY s.ord), array_agg(lp.last_offset ORDER BY s.ord), array_agg(lp.txns_start ORDER BY s.ord),
            array_agg(lp.compacted_upto ORDER BY s.ord), array_agg(q.dedup_window_seconds ORDER BY s.ord),
            array_agg(now() - make_interval(secs => q.dedup_window_seconds) ORDER BY s.ord),
+           array_agg((extract(epoch FROM now() - make_interval(secs => q.dedup_window_seconds)) * 1000000)::bigint ORDER BY s.ord),
            array_agg(CASE WHEN q.dedup_window_seconds <= 0 THEN 0
                           WHEN lp.last_offset - GREATEST(lp.compacted_upto, lp.txns_start - 1) <= 4096 THEN 1
                           WHEN s.cnt <= 32 THEN 2 ELSE 3 END ORDER BY s.ord),
            bool_or(q.dedup_window_seconds > 0 AND lp.compacted_upto > lp.txns_start - 1)
-    INTO v_hat, v_last, v_start, v_cmp, v_win, v_cutoff, v_mode, v_runs
+    INTO v_hat, v_last, v_start, v_cmp, v_win, v_cutoff, v_cut_us, v_mode, v_runs
     FROM (
         SELECT u.pid, u.ord, u.cnt, (coalesce(sum(u.cnt) OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) * 16 + 1)::integer AS hat
         FROM unnest(p_partition_ids, p_counts) WITH ORDINALITY AS u (pid, cnt, ord)
@@ -174,9 +196,9 @@ BEGIN
         -- this statement's snapshot, as the slices are read: a merge
         -- committing meanwhile is seen whole or not at all.
         WITH seg AS MATERIALIZED (
-            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff, rr.ids, rr.bits, rr.los, rr.nested
-            FROM unnest(p_partition_ids, p_counts, v_hat, v_start, v_cmp, v_win, v_cutoff)
-                 WITH ORDINALITY AS u (pid, cnt, hat, start, cmp, win, cutoff, ord)
+            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff, u.cut_us, rr.ids, rr.bits, rr.los, rr.nested
+            FROM unnest(p_partition_ids, p_counts, v_hat, v_start, v_cmp, v_win, v_cutoff, v_cut_us)
+                 WITH ORDINALITY AS u (pid, cnt, hat, start, cmp, win, cutoff, cut_us, ord)
             -- The partition's runs in ascending run_lo, and whether any
             -- starts below the end of one before it (spans interleave).
             CROSS JOIN LATERAL (
@@ -192,11 +214,11 @@ BEGIN
             WHERE u.win > 0 AND u.cmp > u.start - 1 AND rr.ids IS NOT NULL
         ), items AS MATERIALIZED (
             SELECT s.seg, g.i AS idx, substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h,
-                   s.pid, s.start, s.cmp, s.cutoff, s.ids, s.bits, s.los, s.nested
+                   s.pid, s.start, s.cmp, s.cutoff, s.cut_us, s.ids, s.bits, s.los, s.nested
             FROM seg s
             CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
         ), first_hits AS MATERIALIZED (
-            SELECT q.seg, q.idx, q.h, q.pid, q.start, q.cmp, q.cutoff, q.ids, q.bits, q.los, q.nested, f.k, f.off, f.direct
+            SELECT q.seg, q.idx, q.h, q.pid, q.start, q.cmp, q.cutoff, q.cut_us, q.ids, q.bits, q.los, q.nested, f.k, f.off, f.direct
             FROM items q
             CROSS JOIN LATERAL (
                 SELECT r.k, c.off, c.direct
@@ -204,10 +226,10 @@ BEGIN
             -- A parameterised lookup, never a join (as in log_push_v12):
             -- LIMIT 1 keeps the planner from a hash join over every slice.
             CROSS JOIN LATERAL (
-                SELECT x.hashes, x.offs, x.pos,
+                SELECT x.hashes, x.offs, x.created_us, x.pos,
                        CASE WHEN x.pos > 0 THEN position(q.h IN substring(x.hashes FROM x.pos + 1)) ELSE 0 END AS more
                 FROM (
-                    SELECT sl.hashes, sl.offs, position(q.h IN sl.hashes) AS pos
+                    SELECT sl.hashes, sl.offs, sl.created_us, position(q.h IN sl.hashes) AS pos
                     FROM queen.log_hash_slices sl
                     WHERE sl.run_id = r.run_id AND sl.bucket = queen.log_hash_bucket(q.h, r.bits)
                     LIMIT 1
@@ -217,28 +239,38 @@ BEGIN
             -- all (most new items do not): one aligned match and no other is
             -- read off directly (direct); anything else unrolls the slice.
             CROSS JOIN LATERAL (
-                SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off, true AS direct
+                SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off, sl.created_us[(sl.pos - 1) / 16 + 1] AS at, true AS direct
                 WHERE sl.pos > 0 AND (sl.pos - 1) % 16 = 0 AND sl.more = 0
                 UNION ALL
-                SELECT sl.offs[th.idx + 1] AS off, false AS direct
+                SELECT sl.offs[th.idx + 1] AS off, sl.created_us[th.idx + 1] AS at, false AS direct
                 FROM queen.log_unnest_hashes(sl.hashes) th
                 WHERE sl.pos > 0 AND ((sl.pos - 1) % 16 <> 0 OR sl.more > 0) AND th.h = q.h
             ) c
+            -- The candidate's check (see "A candidate's check" above): from
+            -- the slice's time, or, for a slice without times, its log_txns
+            -- row (a branch whose gate is false is not run).
             CROSS JOIN LATERAL (
-                SELECT t.base_offset, t.end_offset, t.created_at,
-                       CASE WHEN t.base_offset <= c.off
-                            THEN substring(t.hashes FROM ((c.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS hash
-                FROM queen.log_txns t
-                WHERE t.partition_id = q.pid
-                  AND t.end_offset >= c.off
-                ORDER BY t.end_offset
-                LIMIT 1
-            ) t
+                SELECT true AS ok
+                WHERE c.at IS NOT NULL AND c.off >= q.start AND c.at >= q.cut_us
+                UNION ALL
+                SELECT true AS ok
+                FROM (
+                    SELECT t.base_offset, t.end_offset, t.created_at,
+                           CASE WHEN t.base_offset <= c.off
+                                THEN substring(t.hashes FROM ((c.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS hash
+                    FROM queen.log_txns t
+                    WHERE t.partition_id = q.pid
+                      AND t.end_offset >= c.off
+                    ORDER BY t.end_offset
+                    LIMIT 1
+                ) t
+                WHERE c.at IS NULL
+                  AND t.base_offset <= c.off
+                  AND t.end_offset >= q.start
+                  AND t.created_at >= q.cutoff
+                  AND t.hash = q.h
+            ) v
             WHERE c.off <= q.cmp
-              AND t.base_offset <= c.off
-              AND t.end_offset >= q.start
-              AND t.created_at >= q.cutoff
-              AND t.hash = q.h
                 ORDER BY r.k
                 LIMIT 1
             ) f
@@ -249,38 +281,45 @@ BEGIN
             SELECT min(c.off) AS off
             FROM unnest(f.ids, f.bits, f.los) WITH ORDINALITY AS r (run_id, bits, lo, k)
             CROSS JOIN LATERAL (
-                SELECT x.hashes, x.offs, x.pos,
+                SELECT x.hashes, x.offs, x.created_us, x.pos,
                        CASE WHEN x.pos > 0 THEN position(f.h IN substring(x.hashes FROM x.pos + 1)) ELSE 0 END AS more
                 FROM (
-                    SELECT sl.hashes, sl.offs, position(f.h IN sl.hashes) AS pos
+                    SELECT sl.hashes, sl.offs, sl.created_us, position(f.h IN sl.hashes) AS pos
                     FROM queen.log_hash_slices sl
                     WHERE sl.run_id = r.run_id AND sl.bucket = queen.log_hash_bucket(f.h, r.bits)
                     LIMIT 1
                 ) x
             ) sl
             CROSS JOIN LATERAL (
-                SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off
+                SELECT sl.offs[(sl.pos - 1) / 16 + 1] AS off, sl.created_us[(sl.pos - 1) / 16 + 1] AS at
                 WHERE sl.pos > 0 AND (sl.pos - 1) % 16 = 0 AND sl.more = 0
                 UNION ALL
-                SELECT sl.offs[th.idx + 1] AS off
+                SELECT sl.offs[th.idx + 1] AS off, sl.created_us[th.idx + 1] AS at
                 FROM queen.log_unnest_hashes(sl.hashes) th
                 WHERE sl.pos > 0 AND ((sl.pos - 1) % 16 <> 0 OR sl.more > 0) AND th.h = f.h
             ) c
             CROSS JOIN LATERAL (
-                SELECT t.base_offset, t.end_offset, t.created_at,
-                       CASE WHEN t.base_offset <= c.off
-                            THEN substring(t.hashes FROM ((c.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS hash
-                FROM queen.log_txns t
-                WHERE t.partition_id = f.pid
-                  AND t.end_offset >= c.off
-                ORDER BY t.end_offset
-                LIMIT 1
-            ) t
+                SELECT true AS ok
+                WHERE c.at IS NOT NULL AND c.off >= f.start AND c.at >= f.cut_us
+                UNION ALL
+                SELECT true AS ok
+                FROM (
+                    SELECT t.base_offset, t.end_offset, t.created_at,
+                           CASE WHEN t.base_offset <= c.off
+                                THEN substring(t.hashes FROM ((c.off - t.base_offset) * 16 + 1)::integer FOR 16) END AS hash
+                    FROM queen.log_txns t
+                    WHERE t.partition_id = f.pid
+                      AND t.end_offset >= c.off
+                    ORDER BY t.end_offset
+                    LIMIT 1
+                ) t
+                WHERE c.at IS NULL
+                  AND t.base_offset <= c.off
+                  AND t.end_offset >= f.start
+                  AND t.created_at >= f.cutoff
+                  AND t.hash = f.h
+            ) v
             WHERE c.off <= f.cmp
-              AND t.base_offset <= c.off
-              AND t.end_offset >= f.start
-              AND t.created_at >= f.cutoff
-              AND t.hash = f.h
               AND ((r.k = f.k AND NOT f.direct) OR (r.k > f.k AND r.lo < f.off))
               -- Runs that do not interleave start at or above the end of
               -- every run before them, so above the found offset: nothing

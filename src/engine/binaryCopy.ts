@@ -103,7 +103,7 @@ export function readInt8Array(b: Buffer): number[] {
 }
 
 /** A field a writer packs. */
-export type CopyField = { int4: number } | { int8: number } | { bytea: Buffer } | { int8Array: readonly number[] };
+export type CopyField = { int4: number } | { int8: number } | { bytea: Buffer } | { int8Array: readonly number[] } | { null: true };
 
 /**
  * Packs tuples into one binary COPY buffer (header, tuples, trailer),
@@ -149,6 +149,7 @@ export class BinaryCopyWriter {
 }
 
 function fieldBytes(f: CopyField): number {
+  if ('null' in f) return 0;
   if ('int4' in f) return 4;
   if ('int8' in f) return 8;
   if ('bytea' in f) return f.bytea.length;
@@ -156,6 +157,7 @@ function fieldBytes(f: CopyField): number {
 }
 
 function writeField(b: Buffer, p: number, f: CopyField): number {
+  if ('null' in f) return b.writeInt32BE(-1, p);
   b.writeInt32BE(fieldBytes(f), p);
   p += 4;
   if ('int4' in f) return b.writeInt32BE(f.int4, p);

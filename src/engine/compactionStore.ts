@@ -96,17 +96,17 @@ const SET_SQL = `SELECT set_config('queen.compact_partition', $1::text, true),
   set_config('queen.compact_from', $2::text, true), set_config('queen.compact_to', $3::text, true),
   set_config('queen.compact_runs', $4::text, true)`;
 const COPY_ROWS_SQL = `COPY (
-  SELECT t.base_offset, t.hashes FROM queen.log_txns t
+  SELECT t.base_offset, t.hashes, (extract(epoch FROM t.created_at) * 1000000)::bigint FROM queen.log_txns t
   WHERE t.partition_id = current_setting('queen.compact_partition')::bigint
     AND t.end_offset > current_setting('queen.compact_from')::bigint
     AND t.end_offset <= current_setting('queen.compact_to')::bigint
   ORDER BY t.end_offset
 ) TO STDOUT (FORMAT binary)`;
 const COPY_SLICES_OUT_SQL = `COPY (
-  SELECT s.hashes, s.offs FROM queen.log_hash_slices s
+  SELECT s.hashes, s.offs, s.created_us FROM queen.log_hash_slices s
   WHERE s.run_id = ANY (current_setting('queen.compact_runs')::bigint[])
 ) TO STDOUT (FORMAT binary)`;
-const COPY_SLICES_IN_SQL = 'COPY queen.log_hash_slices (run_id, bucket, hashes, offs) FROM STDIN (FORMAT binary)';
+const COPY_SLICES_IN_SQL = 'COPY queen.log_hash_slices (run_id, bucket, hashes, offs, created_us) FROM STDIN (FORMAT binary)';
 
 /**
  * The most (hash, offset) pairs one broker step reads, for a new run or a
@@ -185,7 +185,11 @@ export async function compactPartitionInBroker(
         const lo = Math.min(...rows.map((r) => Number(r.run_lo)));
         const hi = Math.max(...rows.map((r) => Number(r.run_hi)));
         await client.query({ name: 'queen_compact_set', text: SET_SQL, values: [String(partitionId), '0', '0', `{${ids.join(',')}}`] });
-        const pairs = await copyOut(client, COPY_SLICES_OUT_SQL, 2, (f) => ({ hashes: f[0]!, offs: readInt8Array(f[1]!) }));
+        const pairs = await copyOut(client, COPY_SLICES_OUT_SQL, 3, (f) => ({
+          hashes: f[0]!,
+          offs: readInt8Array(f[1]!),
+          createdUs: f[2] === null ? null : readInt8Array(f[2]!),
+        }));
         const bits = runBits(n);
         await writeRun(client, partitionId, lo, hi, bits, n, level + 1, buildSlices(pairs, bits));
         await client.query({ name: 'queen_compact_delete_merged', text: DELETE_MERGED_SQL, values: [`{${ids.join(',')}}`] });
@@ -209,12 +213,13 @@ export async function compactPartitionInBroker(
         }
       }
       await client.query({ name: 'queen_compact_set', text: SET_SQL, values: [String(partitionId), String(cmp), String(last), '{}'] });
-      const rows = await copyOut(client, COPY_ROWS_SQL, 2, (f) => {
+      const rows = await copyOut(client, COPY_ROWS_SQL, 3, (f) => {
         const hashes = f[1]!;
         const base = readInt8(f[0]!, 0);
+        const at = readInt8(f[2]!, 0);
         const offs = new Array<number>(hashes.length / HASH_BYTES);
         for (let i = 0; i < offs.length; i++) offs[i] = base + i;
-        return { hashes, offs };
+        return { hashes, offs, createdUs: new Array<number>(offs.length).fill(at) };
       });
       const n = rows.reduce((a, r) => a + r.offs.length, 0);
       // No rows left there (retention removed them): nothing to hold.
@@ -258,7 +263,15 @@ async function writeRun(
   const runId = Number(r.rows[0].run_id);
   if (slices.length === 0) return;
   const w = new BinaryCopyWriter();
-  for (const s of slices) w.tuple([{ int8: runId }, { int4: s.bucket }, { bytea: s.hashes }, { int8Array: s.offs }]);
+  for (const s of slices) {
+    w.tuple([
+      { int8: runId },
+      { int4: s.bucket },
+      { bytea: s.hashes },
+      { int8Array: s.offs },
+      s.createdUs === null ? { null: true } : { int8Array: s.createdUs },
+    ]);
+  }
   const body = w.finish();
   const stream = client.query(copyFrom(COPY_SLICES_IN_SQL));
   await new Promise<void>((resolve, reject) => {

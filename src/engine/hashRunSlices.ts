@@ -11,7 +11,9 @@ import { HASH_BYTES } from '../util/txnHash.js';
  * its pairs' hashes concatenated and their offsets aligned, in ascending
  * offset. Nothing is dropped, so the run holds every hash it was built
  * from; the bucket is the one key a probe or lookup computes, so each hash
- * is found in the one slice it reads.
+ * is found in the one slice it reads. A pair's creation time moves with it,
+ * and a slice has times only if every pair in it has one: a lookup trusts
+ * a slice's time as its row's created_at (sql/functions/lookup.sql).
  */
 
 export interface Slice {
@@ -20,12 +22,18 @@ export interface Slice {
   hashes: Buffer;
   /** Their offsets, aligned. */
   offs: number[];
+  /**
+   * Their rows' created_at in microseconds since the Unix epoch, aligned
+   * (sql/000094); null when some pair of the slice has none.
+   */
+  createdUs: number[] | null;
 }
 
-/** Pairs a run is built from: hashes concatenated, offsets aligned. */
+/** Pairs a run is built from: hashes concatenated, offsets and creation times aligned (null: none known). */
 export interface HashPairs {
   hashes: Buffer;
   offs: readonly number[];
+  createdUs: readonly number[] | null;
 }
 
 /** Pairs a slice aims at (one heap tuple of ~800 bytes), as log_compact_v1: bits = ceil(log2(n / 32)), in 0..24. */
@@ -60,6 +68,9 @@ export function buildSlices(parts: readonly HashPairs[], bits: number): Slice[] 
   let n = 0;
   for (const p of parts) {
     if (p.hashes.length !== p.offs.length * HASH_BYTES) throw new RangeError('buildSlices: hashes and offsets differ in length');
+    if (p.createdUs !== null && p.createdUs.length !== p.offs.length) {
+      throw new RangeError('buildSlices: offsets and creation times differ in length');
+    }
     n += p.offs.length;
   }
   if (n === 0) return [];
@@ -67,6 +78,8 @@ export function buildSlices(parts: readonly HashPairs[], bits: number): Slice[] 
   const inBytes = Buffer.allocUnsafeSlow(n * HASH_BYTES);
   const inWords = new Uint32Array(inBytes.buffer, inBytes.byteOffset, n * 4);
   const offs = new Float64Array(n);
+  // NaN: no time known for the pair.
+  const created = new Float64Array(n);
   const bucket = new Uint32Array(n);
   const buckets = 2 ** bits;
   const counts = new Uint32Array(buckets + 1);
@@ -75,6 +88,7 @@ export function buildSlices(parts: readonly HashPairs[], bits: number): Slice[] 
     p.hashes.copy(inBytes, i * HASH_BYTES);
     for (let j = 0; j < p.offs.length; j++, i++) {
       offs[i] = p.offs[j]!;
+      created[i] = p.createdUs === null ? NaN : p.createdUs[j]!;
       const b = bucketOf(inBytes, i * HASH_BYTES, bits);
       bucket[i] = b;
       counts[b + 1]!++;
@@ -100,6 +114,7 @@ export function buildSlices(parts: readonly HashPairs[], bits: number): Slice[] 
       }
     }
     const sliceOffs = new Array<number>(ks.length);
+    let sliceCreated: number[] | null = new Array<number>(ks.length);
     for (let x = 0; x < ks.length; x++) {
       const k = ks[x]!;
       const to4 = (from + x) * 4;
@@ -109,8 +124,13 @@ export function buildSlices(parts: readonly HashPairs[], bits: number): Slice[] 
       outWords[to4 + 2] = inWords[from4 + 2]!;
       outWords[to4 + 3] = inWords[from4 + 3]!;
       sliceOffs[x] = offs[k]!;
+      if (sliceCreated !== null) {
+        const at = created[k]!;
+        if (Number.isNaN(at)) sliceCreated = null;
+        else sliceCreated[x] = at;
+      }
     }
-    out.push({ bucket: b, hashes: outBytes.subarray(from * HASH_BYTES, to * HASH_BYTES), offs: sliceOffs });
+    out.push({ bucket: b, hashes: outBytes.subarray(from * HASH_BYTES, to * HASH_BYTES), offs: sliceOffs, createdUs: sliceCreated });
   }
   return out;
 }

@@ -57,6 +57,26 @@ async function runsOf(sql: pg.Pool, pid: string): Promise<string[]> {
   return r.rows.map((x: Record<string, unknown>) => Object.values(x).join(' '));
 }
 
+/**
+ * Pairs of a partition's runs whose time (created_us, sql/000094) is not
+ * their log_txns row's created_at: missing, different, or without a row.
+ * Twins are pushed at different moments, so times are compared with each
+ * twin's own rows rather than between twins.
+ */
+async function wrongTimes(sql: pg.Pool, pid: string): Promise<number> {
+  const r = await sql.query(
+    `SELECT count(*)::int AS n
+     FROM queen.log_hash_runs r
+     JOIN queen.log_hash_slices s ON s.run_id = r.run_id
+     CROSS JOIN LATERAL generate_subscripts(s.offs, 1) AS k
+     LEFT JOIN queen.log_txns t ON t.partition_id = r.partition_id AND t.base_offset <= s.offs[k] AND t.end_offset >= s.offs[k]
+     WHERE r.partition_id = $1
+       AND s.created_us[k] IS DISTINCT FROM (extract(epoch FROM t.created_at) * 1000000)::bigint`,
+    [pid],
+  );
+  return (r.rows[0] as { n: number }).n;
+}
+
 test('the broker builds the same runs and slices as log_compact_v1, merges included', async (t) => {
   const { sql, engine } = t.context;
   const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
@@ -115,6 +135,8 @@ test('the broker builds the same runs and slices as log_compact_v1, merges inclu
             const viaBroker = await compactPartitionInBroker(sql, Number(pb), minTail, fanout);
             t.deepEqual(viaBroker, viaSql);
             t.deepEqual(await runsOf(sql, pb), await runsOf(sql, ps));
+            t.is(await wrongTimes(sql, pb), 0, "every pair the broker wrote holds its row's time");
+            t.is(await wrongTimes(sql, ps), 0, "every pair log_compact_v1 wrote holds its row's time");
             steps++;
             if (viaSql.merged > 0) merges++;
           }

@@ -10,6 +10,7 @@ import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { HASH_BYTES, hashString, writeHashAt } from '../../src/util/txnHash.js';
 import { NIL_UUID } from '../../src/util/uuidv7.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { syncSliceTimes } from '../helpers/sliceTimes.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
 
 /**
@@ -186,6 +187,7 @@ test.serial(
                WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = ANY ($1))`,
                 [[qc, qp]],
               );
+              for (const q of [qc, qp]) await syncSliceTimes(sql, await partitionIds(sql, q));
             } else {
               // Both twins hold the same offsets, so the same rows go: the first `rows` rows of each
               // partition, and txns_start past them (a row boundary, as retention leaves it).

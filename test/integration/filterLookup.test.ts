@@ -9,6 +9,8 @@ import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { HASH_BYTES, hashString, writeHashAt } from '../../src/util/txnHash.js';
 import { NIL_UUID } from '../../src/util/uuidv7.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { syncSliceTimes } from '../helpers/sliceTimes.js';
+import { tuplesRead } from '../helpers/tuplesRead.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 import { compactPartition, type CompactionBuild } from '../../src/engine/compactionStore.js';
 
@@ -102,7 +104,8 @@ type Op =
   | { kind: 'window'; seconds: number }
   | { kind: 'age' }
   | { kind: 'purge'; rows: number }
-  | { kind: 'bulk' };
+  | { kind: 'bulk' }
+  | { kind: 'untime' };
 
 /** A bulk push's ids: enough for a tail past 4 096 offsets (the lookup's hash-join search) until compacted. */
 const BULK = Array.from({ length: 4500 }, (_, k) => 200 + k);
@@ -140,6 +143,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('age' as const) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('purge' as const), rows: fc.integer({ min: 1, max: 3 }) }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'bulk' as const }) },
+  // Half the slices lose their times, as slices a broker of the previous release wrote (sql/000094).
+  { weight: 1, arbitrary: fc.constant({ kind: 'untime' as const }) },
 );
 
 /** Applies a non-push op to the queues (compactions only to `compacted`). */
@@ -154,6 +159,14 @@ async function applyOp(sql: pg.Pool, op: Op, queues: string[], compacted: string
     await sql.query(
       `UPDATE queen.log_txns SET created_at = created_at - interval '2 hours'
        WHERE partition_id IN (SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = ANY ($1))`,
+      [queues],
+    );
+    for (const q of queues) await syncSliceTimes(sql, await partitionIds(sql, q));
+  } else if (op.kind === 'untime') {
+    await sql.query(
+      `UPDATE queen.log_hash_slices s SET created_us = NULL
+       FROM queen.log_hash_runs r JOIN queen.log_partitions lp ON lp.id = r.partition_id JOIN queen.queues q ON q.id = lp.queue_id
+       WHERE s.run_id = r.run_id AND q.name = ANY ($1) AND s.bucket % 2 = 0`,
       [queues],
     );
   } else if (op.kind === 'purge') {
@@ -182,6 +195,7 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
   let lookups = 0;
   let named = 0;
   let fromRuns = 0;
+  let withUntimed = 0;
   let longTails = 0;
   let joinedTails = 0;
   await fc.assert(
@@ -226,8 +240,14 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
             }
           });
         });
-        const runs = await sql.query('SELECT count(*)::int AS n FROM queen.log_hash_runs WHERE partition_id = ANY ($1)', [pids]);
-        if ((runs.rows[0] as { n: number }).n > 0) fromRuns++;
+        const runs = await sql.query(
+          `SELECT count(*)::int AS n, count(*) FILTER (WHERE s.created_us IS NULL)::int AS untimed
+           FROM queen.log_hash_runs r JOIN queen.log_hash_slices s ON s.run_id = r.run_id WHERE r.partition_id = ANY ($1)`,
+          [pids],
+        );
+        const { n, untimed } = runs.rows[0] as { n: number; untimed: number };
+        if (n > 0) fromRuns++;
+        if (untimed > 0 && untimed < n) withUntimed++;
       };
       for (const op of ops) {
         if (op.kind === 'push') {
@@ -248,9 +268,10 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
     { numRuns: 40 },
   );
   t.log(
-    `${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read; ${longTails} partitions searched through a long tail, ${joinedTails} of them hash-joined`,
+    `${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read, ${withUntimed} with slices with and without times; ${longTails} partitions searched through a long tail, ${joinedTails} of them hash-joined`,
   );
   t.true(named > 0 && fromRuns > lookups / 4, 'lookups found occurrences, many through runs');
+  t.true(withUntimed > 0, 'some lookups read slices with times and slices without');
   t.true(longTails > joinedTails && joinedTails > 0, 'long tails were searched both per row (few items) and hash-joined (many)');
 });
 
@@ -303,6 +324,61 @@ test.serial(
     t.is(lowest(2), 4);
     t.is(lowest(3), undefined);
     for (const f of o!.found) t.true([0, 3, 4, 5, 9].includes(f.offset), `offset ${f.offset} holds no looked-up id`);
+  },
+);
+
+test.serial(
+  "a lookup answered by runs decides the window from the slices' times, reading no log_txns row; without times it reads one per candidate",
+  async (t) => {
+    const engine = await engineOf(t);
+    const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
+    const sql = t.context.sql;
+    const q = 'slicetimes';
+    for (let k = 0; k < 4; k++) await writer.push(Array.from({ length: 50 }, (_, i) => item(q, 'p0', `s${k * 50 + i}`)));
+    const [pid] = await partitionIds(sql, q);
+    // Everything compacted: no tail left, every answer comes from the runs.
+    await compactPartition(sql, pid!, 1, 2, 'broker');
+    const ids = Array.from({ length: 60 }, (_, k) => `s${k * 3}`).concat(['never-sent']);
+    const lookup = () =>
+      tuplesRead(
+        sql,
+        'queen.log_txns',
+        'SELECT found_idx, found_offsets, tail_offsets FROM queen.log_lookup_v1($1::bigint[], $2::integer[], $3::bytea)',
+        [[pid], [ids.length], Buffer.concat(ids.map(hashOf))],
+      );
+    const foundOf = (rows: Record<string, unknown>[]): string[] => {
+      const r = rows[0] as { found_idx: number[] | null; found_offsets: string[] | null; tail_offsets: string };
+      t.is(Number(r.tail_offsets), 0, 'nothing left in the tail');
+      return (r.found_idx ?? []).map((i, k) => `${ids[i]}@${r.found_offsets![k]}`);
+    };
+    // Each id sK was pushed alone at offset K.
+    const want = ids.slice(0, 60).map((x) => `${x}@${x.slice(1)}`);
+
+    const timed = await lookup();
+    t.deepEqual(foundOf(timed.rows), want);
+    t.is(timed.tuplesRead, 0, 'the window was decided from the slices');
+
+    // Slices without times (as a broker of the previous release writes them): the same answer, each candidate's row read back.
+    await sql.query(
+      'UPDATE queen.log_hash_slices s SET created_us = NULL FROM queen.log_hash_runs r WHERE s.run_id = r.run_id AND r.partition_id = $1',
+      [pid],
+    );
+    const untimed = await lookup();
+    t.deepEqual(foundOf(untimed.rows), want);
+    t.true(untimed.tuplesRead >= 60, `one log_txns row per candidate at least (read ${untimed.tuplesRead})`);
+
+    // Times again (a merge-free rebuild), then every row out of the window: nothing named, still no row read for the runs' candidates.
+    await sql.query('DELETE FROM queen.log_hash_slices s USING queen.log_hash_runs r WHERE s.run_id = r.run_id AND r.partition_id = $1', [
+      pid,
+    ]);
+    await sql.query('DELETE FROM queen.log_hash_runs WHERE partition_id = $1', [pid]);
+    await sql.query('UPDATE queen.log_partitions SET compacted_upto = -1 WHERE id = $1', [pid]);
+    await compactPartition(sql, pid!, 1, 2, 'sql');
+    await sql.query(`UPDATE queen.log_txns SET created_at = created_at - interval '2 hours' WHERE partition_id = $1`, [pid]);
+    await syncSliceTimes(sql, [pid!]);
+    const aged = await lookup();
+    t.deepEqual(foundOf(aged.rows), []);
+    t.is(aged.tuplesRead, 0, "out of the window by the slices' times alone");
   },
 );
 

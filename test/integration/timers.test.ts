@@ -8,6 +8,7 @@ import { unpackSegment } from '../../src/engine/frames.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { TimerSweeper } from '../../src/timers/timerSweeper.js';
 import { uuidToString } from '../../src/util/uuidv7.js';
+import { tuplesRead } from '../helpers/tuplesRead.js';
 import { startHttpStack, type HttpStack } from '../helpers/httpStack.js';
 import { teardownAndCheckLeaks, waitFor } from '../helpers/leaks.js';
 import { ServiceProcess } from '../helpers/serviceProcess.js';
@@ -263,31 +264,10 @@ test.serial('10 000 timers due in the same second all fire, each once (default p
   );
 });
 
-/**
- * What one statement read from queen.timers, counted by PostgreSQL: the
- * session's own counters (pg_stat_xact_*, which also hold its earlier,
- * unflushed work) read just before and just after it, in a transaction
- * that is rolled back (nothing it claims or changes stays).
- */
+/** What one statement read from queen.timers, and how many rows it returned. */
 async function timersTuplesRead(sql: pg.Pool, statement: string, values: unknown[]): Promise<{ rows: number; tuplesRead: number }> {
-  const c = await sql.connect();
-  const reads = async () =>
-    Number(
-      (
-        await c.query(
-          `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0) AS n FROM pg_stat_xact_user_tables WHERE relid = 'queen.timers'::regclass`,
-        )
-      ).rows[0].n,
-    );
-  try {
-    await c.query('BEGIN');
-    const before = await reads();
-    const rows = (await c.query(statement, values)).rowCount ?? 0;
-    return { rows, tuplesRead: (await reads()) - before };
-  } finally {
-    await c.query('ROLLBACK');
-    c.release();
-  }
+  const r = await tuplesRead(sql, 'queen.timers', statement, values);
+  return { rows: r.rows.length, tuplesRead: r.tuplesRead };
 }
 
 /** What one claim of up to `limit` timers read, and how many it claimed. */

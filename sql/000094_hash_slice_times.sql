@@ -1,0 +1,17 @@
+-- 000094: each run pair's creation time, kept in its slice
+-- (docs/deduplication.md, "The cold path").
+--
+-- created_us[k] is the created_at of the log_txns row that holds offs[k],
+-- in microseconds since the Unix epoch (created_at's own resolution, so
+-- comparing it with a cutoff in the same unit is comparing the timestamps).
+-- With it a lookup decides whether a candidate is inside the window from
+-- the slice it already read, instead of one more index probe into log_txns
+-- per candidate (sql/functions/lookup.sql says why the other checks that
+-- probe made hold without it). The push does not use it: its checks stay on
+-- log_txns, under the row lock.
+--
+-- NULL: a slice written before this column, or by a broker of the previous
+-- release (its COPY names the four columns it knows), or merged from such a
+-- slice. A lookup checks those candidates against log_txns as before; they
+-- are gone once their rows leave the window and retention drops the runs.
+ALTER TABLE queen.log_hash_slices ADD COLUMN created_us bigint[];
