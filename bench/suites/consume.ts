@@ -34,7 +34,7 @@ export const consume: Suite = {
   async run(ctx: SuiteContext): Promise<SuiteResult> {
     const p = ctx.quick
       ? {
-          n: 60_000,
+          n: 200_000,
           partitions: 8,
           consumers: 2,
           batch: 1_000,
