@@ -382,6 +382,35 @@ test.serial(
   },
 );
 
+test.serial('log_lookup_v1 answers each segment for its own partition, whatever order the partitions come in', async (t) => {
+  const engine = await engineOf(t);
+  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
+  const sql = t.context.sql;
+  const q = 'segorder';
+  // Partition k holds k + 1 messages: ids o<k>-0 .. o<k>-k at offsets 0..k.
+  const parts = 40;
+  for (let k = 0; k < parts; k++) await writer.push(Array.from({ length: k + 1 }, (_, i) => item(q, `p${k}`, `o${k}-${i}`)));
+  const byName = new Map(
+    (
+      await sql.query('SELECT lp.name, lp.id FROM queen.log_partitions lp JOIN queen.queues qu ON qu.id = lp.queue_id WHERE qu.name = $1', [
+        q,
+      ])
+    ).rows.map((r: { name: string; id: string }) => [r.name, Number(r.id)]),
+  );
+  // Segments in a shuffled order (ids neither ascending nor descending), each asking for its last id and one never sent.
+  const order = Array.from({ length: parts }, (_, k) => (k * 17) % parts);
+  const inputs = order.map((k) => ({
+    partitionId: byName.get(`p${k}`)!,
+    count: 2,
+    hashes: Buffer.concat([hashOf(`o${k}-${k}`), hashOf(`never-${k}`)]),
+  }));
+  const out = await engine.lookup(inputs);
+  order.forEach((k, s) => {
+    t.is(out[s]!.lastOffset, k, `segment ${s} reads partition p${k}'s allocator`);
+    t.deepEqual(out[s]!.found, [{ index: 0, offset: k }], `segment ${s} finds p${k}'s last id at its offset`);
+  });
+});
+
 test.serial('the cache with the filter tier, at a cap that holds the partitions only as filters: verdicts equal -1 verdicts', async (t) => {
   const cache = new DedupCache({ capBytes: 16 * 1024, filterTier: true });
   const metrics = new MetricsRegistry();
