@@ -57,14 +57,17 @@
 --     last_offset] and inside the window, for the items the runs did not
 --     answer (every tail offset is above every run's), searched one of
 --     three ways:
---     - a tail of at most 4 096 offsets: the first aligned match of each
+--     - a tail of at most 4 096 offsets and more than 2 items: the first aligned match of each
 --       item in the rows' hashes concatenated in offset order (its lowest
 --       offset there); a misaligned first match falls back to that item's
 --       aligned slots in every tail row;
---     - a longer tail (a partition no compaction has reached yet) and at
---       most 32 items: each item searched in each row (its first aligned
---       match there, or that row's aligned slots after a misaligned one),
---       the lowest kept: cost items x tail bytes, no row unrolled;
+--     - at most 2 items (any tail), or a longer tail (a partition no
+--       compaction has reached yet) and at most 32 items: each item
+--       searched in each row (its first aligned match there, or that row's
+--       aligned slots after a misaligned one), the lowest kept: cost items
+--       x tail bytes, no row unrolled, and no aggregate to build per
+--       segment (what a bundle of one-item segments pays, one per
+--       partition, when it spans 100 k partitions);
 --     - a longer tail and more items: unrolled and hash-joined, whose cost
 --       does not grow with the item count.
 -- The runs name each item's lowest verified occurrence at or below
@@ -168,6 +171,7 @@ BEGIN
                now() - make_interval(secs => q.dedup_window_seconds) AS cutoff,
                (extract(epoch FROM now() - make_interval(secs => q.dedup_window_seconds)) * 1000000)::bigint AS cut_us,
                CASE WHEN q.dedup_window_seconds <= 0 THEN 0
+                    WHEN s.cnt <= 2 THEN 2
                     WHEN lp.last_offset - GREATEST(lp.compacted_upto, lp.txns_start - 1) <= 4096 THEN 1
                     WHEN s.cnt <= 32 THEN 2 ELSE 3 END AS mode,
                q.dedup_window_seconds > 0 AND lp.compacted_upto > lp.txns_start - 1 AS runs
@@ -414,7 +418,7 @@ BEGIN
     END IF;
 
     IF 2 = ANY (v_mode) THEN
-        -- Longer tails, at most 32 items: one byte search per (item, row),
+        -- At most 2 items, or longer tails and at most 32 items: one byte search per (item, row),
         -- the lowest match kept; a misaligned first match in a row falls
         -- back to that row's aligned slots.
         WITH seg AS MATERIALIZED (

@@ -197,6 +197,7 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
   let fromRuns = 0;
   let withUntimed = 0;
   let longTails = 0;
+  let fewInShortTails = 0;
   let joinedTails = 0;
   await fc.assert(
     fc.asyncProperty(fc.array(opArb, { minLength: 4, maxLength: 30 }), fc.integer({ min: 0, max: 2 ** 31 }), async (ops, seed) => {
@@ -207,8 +208,8 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
         const pids = await partitionIds(sql, q);
         if (pids.length === 0) return;
         // Ids to look up: a spread over everything that may have been sent, and some never sent.
-        // 24 ids take the per-row search of a long tail, 48 the hash join.
-        const ids = Array.from({ length: lookups % 2 === 0 ? 24 : 48 }, (_, k) => {
+        // 24 ids take the per-row search of a long tail, 48 the hash join, 2 the per-row search of any tail.
+        const ids = Array.from({ length: [24, 48, 2][lookups % 3]! }, (_, k) => {
           pick = (pick * 1103515245 + 12345) % 2 ** 31;
           return k % 3 === 0 ? BULK[pick % BULK.length]! : pick % 140;
         });
@@ -221,6 +222,7 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
           const o = out[s]!;
           if (o.tailOffsets > 4096) longTails++;
           if (o.tailOffsets > 4096 && ids.length > 32) joinedTails++;
+          if (o.tailOffsets > 0 && o.tailOffsets <= 4096 && ids.length <= 2 && o.found.length > 0) fewInShortTails++;
           ids.forEach((x, k) => {
             const hex = hashOf(`t${x}`).toString('hex');
             const got = o.found.filter((f) => f.index === k).map((f) => f.offset);
@@ -268,11 +270,12 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
     { numRuns: 40 },
   );
   t.log(
-    `${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read, ${withUntimed} with slices with and without times; ${longTails} partitions searched through a long tail, ${joinedTails} of them hash-joined`,
+    `${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read, ${withUntimed} with slices with and without times; ${longTails} partitions searched through a long tail, ${joinedTails} of them hash-joined; ${fewInShortTails} two-item lookups with names and a short tail`,
   );
   t.true(named > 0 && fromRuns > lookups / 4, 'lookups found occurrences, many through runs');
   t.true(withUntimed > 0, 'some lookups read slices with times and slices without');
   t.true(longTails > joinedTails && joinedTails > 0, 'long tails were searched both per row (few items) and hash-joined (many)');
+  t.true(fewInShortTails > 0, 'two-item lookups found occurrences through short tails (the per-row search)');
 });
 
 test.serial(
