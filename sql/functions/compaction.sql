@@ -133,7 +133,7 @@ BEGIN
         SELECT coalesce(sum(octet_length(t.hashes) / 16), 0) INTO v_n
         FROM queen.log_txns t
         WHERE t.partition_id = p_partition_id AND t.end_offset > v_cmp AND t.end_offset <= v_last;
-        -- About 32 pairs a slice: a slice is one heap tuple of ~800 bytes.
+        -- About 32 pairs a slice: a slice is one heap tuple of ~1 kB with its times.
         v_bits := LEAST(24, GREATEST(0, ceil(log(2, GREATEST(v_n, 1) / 32.0))::integer));
         v_level := GREATEST(0, floor(log(p_fanout, GREATEST(v_n, 1)::numeric / p_min_tail))::integer);
         -- No rows left there (retention removed them): nothing to hold.

@@ -36,7 +36,7 @@ export interface HashPairs {
   createdUs: readonly number[] | null;
 }
 
-/** Pairs a slice aims at (one heap tuple of ~800 bytes), as log_compact_v1: bits = ceil(log2(n / 32)), in 0..24. */
+/** Pairs a slice aims at (one heap tuple of ~1 kB with its times), as log_compact_v1: bits = ceil(log2(n / 32)), in 0..24. */
 const PAIRS_PER_SLICE = 32;
 const MAX_BITS = 24;
 
