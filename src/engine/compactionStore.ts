@@ -138,8 +138,11 @@ export const MAX_STEP_PAIRS = 1 << 20;
  * Where they differ: a step holds at most `maxPairs` pairs (MAX_STEP_PAIRS),
  * so a merge over the bound is skipped and a new run over it stops at a
  * row's end, `more` telling the caller to come back; log_compact_v1 sorts
- * any size inside the database. The commit is asynchronous, as
- * log_compact_v1's.
+ * any size inside the database. `maxNewPairs` (at most `maxPairs`) bounds a
+ * new run alone, so a caller can build runs in the sizes the write path
+ * would have (a bench loading a window at once, to start from the runs a
+ * partition holds in its steady state) while merges still reach `maxPairs`.
+ * The commit is asynchronous, as log_compact_v1's.
  * The partition row is locked only by the final UPDATE, one round trip
  * before the commit.
  */
@@ -149,9 +152,11 @@ export async function compactPartitionInBroker(
   minTail: number,
   fanout: number,
   maxPairs = MAX_STEP_PAIRS,
+  maxNewPairs = maxPairs,
 ): Promise<CompactionOutcome> {
   if (!(minTail >= 1) || !(fanout >= 2)) throw new RangeError('compactPartition: minTail must be >= 1 and fanout >= 2');
   if (!(maxPairs >= 1000)) throw new RangeError('compactPartition: maxPairs must be >= 1000');
+  if (!(maxNewPairs >= 1 && maxNewPairs <= maxPairs)) throw new RangeError('compactPartition: maxNewPairs must be in [1, maxPairs]');
   const client = await pool.connect();
   // Only a step this function rolled back itself returns its client to the pool.
   let rolledBack = false;
@@ -204,8 +209,8 @@ export async function compactPartitionInBroker(
       // Bounded, so the broker never holds more than maxPairs pairs: a long
       // tail is compacted in several steps, each raising compacted_upto to a
       // row's end (the split stays exact) and asking for the next.
-      if (last - cmp > maxPairs) {
-        const c = await client.query({ name: 'queen_compact_cut', text: CUT_SQL, values: [partitionId, cmp, last, maxPairs] });
+      if (last - cmp > maxNewPairs) {
+        const c = await client.query({ name: 'queen_compact_cut', text: CUT_SQL, values: [partitionId, cmp, last, maxNewPairs] });
         const cut = c.rows[0].cut === null ? last : Number(c.rows[0].cut);
         if (cut < last) {
           last = cut;

@@ -57,6 +57,19 @@ async function runsOf(sql: pg.Pool, pid: string): Promise<string[]> {
   return r.rows.map((x: Record<string, unknown>) => Object.values(x).join(' '));
 }
 
+/** The (hash, offset) pairs of a partition's log_txns rows that no run of it holds (the runs' invariant: 0). */
+async function missingFromRuns(sql: pg.Pool, pid: number): Promise<number> {
+  const r = await sql.query(
+    `SELECT count(*)::int AS n FROM queen.log_txns t CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
+     WHERE t.partition_id = $1 AND NOT EXISTS (
+       SELECT 1 FROM queen.log_hash_runs r JOIN queen.log_hash_slices s ON s.run_id = r.run_id
+       CROSS JOIN LATERAL queen.log_unnest_hashes(s.hashes) sh
+       WHERE r.partition_id = $1 AND sh.h = th.h AND s.offs[sh.idx + 1] = t.base_offset + th.idx)`,
+    [pid],
+  );
+  return (r.rows[0] as { n: number }).n;
+}
+
 /**
  * Pairs of a partition's runs whose time (created_us, sql/000094) is not
  * their log_txns row's created_at: missing, different, or without a row.
@@ -216,16 +229,36 @@ test('a bounded broker step compacts a long tail in row-aligned pieces and merge
   const state = (await sql.query('SELECT compacted_upto, last_offset FROM queen.log_partitions WHERE id = $1', [pid])).rows[0];
   t.is(state.compacted_upto, state.last_offset);
   // The invariant itself: every (hash, offset) of the rows is in some run.
-  const missing = await sql.query(
-    `SELECT count(*)::int AS n FROM queen.log_txns t CROSS JOIN LATERAL queen.log_unnest_hashes(t.hashes) th
-     WHERE t.partition_id = $1 AND NOT EXISTS (
-       SELECT 1 FROM queen.log_hash_runs r JOIN queen.log_hash_slices s ON s.run_id = r.run_id
-       CROSS JOIN LATERAL queen.log_unnest_hashes(s.hashes) sh
-       WHERE r.partition_id = $1 AND sh.h = th.h AND s.offs[sh.idx + 1] = t.base_offset + th.idx)`,
-    [pid],
-  );
-  t.is(missing.rows[0].n, 0);
+  t.is(await missingFromRuns(sql, pid), 0);
   // No run over the bound was made by a merge.
   const big = await sql.query('SELECT max(n)::int AS n FROM queen.log_hash_runs WHERE partition_id = $1', [pid]);
   t.true(big.rows[0].n <= bound, `largest run ${big.rows[0].n}`);
+});
+
+test('a step bound for new runs alone: runs are built in row-aligned pieces of that size and merged past it, holding every hash', async (t) => {
+  const { sql, engine } = t.context;
+  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
+  // 5 100 hashes in pushes of 300 (rows of at most 250 frames).
+  for (let k = 0; k < 17; k++) await writer.push(Array.from({ length: 300 }, (_, i) => item('newbound', 'p', `n${k * 300 + i}`)));
+  const pid = Number(
+    (await sql.query(`SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'newbound'`))
+      .rows[0].id,
+  );
+  await t.throwsAsync(compactPartitionInBroker(sql, pid, 1, 2, 1000, 1001), { instanceOf: RangeError });
+  const newBound = 600;
+  let steps = 0;
+  let largestMerge = 0;
+  for (;;) {
+    const o = await compactPartitionInBroker(sql, pid, 1, 2, 10_000, newBound);
+    steps++;
+    t.true(o.compacted <= newBound, `a new run of ${o.compacted} pairs`);
+    largestMerge = Math.max(largestMerge, o.merged);
+    if (!o.more && o.merged === 0) break;
+    t.true(steps < 100, 'the steps come to an end');
+  }
+  // Merges went past the new-run bound: the two bounds are apart.
+  t.true(largestMerge > newBound, `largest merge ${largestMerge}`);
+  const state = (await sql.query('SELECT compacted_upto, last_offset FROM queen.log_partitions WHERE id = $1', [pid])).rows[0];
+  t.is(state.compacted_upto, state.last_offset);
+  t.is(await missingFromRuns(sql, pid), 0);
 });
