@@ -1,5 +1,7 @@
+import type pg from 'pg';
 import { Compactor } from '../../src/compaction/compactor.js';
 import { DEFAULTS } from '../../src/config.js';
+import { compactPartitionInBroker, MAX_STEP_PAIRS } from '../../src/engine/compactionStore.js';
 import type { PushItem } from '../../src/engine/writer.js';
 import { compactOnLongProbes } from '../../src/pipeline.js';
 import { createBenchDatabase } from '../lib/db.js';
@@ -22,6 +24,14 @@ import { target, type Info, type SuiteContext, type Target } from '../lib/types.
  * round trips and the cores sit partly idle, so that ratio measures latency
  * (the small side's lookup is one more round trip before each push); it is
  * kept as an info row at the larger size, from passes in the same database.
+ *
+ * The small budget's loaded rows are compacted before the passes as if they
+ * had arrived over time: new runs of `arrivalStep` pairs, merged by tiers as
+ * the compactor merges them. A partition then starts with several runs of
+ * each size, as in its steady state, rather than one run of its whole load
+ * (which the first probes would otherwise build), and every run is one more
+ * slice a false positive of the filter reads. Info rows give the runs a
+ * partition holds before and after the passes.
  *
  * Side by side, on twin queues holding the same stored data: a writer whose
  * cache has the small budget and one with the default (ample) budget, both
@@ -80,6 +90,7 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
         sizes: process.env.WBB_SIZES ? process.env.WBB_SIZES.split(',').map(Number) : [250_000, 1_000_000],
         passes: 6,
         bundlesPerPass: 24,
+        arrivalStep: 1024,
         widePasses: 4,
         payloadBytes: 64,
       }
@@ -89,6 +100,7 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
         sizes: process.env.WBB_SIZES ? process.env.WBB_SIZES.split(',').map(Number) : [2_000_000, 20_000_000],
         passes: 6,
         bundlesPerPass: 20,
+        arrivalStep: 4096,
         widePasses: 4,
         payloadBytes: 64,
       };
@@ -96,6 +108,8 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
   const wrong: string[] = [];
   /** On-disk bytes of the runs per hash they hold, at the end of each size's passes. */
   const runBytes: { stored: number; bytesPerHash: number }[] = [];
+  /** The small queue's runs a partition, before and after each size's passes. */
+  const runCounts: { stored: number; before: RunCount; after: RunCount }[] = [];
   const [lo, hi] = [p.sizes[0]!, p.sizes[p.sizes.length - 1]!];
   // WBB_WIDE=0 leaves the 100 k-partition rows out, WBB_WIDE=only runs them alone (experiments, with --tag).
   const configs: Config[] = [
@@ -124,6 +138,7 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
     const r = await runConfig(ctx, p, c, wrong);
     all.push(...r.passes);
     if (r.runBytesPerHash !== undefined) runBytes.push({ stored: c.stored, bytesPerHash: r.runBytesPerHash });
+    if (r.runCounts !== undefined) runCounts.push({ stored: c.stored, ...r.runCounts });
   }
   const rate = (m: Mode, stored: number, partitions = PARTITIONS, loops = LOOPS) =>
     median(
@@ -192,6 +207,12 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
         value: runBytes.map((r) => `${r.bytesPerHash.toFixed(1)} B at ${label(r.stored)}`).join(', '),
       },
       {
+        name: `window beyond budget: runs a partition of the small budget, mean / max, before and after the passes (load compacted in new runs of ${fmt(p.arrivalStep)} pairs)`,
+        value: runCounts
+          .map((r) => `${r.before.mean.toFixed(1)} / ${r.before.max} → ${r.after.mean.toFixed(1)} / ${r.after.max} at ${label(r.stored)}`)
+          .join(', '),
+      },
+      {
         name: `window beyond budget: ${p.smallMb} MB / ${p.ampleMb} MB budget, ${label(lo)} in window`,
         value: `${fmt(rate('small', lo))} msg/s`,
         baseline: `${fmt(rate('ample', lo))} msg/s`,
@@ -228,10 +249,10 @@ interface Config {
 /** One database: twin queues loaded with `stored` messages over `partitions` partitions, one per mode, then alternating passes. */
 async function runConfig(
   ctx: SuiteContext,
-  p: { smallMb: number; ampleMb: number; payloadBytes: number },
+  p: { smallMb: number; ampleMb: number; payloadBytes: number; arrivalStep: number },
   c: Config,
   wrong: string[],
-): Promise<{ passes: Pass[]; runBytesPerHash: number | undefined }> {
+): Promise<{ passes: Pass[]; runBytesPerHash: number | undefined; runCounts: { before: RunCount; after: RunCount } | undefined }> {
   const { stored, partitions } = c;
   const out: Pass[] = [];
   const db = await createBenchDatabase(ctx.adminUrl, `wbb_${stored}_${partitions}`);
@@ -256,6 +277,13 @@ async function runConfig(
       const counts = spread(stored, partitions);
       await loadInWindow(admin, cursors, counts, factory);
       cursors.forEach((cur, i) => (cur.seq = counts[i]!));
+      if (m === 'small' && partitions === PARTITIONS) {
+        const t0 = performance.now();
+        await compactAsArrived(pool, cursors, p.arrivalStep, LOOPS);
+        ctx.progress.note(
+          `window beyond budget: small, load compacted in new runs of ${fmt(p.arrivalStep)} pairs in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+        );
+      }
       if (m !== 'nocompaction') {
         compactor = benchCompactor(pool, rig.metrics);
         compactors.push(compactor);
@@ -324,6 +352,8 @@ async function runConfig(
       if (pending === 0 && 2 * (w + 1) >= cover) break;
       while (compactors.some((k) => k.pendingCount > 0)) await compactors[0]!.runOnce();
     }
+    const smallIds = state.get('small')!.cursors.map((cur) => cur.id);
+    const before = partitions === PARTITIONS ? await runsPerPartition(admin, smallIds) : undefined;
     for (let r = 0; r < c.passes; r++) {
       const order: Mode[] = r % 2 === 0 ? ['small', 'ample'] : ['ample', 'small'];
       for (const m of order) {
@@ -332,6 +362,7 @@ async function runConfig(
         ctx.progress.note(`${fmt(stored)} stored over ${fmt(partitions)}, ${m}: ${fmt(s.msgPerS)} msg/s, ${s.probes} probes`);
       }
     }
+    const runCounts = before === undefined ? undefined : { before, after: await runsPerPartition(admin, smallIds) };
     for (let r = 0; r < c.fewLoopPasses; r++) {
       const order: Mode[] = r % 2 === 0 ? ['small', 'ample'] : ['ample', 'small'];
       for (const m of order) {
@@ -351,10 +382,50 @@ async function runConfig(
       out.push(s);
       ctx.progress.note(`${fmt(stored)} stored, small budget without compaction: ${fmt(s.msgPerS)} msg/s`);
     }
-    return { passes: out, runBytesPerHash };
+    return { passes: out, runBytesPerHash, runCounts };
   } finally {
     for (const k of compactors) await k.stop();
     for (const r of rigs) await r.stop();
     await db.drop();
   }
+}
+
+interface RunCount {
+  mean: number;
+  max: number;
+}
+
+/** Runs a partition among `ids`: mean and max. */
+async function runsPerPartition(admin: pg.Pool, ids: readonly number[]): Promise<RunCount> {
+  const r = await admin.query(
+    `SELECT coalesce(avg(coalesce(k.n, 0)), 0)::float8 AS mean, coalesce(max(coalesce(k.n, 0)), 0)::int AS max
+     FROM unnest($1::bigint[]) AS u (id)
+     LEFT JOIN (SELECT r.partition_id, count(*) AS n FROM queen.log_hash_runs r GROUP BY r.partition_id) k ON k.partition_id = u.id`,
+    [ids],
+  );
+  return { mean: Number(r.rows[0].mean), max: Number(r.rows[0].max) };
+}
+
+/**
+ * Compacts each partition's loaded rows in new runs of at most `step` pairs
+ * (cut at a row's end), each followed by the merge the compactor would make,
+ * until nothing is left: the runs a partition holds when its rows arrived
+ * over time and were compacted as they came, instead of one run of its
+ * whole load. `parallel` partitions at a time, one connection each. The
+ * broker build, whatever the bench's compactor runs: this is set-up, and
+ * only the broker build bounds a new run apart from a merge.
+ */
+async function compactAsArrived(pool: pg.Pool, cursors: readonly PartitionCursor[], step: number, parallel: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (next < cursors.length) {
+        const id = cursors[next++]!.id;
+        for (;;) {
+          const o = await compactPartitionInBroker(pool, id, DEFAULTS.compactionMinTail, DEFAULTS.compactionFanout, MAX_STEP_PAIRS, step);
+          if (!o.more && o.merged === 0) break;
+        }
+      }
+    }),
+  );
 }
