@@ -57,6 +57,16 @@ async function runsOf(sql: pg.Pool, pid: string): Promise<string[]> {
   return r.rows.map((x: Record<string, unknown>) => Object.values(x).join(' '));
 }
 
+/** A new queue's one partition holding 5 100 hashes, pushed 300 at a time (rows of at most 250 frames); returns its id. */
+async function longTail(ctx: Ctx, queue: string): Promise<number> {
+  const writer = new LogWriter(ctx.engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
+  for (let k = 0; k < 17; k++) await writer.push(Array.from({ length: 300 }, (_, i) => item(queue, 'p', `${queue}${k * 300 + i}`)));
+  const r = await ctx.sql.query(`SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1`, [
+    queue,
+  ]);
+  return Number(r.rows[0].id);
+}
+
 /** The (hash, offset) pairs of a partition's log_txns rows that no run of it holds (the runs' invariant: 0). */
 async function missingFromRuns(sql: pg.Pool, pid: number): Promise<number> {
   const r = await sql.query(
@@ -199,14 +209,9 @@ test('a broker step that finds compacted_upto raised by another compactor rolls 
 });
 
 test('a bounded broker step compacts a long tail in row-aligned pieces and merges nothing over the bound, holding every hash', async (t) => {
-  const { sql, engine } = t.context;
-  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
-  // 5 000 hashes in pushes of 300 (rows of at most 250 frames): a tail five times the bound.
-  for (let k = 0; k < 17; k++) await writer.push(Array.from({ length: 300 }, (_, i) => item('bounded', 'p', `b${k * 300 + i}`)));
-  const pid = Number(
-    (await sql.query(`SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'bounded'`))
-      .rows[0].id,
-  );
+  const { sql } = t.context;
+  // A tail five times the bound.
+  const pid = await longTail(t.context, 'bounded');
   const bound = 1000;
   let steps = 0;
   for (;;) {
@@ -236,14 +241,8 @@ test('a bounded broker step compacts a long tail in row-aligned pieces and merge
 });
 
 test('a step bound for new runs alone: runs are built in row-aligned pieces of that size and merged past it, holding every hash', async (t) => {
-  const { sql, engine } = t.context;
-  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
-  // 5 100 hashes in pushes of 300 (rows of at most 250 frames).
-  for (let k = 0; k < 17; k++) await writer.push(Array.from({ length: 300 }, (_, i) => item('newbound', 'p', `n${k * 300 + i}`)));
-  const pid = Number(
-    (await sql.query(`SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = 'newbound'`))
-      .rows[0].id,
-  );
+  const { sql } = t.context;
+  const pid = await longTail(t.context, 'newbound');
   await t.throwsAsync(compactPartitionInBroker(sql, pid, 1, 2, 1000, 1001), { instanceOf: RangeError });
   const newBound = 600;
   let steps = 0;
