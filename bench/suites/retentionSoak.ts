@@ -9,7 +9,7 @@ import { createBenchDatabase } from '../lib/db.js';
 import { benchCompactor, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { fmt, sleep } from '../lib/stats.js';
 import { makeItems, MessageFactory, relationBytes, type PartitionCursor } from '../lib/synth.js';
-import { target, type SuiteContext, type SuiteResult } from '../lib/types.js';
+import { target, type Info, type SuiteContext, type SuiteResult, type Target } from '../lib/types.js';
 
 export interface SoakParams {
   minutes: number;
@@ -182,6 +182,25 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
     };
     const segGrowth = growth('segmentsMB', segFrom);
     const txnGrowth = growth('txnsMB', txnFrom);
+    // A table must hold its first retention period before it can be flat:
+    // log_txns holds the dedup window (one hour by default), so a 30-minute
+    // soak at the default window never reaches its flat region. Such a
+    // table's growth is not measured by the run: it is reported as an info
+    // row that says so, not as a target read from no samples.
+    const flatTargets: Target[] = [];
+    const unmeasured: Info[] = [];
+    for (const [table, g, from] of [
+      ['log_segments', segGrowth, segFrom],
+      ['log_txns', txnGrowth, txnFrom],
+    ] as const) {
+      const metric = `${table} size: end / start of the flat region`;
+      if (Number.isNaN(g))
+        unmeasured.push({
+          name: metric,
+          value: `not measured: the run (${p.minutes * 60} s) ends before the flat region starts (${Math.round(from)} s)`,
+        });
+      else flatTargets.push(target(metric, g, '<=', 1.1, { ratio: true }));
+    }
     const flat = samples.filter((x) => x.s >= flatFrom);
     // Retention keeps up when no stored segment is much older than the limit: a
     // pass every interval, plus the pass itself; one minute of slack.
@@ -229,17 +248,16 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
         },
       ],
       targets: [
-        target('log_segments size: end / start of the flat region', segGrowth, '<=', 1.1, { ratio: true }),
-        target('log_txns size: end / start of the flat region', txnGrowth, '<=', 1.1, { ratio: true }),
+        ...flatTargets,
         target('oldest stored segment after the first period, max (s)', oldestAfterFirstPeriod, '<=', p.retentionSeconds + 60),
         // Keeping up: the soak's rate held for the whole run, not only a flat table.
         target('achieved / asked push rate', achieved / rate, '>=', 0.95, { ratio: true }),
       ],
-      info: [{ name: 'achieved push rate', value: `${fmt(achieved)} msg/s`, baseline: `${fmt(maxRate)} msg/s max` }],
+      info: [{ name: 'achieved push rate', value: `${fmt(achieved)} msg/s`, baseline: `${fmt(maxRate)} msg/s max` }, ...unmeasured],
       notes:
         flat.length < 2
           ? [
-              `the run (${p.minutes} min) ended before both tables were past their first retention period (log_txns: ${Math.round(txnFrom)} s): a target reads NaN where it is not measurable in this run`,
+              `the run (${p.minutes} min) ended before both tables were past their first retention period (log_txns: ${Math.round(txnFrom)} s): a table whose flat region the run does not reach is an info row, not a target`,
             ]
           : [],
     };
