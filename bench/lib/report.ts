@@ -211,6 +211,14 @@ export async function writeSummary(meta: RunMeta, extra: string[]): Promise<stri
   const sections = docs.map((d) => {
     const code = d.machine?.code;
     const head = `**${d.suite}**: ${d.startedAt}, ${code?.commit?.slice(0, 12) ?? 'unknown commit'}${code?.uncommitted.length ? ' (plus uncommitted changes)' : ''}, ${d.durationSeconds} s.`;
+    // A result stored before results carried targets (moved into latest/ from
+    // an older dated file) has no rows to show: say so, rather than print an
+    // empty table under a commit and duration it does not have.
+    if (d.targets === undefined && d.info === undefined && d.error === undefined)
+      return [
+        `**${d.suite}**: ${d.startedAt}, stored before results carried targets or a commit; its numbers are in \`latest/${d.suite}.json\`. Run the suite again for rows.`,
+        '',
+      ].join('\n');
     return [head, '', renderTable(rowsOf({ name: d.suite, targets: d.targets ?? [], info: d.info }, d.error)), ''].join('\n');
   });
   const rows = docs.flatMap((d) => rowsOf({ name: d.suite, targets: d.targets ?? [], info: d.info }, d.error));

@@ -10,6 +10,7 @@ import { machineInfo } from '../lib/machine.js';
 import { writeResult, type RunMeta } from '../lib/report.js';
 import { lineChartSvg } from '../lib/svg.js';
 import { rng } from '../lib/rng.js';
+import { target, type Info } from '../lib/types.js';
 
 /**
  * `make soak-memory`: does the service's memory level off?
@@ -311,13 +312,29 @@ async function main(): Promise<void> {
       { name: 'RSS - dedup cache', points: rssMinusCache },
     ],
   });
-  const written = await writeResult(meta, 'soak-memory', { ...result, machine: meta.machine }, [{ name: 'memory', svg }], {
-    durationSeconds: Math.round((Date.now() - started) / 100) / 10,
-    params: result.params,
-    results: result.results,
-    targets: [],
-    info: [],
-  });
+  // The soak's two pass criteria (it exits non-zero when either fails), as
+  // the summary's rows; the rest of its numbers as info rows.
+  const targets = [
+    target('5xx answers', fiveHundreds, '<=', 0),
+    target('memory outside the dedup cache, slope over the second half (MiB/min)', secondHalfSlope, '<=', maxSlope),
+  ];
+  const info: Info[] = [
+    { name: 'requests (per second)', value: `${requests} (${result.results.requestsPerSecond}/s)` },
+    {
+      name: 'RSS start / end / max (MiB)',
+      value: `${result.results.rssStartMiB} / ${result.results.rssEndMiB} / ${result.results.rssMaxMiB}`,
+    },
+    { name: 'dedup cache resident at the end (MiB)', value: `${result.results.dedupResidentEndMiB}`, baseline: `${budget} MiB budget` },
+    { name: 'bound', value: result.results.bound },
+  ];
+  const durationSeconds = Math.round((Date.now() - started) / 100) / 10;
+  const written = await writeResult(
+    meta,
+    'soak-memory',
+    { ...result, suite: 'soak-memory', durationSeconds, targets, info, machine: meta.machine },
+    [{ name: 'memory', svg }],
+    { durationSeconds, params: result.params, results: result.results, targets, info },
+  );
   process.stdout.write(`${JSON.stringify(result.results, null, 1)}\n${written.map((w) => `wrote ${w}`).join('\n')}\n`);
   if (fiveHundreds > 0) throw new Error(`${fiveHundreds} requests answered 5xx`);
   if (!levelsOff)
