@@ -3,10 +3,11 @@ import { DEFAULTS, type Config } from './config.js';
 import { DedupCache } from './dedup/index.js';
 import { LogEngine } from './engine/logEngine.js';
 import { LogWriter } from './engine/writer.js';
-import { CacheWatermarks } from './fusion/cacheWatermarks.js';
+import { CacheWatermarks, type DedupFailure } from './fusion/cacheWatermarks.js';
 import { Fusion } from './fusion/fusion.js';
 import type pg from 'pg';
 import { MetricsRegistry } from './telemetry/metrics.js';
+import type { Logger } from './telemetry/logger.js';
 import { Component } from './util/lifecycle.js';
 
 export interface WritePipelineOptions {
@@ -24,10 +25,12 @@ export interface WritePipelineOptions {
   compactionMinTail: number;
   compactionFanout: number;
   metrics: MetricsRegistry;
-  /** A cache hydration failed (the partition probes the full window meanwhile). */
-  onHydrationError?: (err: unknown, partitionId: number) => void;
+  /** A cache hydration or a lookup failed (`what`); the partition's segments go with the full probe meanwhile. */
+  onDedupError?: (err: unknown, partitionId: number, what: DedupFailure) => void;
   /** The cache's memory-policy warning (at most one a minute). */
   onCacheWarning?: (message: string) => void;
+  /** Where the compactor logs a failed pass (default: nowhere; the service passes its logger). */
+  compactionLogger?: Logger;
 }
 
 /** The service's pipeline settings, from its configuration. */
@@ -104,7 +107,7 @@ export class WritePipeline extends Component {
     opts.metrics
       .gauge('queen_dedup_cache_budget_bytes', 'Memory budget of the dedup cache (QUEEN_DEDUP_CACHE_MB; 0 = no cache)')
       .set(capBytes);
-    const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine, opts.metrics, opts.onHydrationError) : undefined;
+    const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine, opts.metrics, opts.onDedupError) : undefined;
     this.watermarks = watermarks;
     this.writer = new LogWriter(this.engine, { maxPayloadBytes: opts.maxPayloadBytes, metadataTtlMs: opts.metadataTtlMs, watermarks });
     this.fusion = new Fusion(this.writer, {
@@ -118,7 +121,15 @@ export class WritePipeline extends Component {
     });
     const minTail = opts.compactionMinTail;
     this.compactor =
-      minTail > 0 ? new Compactor({ pool: this.engine.pool, minTail, fanout: opts.compactionFanout, metrics: opts.metrics }) : undefined;
+      minTail > 0
+        ? new Compactor({
+            pool: this.engine.pool,
+            minTail,
+            fanout: opts.compactionFanout,
+            metrics: opts.metrics,
+            logger: opts.compactionLogger,
+          })
+        : undefined;
     if (this.compactor) compactOnLongProbes(this.engine, this.compactor, minTail);
   }
 

@@ -60,10 +60,13 @@ export class Service extends Component {
     this.pipeline = new WritePipeline({
       ...pipelineOptions(config, this.metrics),
       onCacheWarning: (message) => log.warn(message),
-      onHydrationError: (err, partitionId) =>
+      compactionLogger: log.child({ component: 'compaction' }),
+      onDedupError: (err, partitionId, what) =>
         log.warn(
           { err: (err as Error).message, partitionId },
-          'dedup cache hydration failed; the partition probes the full window meanwhile',
+          what === 'lookup'
+            ? 'dedup lookup failed; its segments are pushed with the full probe'
+            : 'dedup cache hydration failed; the partition probes the full window meanwhile',
         ),
     });
     this.read = new ReadPath(this.pipeline.engine, this.pipeline.writer, {
