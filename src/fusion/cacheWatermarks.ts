@@ -32,6 +32,9 @@ import type { MetricsRegistry } from '../telemetry/metrics.js';
  * up, and its vouch is the lookup's L alone: the
  * same argument with an entry that clears nothing.
  */
+/** What failed on the way to a vouch: a window's hydration, or a bundle's lookup. */
+export type DedupFailure = 'hydration' | 'lookup';
+
 export class CacheWatermarks implements WatermarkSource {
   private readonly hydrationFailures;
   private readonly lookupFailures;
@@ -42,7 +45,8 @@ export class CacheWatermarks implements WatermarkSource {
     private readonly cache: DedupCache,
     private readonly engine: LogEngine,
     metrics?: MetricsRegistry,
-    private readonly onError: (err: unknown, partitionId: number) => void = () => undefined,
+    /** A hydration or a lookup failed (named by `what`); the partition's segments go with -1 meanwhile. */
+    private readonly onError: (err: unknown, partitionId: number, what: DedupFailure) => void = () => undefined,
     /**
      * false: a local hit answers -1 (the seed's rule: the full-window probe)
      * instead of naming its offsets. Only benchmarks turn it off, to measure
@@ -66,7 +70,7 @@ export class CacheWatermarks implements WatermarkSource {
       (err, pid) => {
         // Not fatal: the partition answers -1 (full probe) until a build succeeds.
         this.hydrationFailures?.inc();
-        this.onError(err, pid);
+        this.onError(err, pid, 'hydration');
       },
       fetch,
     );
@@ -176,7 +180,7 @@ export class CacheWatermarks implements WatermarkSource {
     } catch (err) {
       this.lookupFailures?.inc();
       for (const { at } of unclear) out[at] = NO_VOUCH;
-      this.onError(err, segments[unclear[0]!.at]!.partitionId);
+      this.onError(err, segments[unclear[0]!.at]!.partitionId, 'lookup');
       return;
     }
     unclear.forEach(({ at, maybe }, k) => {

@@ -469,3 +469,46 @@ test.serial('the cache with the filter tier, at a cap that holds the partitions 
   t.true(cache.stats.vouched > 0 && cache.stats.maybeItems > 0, 'filter entries vouched and had maybe items');
   t.true(lookups > 0 && found > 0, 'lookups ran and named occurrences');
 });
+
+test.serial(
+  'a lookup that fails: its segments go with the full probe, verdicts stay exact, the failure is counted and named a lookup',
+  async (t) => {
+    const cache = new DedupCache({ capBytes: 16 * 1024, filterTier: true });
+    const metrics = new MetricsRegistry();
+    const engine = await engineOf(t, metrics);
+    const reported: string[] = [];
+    const watermarks = new CacheWatermarks(cache, engine, metrics, (_err, _pid, what) => reported.push(what));
+    const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks });
+    // PostgreSQL refusing the lookup statement alone (the push still runs): the
+    // fault is injected at the engine's lookup, the one call that fails.
+    let failLookups = false;
+    const lookup = engine.lookup.bind(engine);
+    engine.lookup = (inputs) => (failLookups ? Promise.reject(new Error('lookup refused (injected)')) : lookup(inputs));
+    const q = 'lookupfails';
+    // Two partitions too big for the exact tier at this cap: they end as filters.
+    const big = Array.from({ length: 1500 }, (_, i) => `b${i}`);
+    for (const part of ['p0', 'p1']) {
+      const rs = await writer.push(big.map((x) => item(q, part, x)));
+      t.true(rs.every((r) => r.status === 'queued'));
+    }
+    failLookups = true;
+    const failures = () => metrics.counter('queen_lookup_failures_total', '').get();
+    // Each round re-sends 50 stored ids and sends 50 new ones, until a lookup
+    // was asked for (the partitions' filters built): every verdict is checked.
+    for (let round = 0; round < 20 && failures() === 0; round++) {
+      await watermarks.builds.idle();
+      const resent = big.slice(round * 50, round * 50 + 50);
+      const fresh = Array.from({ length: 50 }, (_, i) => `n${round}-${i}`);
+      const rs = await writer.push([...resent, ...fresh].map((x) => item(q, 'p0', x)));
+      t.deepEqual(
+        rs.map((r) => r.status),
+        [...resent.map(() => 'duplicate'), ...fresh.map(() => 'queued')],
+        `round ${round}`,
+      );
+      // Each duplicate names its original: p0's offset of that id.
+      rs.slice(0, 50).forEach((r, i) => t.is(r.offset, round * 50 + i));
+    }
+    t.true(failures() > 0, 'a lookup was asked for and failed');
+    t.true(reported.length > 0 && reported.every((w) => w === 'lookup'), `reported: ${reported.join(',')}`);
+  },
+);
