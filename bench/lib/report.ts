@@ -37,6 +37,21 @@ function latestBase(mode: RunMeta['mode'], suite: string): string {
   return `${suite}${mode === 'quick' ? '-quick' : ''}`;
 }
 
+/**
+ * Whether `file` in latest/ is a curve a new run of `base` (latestBase)
+ * replaces. Names alone are ambiguous: `kafka-dups-<curve>.svg` and
+ * `kafka-dups-quick-<curve>.svg`, or `soak-retention-<curve>.svg` and
+ * `soak-retention-defaults-<curve>.svg`, share a prefix. So a curve belongs to
+ * the longest of the stored results' bases (`<base>.json` in latest/) that
+ * prefixes it.
+ */
+export function isReplacedCurve(file: string, base: string, bases: readonly string[]): boolean {
+  if (!file.endsWith('.svg')) return false;
+  let owner: string | undefined;
+  for (const b of [...bases, base]) if (file.startsWith(`${b}-`) && (owner === undefined || b.length > owner.length)) owner = b;
+  return owner === base;
+}
+
 const finiteOrString = (_k: string, v: unknown): unknown => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v);
 
 /** One history line: what a later reader needs to compare runs, without the raw samples. */
@@ -82,7 +97,9 @@ export async function writeResult(
     await mkdir(LATEST_DIR, { recursive: true });
     const base = latestBase(meta.mode, name);
     // A curve the suite no longer draws must not stay beside the new run's.
-    for (const f of await readdir(LATEST_DIR)) if (f.startsWith(`${base}-`) && f.endsWith('.svg')) await rm(join(LATEST_DIR, f));
+    const files = await readdir(LATEST_DIR);
+    const bases = files.filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -'.json'.length));
+    for (const f of files) if (isReplacedCurve(f, base, bases)) await rm(join(LATEST_DIR, f));
     const json = join(LATEST_DIR, `${base}.json`);
     await writeFile(json, JSON.stringify(doc, finiteOrString, 2) + '\n');
     paths.push(json);
