@@ -482,6 +482,9 @@ test('model: a vouched watermark and its hints never change a verdict (random hi
   t.true(totals.gaps! > 0 && totals.suppressions! > 0 && totals.evictions! > 0 && totals.rebuildsMarked! > 0);
 });
 
+/** A seed whose 200 filter-tier histories reach every path the coverage checks name (checked when it was picked). */
+const COVERAGE_SEED = 1;
+
 test('model (filter tier): demoted, folded and filter entries vouch only with their maybe items looked up, and no verdict changes', (t) => {
   const totals: Totals = {
     pushes: 0,
@@ -498,20 +501,23 @@ test('model (filter tier): demoted, folded and filter entries vouch only with th
     lookupNamed: 0,
     lookupAll: 0,
   };
-  fc.assert(
-    fc.property(
-      fc.integer({ min: -SKEW_SLACK_MS, max: SKEW_SLACK_MS }),
-      // Caps at which the exact tier holds little or nothing of a 6 000-hash push and a filter does.
-      fc.constantFrom(400 * 1024, 120 * 1024, 60 * 1024, 16 * 1024),
-      fc.constantFrom(1, 10, 60),
-      fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }),
-      fc.boolean(),
-      (skew, cap, window0, ops, knowledgeCheck) => {
-        runScenario(skew, cap, window0, ops, totals, knowledgeCheck, true);
-      },
-    ),
-    { numRuns: 200 },
+  const property = fc.property(
+    fc.integer({ min: -SKEW_SLACK_MS, max: SKEW_SLACK_MS }),
+    // Caps at which the exact tier holds little or nothing of a 6 000-hash push and a filter does.
+    fc.constantFrom(400 * 1024, 120 * 1024, 60 * 1024, 16 * 1024),
+    fc.constantFrom(1, 10, 60),
+    fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }),
+    fc.boolean(),
+    (skew, cap, window0, ops, knowledgeCheck) => {
+      runScenario(skew, cap, window0, ops, totals, knowledgeCheck, true);
+    },
   );
+  // New histories on every run, and a fixed set of them besides: a push no
+  // entry vouches for (a refused rebuild) arises in ~5-30 of 200 random
+  // histories and in none on a rare run, so the coverage checks below must
+  // not hang on luck. The fixed seed's histories reach every path they name.
+  fc.assert(property, { numRuns: 200 });
+  fc.assert(property, { numRuns: 200, seed: COVERAGE_SEED });
   t.log(JSON.stringify(totals));
   t.true(totals.filterInstalls! > 0, 'filter entries were installed');
   t.true(totals.demotions! > 0, 'exact entries were demoted to filters');
