@@ -5,6 +5,9 @@ import { COLD_TAIL_OFFSETS, WindowBuilds, type WindowFetch } from './windowBuild
 import type { DedupCache } from '../dedup/index.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
 
+/** What failed on the way to a vouch: a window's hydration, or a bundle's lookup. */
+export type DedupFailure = 'hydration' | 'lookup';
+
 /**
  * Connects the broker dedup cache (pure, src/dedup) to the write path: before
  * a push it hydrates what needs hydrating (full-window fetch, gated by the
@@ -32,9 +35,6 @@ import type { MetricsRegistry } from '../telemetry/metrics.js';
  * up, and its vouch is the lookup's L alone: the
  * same argument with an entry that clears nothing.
  */
-/** What failed on the way to a vouch: a window's hydration, or a bundle's lookup. */
-export type DedupFailure = 'hydration' | 'lookup';
-
 export class CacheWatermarks implements WatermarkSource {
   private readonly hydrationFailures;
   private readonly lookupFailures;
