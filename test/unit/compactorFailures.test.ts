@@ -11,7 +11,7 @@ import { waitFor } from '../helpers/leaks.js';
  * PostgreSQL is needed: the pool points at a port nothing listens on, so every
  * step fails to connect.
  */
-test('a failed compaction pass is counted and logged once through the pipeline logger', async (t) => {
+test('each failed compaction pass is counted and logged once, through the pipeline logger', async (t) => {
   const lines: { level: number; msg: string; err?: string; component?: string }[] = [];
   const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s) as (typeof lines)[number]) }).child({
     component: 'compaction',
