@@ -350,7 +350,12 @@ async function runConfig(
       const pending = compactors.reduce((n, k) => n + k.pendingCount, 0);
       ctx.progress.note(`warm-up ${w + 1}: small ${fmt(warm.msgPerS)} msg/s, ${pending} partitions pending compaction`);
       if (pending === 0 && 2 * (w + 1) >= cover) break;
-      while (compactors.some((k) => k.pendingCount > 0)) await compactors[0]!.runOnce();
+      // Each compactor drains its own requests. Asking one compactor to run
+      // while another has the pending work spins: a pass with nothing
+      // pending resolves without I/O, so the loop never yields to the event
+      // loop the other compactor's queries need (the 100 k-partition rows
+      // hung there, their ample side pending).
+      for (const k of compactors) while (k.pendingCount > 0) await k.runOnce();
     }
     const smallIds = state.get('small')!.cursors.map((cur) => cur.id);
     const before = partitions === PARTITIONS ? await runsPerPartition(admin, smallIds) : undefined;
