@@ -109,14 +109,17 @@ export class CacheWatermarks implements WatermarkSource {
       }
       // First every segment's (re)build is started, so they fetch together;
       // then a partition with no entry that can vouch waits for its fetch,
-      // unless its tail is short enough to look all its items up meanwhile.
+      // unless its tail is short enough to look all its items up meanwhile,
+      // or its fetch is still queued (its state would come only after every
+      // fetch ahead of it): then its items are looked up, which is sound
+      // whatever the tail, and costs a long one's read once.
       for (const s of segments) {
         this.builds.installReady(s.partitionId);
         if (this.cache.prepare(s.partitionId, s.windowSeconds) === 'hydrate') this.builds.start(s.partitionId);
       }
       for (const s of segments) {
         const b = this.builds.get(s.partitionId);
-        if (b === undefined || this.cache.hasVouchingEntry(s.partitionId)) continue;
+        if (b === undefined || !b.started || this.cache.hasVouchingEntry(s.partitionId)) continue;
         await b.stateKnown;
         if (b.tailOffsets !== undefined && b.tailOffsets <= COLD_TAIL_OFFSETS && b.snapshot === undefined) continue;
         await b.finished;

@@ -15,9 +15,24 @@ export type WindowFetch = typeof fetchWindow;
 export const COLD_TAIL_OFFSETS = 4096;
 /** Window fetches under way at once per broker (each holds a pool connection for its COPY). */
 export const MAX_CONCURRENT_FETCHES = 2;
+/**
+ * Builds waiting for a fetch slot, at most. Past it no build is started: the
+ * partition is pushed on a lookup of its items, as a suppressed one is, and
+ * asks again on a later flush. Without the cap, a bundle spread over more new
+ * partitions than the fetches can serve (100 k partitions, one item each)
+ * queues a fetch per item, and the queue only grows.
+ */
+export const MAX_QUEUED_FETCHES = 64;
 
 /** One partition's background build: its window fetch, then its install. */
 export interface WindowBuild {
+  /**
+   * The fetch has its slot. Before that its state is not known soon, and a
+   * flush does not wait for it (CacheWatermarks): a push waiting behind
+   * every queued fetch ran at the fetches' rate, ~1 k items a second over
+   * 100 k partitions.
+   */
+  started: boolean;
   /** Resolves once the fetch has read the partition's state (or failed, or was refused). */
   readonly stateKnown: Promise<void>;
   /** Resolves once the fetch is over (snapshot ready, refused or failed). */
@@ -32,12 +47,15 @@ export interface WindowBuild {
  * broker must not stop the world to hydrate). CacheWatermarks starts one when
  * the cache asks for a (re)build; meanwhile the partition's flushes go on:
  * with the entry it has (a filter being refreshed or promoted), on a lookup
- * of all their items if its tail is short, or waiting for the fetch if not.
+ * of all their items if its tail is short or its fetch still waits for a
+ * slot, or waiting for the fetch if it has a slot and read a long tail.
  *
  * States of a partition here: none -> queued (waiting for a fetch slot) ->
  * fetching -> ready (snapshot held) -> installed (gone from here); or
  * fetching -> gone, when the admission refused it or the fetch failed
- * (cache.endFetch: the partition answers -1 until a later build).
+ * (cache.endFetch: the partition answers -1 until a later build). A
+ * partition asked for while MAX_QUEUED_FETCHES builds are queued stays at
+ * none (start returns undefined).
  *
  * Why the install is complete: cache.beginFetch() is called before the
  * fetch starts, so every append reported from then on is kept, and the
@@ -63,13 +81,15 @@ export class WindowBuilds {
     return this.builds.get(pid);
   }
 
-  /** Starts pid's build unless one is under way; returns it. */
-  start(pid: number): WindowBuild {
+  /** Starts pid's build unless one is under way; returns it, or undefined when the queue is full (no build). */
+  start(pid: number): WindowBuild | undefined {
     const existing = this.builds.get(pid);
     if (existing !== undefined) return existing;
+    if (this.running.size >= MAX_CONCURRENT_FETCHES && this.queue.length >= MAX_QUEUED_FETCHES) return undefined;
     let stateKnown!: () => void;
     let finished!: () => void;
     const b: WindowBuild = {
+      started: false,
       stateKnown: new Promise<void>((r) => (stateKnown = r)),
       finished: new Promise<void>((r) => (finished = r)),
       tailOffsets: undefined,
@@ -78,6 +98,7 @@ export class WindowBuilds {
     this.builds.set(pid, b);
     this.cache.beginFetch(pid);
     const run = async (): Promise<void> => {
+      b.started = true;
       try {
         b.snapshot = await this.fetch(this.pool, pid, (st) => {
           b.tailOffsets = st.tailOffsets;

@@ -5,7 +5,7 @@ import { LogEngine } from '../../src/engine/logEngine.js';
 import { fetchWindow } from '../../src/engine/windowFetch.js';
 import { LogWriter, type PushItem } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
-import type { WindowFetch } from '../../src/fusion/windowBuilds.js';
+import { MAX_CONCURRENT_FETCHES, MAX_QUEUED_FETCHES, type WindowFetch } from '../../src/fusion/windowBuilds.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
@@ -137,6 +137,69 @@ test.serial('long tail: a partition never compacted waits for its window instead
   );
   t.is(b.probes(), 0, 'no probe: it vouched from the fetched window');
 });
+
+test.serial(
+  'a partition whose fetch waits for a slot is pushed on a lookup of its items, long tail or not; past the queue cap no build starts',
+  async (t) => {
+    const loader = await broker(t);
+    await loader.writer.push(ids('a', 10).map((x) => item('held1', x)));
+    await loader.writer.push(ids('b', 10).map((x) => item('held2', x)));
+    await loader.writer.push(ids('old', 5000).map((x) => item('queued', x)));
+    const held = new Set([await pid(t, 'held1'), await pid(t, 'held2')]);
+    // The two held partitions' fetches take both slots and stop before reading anything.
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let entered = 0;
+    let bothIn!: () => void;
+    const inSlots = new Promise<void>((r) => (bothIn = r));
+    let gateOpen = false;
+    const fetch: WindowFetch = async (pool, p, admit) => {
+      if (held.has(p)) {
+        if (++entered === 2) bothIn();
+        await gate;
+      }
+      return fetchWindow(pool, p, admit);
+    };
+    const b = await broker(t, fetch);
+    const heldPush = b.writer.push([item('held1', 'h1'), item('held2', 'h2')]);
+    await inSlots;
+    // A never-compacted tail of 5 000 offsets: with a slot it would wait for its window
+    // (the test above); queued behind the held fetches, it is looked up at once.
+    const res = await b.writer.push([...ids('new', 10), ...ids('old', 3)].map((x) => item('queued', x)));
+    t.false(gateOpen, 'pushed while both slots were held');
+    t.deepEqual(
+      res.map((r) => r.status),
+      [...Array<string>(10).fill('queued'), ...Array<string>(3).fill('duplicate')],
+    );
+    t.true(b.lookups() >= 1, 'on a lookup of its items');
+    // More new partitions than the queue holds, one item each, in one push.
+    const wide = Array.from({ length: MAX_QUEUED_FETCHES + 10 }, (_, i): PushItem => ({
+      queue: 'wide',
+      partition: `w${i}`,
+      transactionId: `w-${i}`,
+      payload: Buffer.from('{}'),
+    }));
+    const wideRes = await b.writer.push(wide);
+    t.false(gateOpen);
+    t.deepEqual(
+      wideRes.map((r) => r.status),
+      wide.map(() => 'queued'),
+    );
+    t.is(b.watermarks.builds.size, MAX_CONCURRENT_FETCHES + MAX_QUEUED_FETCHES, 'the queue stops at its cap');
+    gateOpen = true;
+    open();
+    t.deepEqual(
+      (await heldPush).map((r) => r.status),
+      ['queued', 'queued'],
+    );
+    await b.watermarks.builds.idle();
+    const again = await b.writer.push([...wide.slice(0, 3), ...wide.slice(-3), item('queued', 'new-0'), item('queued', 'newer')]);
+    t.deepEqual(
+      again.map((r) => r.status),
+      [...Array<string>(7).fill('duplicate'), 'queued'],
+    );
+  },
+);
 
 async function pid(t: { context: Ctx }, queue: string): Promise<number> {
   const r = await t.context.sql.query(
