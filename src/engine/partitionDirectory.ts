@@ -1,6 +1,7 @@
 import type { LogEngine, PartitionInfo } from './logEngine.js';
 
 interface Memo {
+  key: string;
   info: PartitionInfo;
   fetchedAt: number;
 }
@@ -10,11 +11,21 @@ interface Memo {
  * TTL (30 s by default). The TTL bounds how long a /configure window change
  * can go unnoticed by the broker's layers 1 and 2 and by its cache; SQL always
  * reads the current window itself, so a stale memo never changes a verdict.
- * Every push result also carries the window SQL used, which refreshes the
- * memo for free.
+ * Every push result also carries the window SQL used (read in the push's own
+ * transaction), which refreshes the memo for free: a partition pushed to at
+ * least once a TTL is never provisioned again. (A partition's id never
+ * changes: log_partitions rows are never deleted.)
+ *
+ * Bounded (MAX_MEMO_ENTRIES by default): past it, expired entries go first,
+ * then the earliest provisioned, down to EVICT_TO of the cap, so one overflow costs one
+ * scan and the next ones wait for another tenth of the cap. (Clearing the
+ * whole memo instead made a broker that serves about the cap re-provision
+ * every partition, a call per 1 000, each time one entry expired.)
  */
-/** Soft cap on memoised partitions: past it the memo starts over (the only cost is re-provisioning lookups). */
+/** Soft cap on memoised partitions (~250 B each with byId). */
 const MAX_MEMO_ENTRIES = 100_000;
+/** An overflow evicts down to this share of the cap. */
+const EVICT_TO = 0.9;
 
 export class PartitionDirectory {
   private memo = new Map<string, Memo>();
@@ -24,6 +35,7 @@ export class PartitionDirectory {
     private readonly engine: LogEngine,
     private readonly ttlMs: number,
     private readonly now: () => number = Date.now,
+    private readonly maxEntries = MAX_MEMO_ENTRIES,
   ) {}
 
   static key(queue: string, partition: string): string {
@@ -75,14 +87,15 @@ export class PartitionDirectory {
       else missing.set(k, { queue: it.queue, partition: it.partition });
     }
     if (missing.size > 0) {
-      if (this.memo.size + missing.size > MAX_MEMO_ENTRIES) this.clear();
+      if (this.memo.size + missing.size > this.maxEntries) this.evict(t, missing.size);
       // Sorted so concurrent provisioners insert in one global order.
       const pairs = [...missing.values()].sort((a, b) =>
         a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0,
       );
       for (const info of await this.engine.provision(pairs)) {
         const k = PartitionDirectory.key(info.queue, info.partition);
-        const memo = { info, fetchedAt: t };
+        const memo = { key: k, info, fetchedAt: t };
+        this.memo.delete(k); // re-set at the end: the map's order is the order of provisioning
         this.memo.set(k, memo);
         this.byId.set(info.partitionId, memo);
         out.set(k, info);
@@ -91,10 +104,32 @@ export class PartitionDirectory {
     return out;
   }
 
-  /** A push answered with the window SQL used: keep the memo current. */
+  /** A push answered with the window SQL used: the memo is as current as that push. */
   noteWindow(partitionId: number, windowSeconds: number): void {
     const m = this.byId.get(partitionId);
-    if (m && m.info.windowSeconds !== windowSeconds) m.info = { ...m.info, windowSeconds };
+    if (m === undefined) return;
+    if (m.info.windowSeconds !== windowSeconds) m.info = { ...m.info, windowSeconds };
+    m.fetchedAt = this.now();
+  }
+
+  /** Memoised partitions (metrics, tests). */
+  get size(): number {
+    return this.memo.size;
+  }
+
+  /** Makes room for `incoming` entries: expired ones first, then the earliest provisioned (the map's order). */
+  private evict(t: number, incoming: number): void {
+    for (const m of this.memo.values()) if (t - m.fetchedAt >= this.ttlMs) this.drop(m);
+    const keep = Math.max(0, Math.floor(this.maxEntries * EVICT_TO) - incoming);
+    for (const m of this.memo.values()) {
+      if (this.memo.size <= keep) break;
+      this.drop(m);
+    }
+  }
+
+  private drop(m: Memo): void {
+    this.memo.delete(m.key);
+    if (this.byId.get(m.info.partitionId) === m) this.byId.delete(m.info.partitionId);
   }
 
   /** Forget everything (tests; a window change announced out of band). */

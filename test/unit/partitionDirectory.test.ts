@@ -50,3 +50,47 @@ test('resolveEach answers every item in order, runs and repeats included, provis
     [infos[2]!.partitionId, infos[2]!.partitionId, 4],
   );
 });
+
+test('a push result refreshes its partition: a partition pushed to within every TTL is never provisioned again', async (t) => {
+  const { engine, calls } = fakeEngine();
+  let now = 1_000;
+  const dir = new PartitionDirectory(engine, 30_000, () => now);
+  const [a] = await dir.resolveEach([it('q', 'a'), it('q', 'b')]);
+  for (let k = 0; k < 5; k++) {
+    now += 20_000;
+    dir.noteWindow(a!.partitionId, 60);
+  }
+  // 100 s after the provisioning: 'a' was refreshed 20 s ago, 'b' never.
+  await dir.resolveEach([it('q', 'a'), it('q', 'b')]);
+  t.deepEqual(calls, [['q/a', 'q/b'], ['q/b']]);
+  // A window the push read replaces the memoised one.
+  dir.noteWindow(a!.partitionId, 7);
+  t.is((await dir.resolveEach([it('q', 'a')]))[0]!.windowSeconds, 7);
+  t.is(calls.length, 2);
+});
+
+test('past its cap the memo evicts expired entries, then the earliest provisioned, and keeps the rest', async (t) => {
+  const { engine, calls } = fakeEngine();
+  let now = 1_000;
+  const dir = new PartitionDirectory(engine, 30_000, () => now, 100);
+  const names = (from: number, n: number) => Array.from({ length: n }, (_, k) => it('q', `p${from + k}`));
+  await dir.resolveEach(names(0, 60));
+  now += 20_000;
+  await dir.resolveEach(names(60, 40));
+  t.is(dir.size, 100);
+  // p0..p59 expire; p60..p99 stay fresh. Ten new ones overflow the cap:
+  // the expired go, the fresh stay.
+  now += 15_000;
+  await dir.resolveEach(names(100, 10));
+  t.is(dir.size, 50);
+  await dir.resolveEach(names(60, 40));
+  t.is(calls.length, 3, 'the fresh entries were kept');
+  // Nothing expired: an overflow evicts the earliest provisioned down to 90 % of the cap.
+  await dir.resolveEach(names(110, 60));
+  t.is(dir.size, 90);
+  const before = calls.length;
+  await dir.resolveEach(names(110, 60));
+  t.is(calls.length, before, 'the newest were kept');
+  await dir.resolveEach(names(60, 1));
+  t.is(calls.length, before + 1, 'the earliest provisioned was evicted');
+});
