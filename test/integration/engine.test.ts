@@ -607,3 +607,34 @@ test.serial(
     }
   },
 );
+
+test('provisioning answers each distinct pair once with its row: new and existing pairs, repeats, one name in two queues', async (t) => {
+  const { engine, sql } = t.context;
+  await engine.provision([
+    { queue: 'prov-a', partition: 'p1' },
+    { queue: 'prov-a', partition: 'p2' },
+  ]);
+  const pairs = [
+    { queue: 'prov-a', partition: 'p1' },
+    { queue: 'prov-a', partition: 'p3' },
+    { queue: 'prov-b', partition: 'p1' },
+    { queue: 'prov-a', partition: 'p1' },
+    { queue: 'prov-a', partition: 'p2' },
+    { queue: 'prov-b', partition: 'p1' },
+  ];
+  await sql.query("INSERT INTO queen.queues (name, dedup_window_seconds) VALUES ('prov-b', 60)");
+  const got = await engine.provision(pairs);
+  const rows = await sql.query<{ queue: string; partition: string; id: string; win: number }>(
+    `SELECT q.name AS queue, lp.name AS partition, lp.id, q.dedup_window_seconds AS win
+     FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name LIKE 'prov-%'`,
+  );
+  const want = new Map(rows.rows.map((r) => [`${r.queue}/${r.partition}`, { id: Number(r.id), win: r.win }]));
+  t.deepEqual([...want.keys()].sort(), ['prov-a/p1', 'prov-a/p2', 'prov-a/p3', 'prov-b/p1']);
+  t.deepEqual(got.map((g) => `${g.queue}/${g.partition}`).sort(), [...want.keys()].sort(), 'one answer per distinct pair');
+  for (const g of got) {
+    const w = want.get(`${g.queue}/${g.partition}`)!;
+    t.is(g.partitionId, w.id, `${g.queue}/${g.partition}`);
+    t.is(g.windowSeconds, w.win, `${g.queue}/${g.partition}`);
+  }
+  t.not(want.get('prov-a/p1')!.id, want.get('prov-b/p1')!.id, 'the same name in two queues is two partitions');
+});
