@@ -48,6 +48,25 @@ const STATE_SQL = `SELECT lp.last_offset, lp.txns_start, q.dedup_window_seconds,
   FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id
   WHERE lp.id = $1`;
 
+const TAILS_SQL = `SELECT lp.id, GREATEST(0, lp.last_offset - GREATEST(lp.compacted_upto, lp.txns_start - 1)) AS tail
+  FROM queen.log_partitions lp
+  WHERE lp.id = ANY($1::bigint[])`;
+
+/**
+ * The tails (WindowState.tailOffsets) of some partitions, read in one
+ * statement, outside any fetch: advisory, for choosing whether a push waits
+ * for a partition's window or looks its items up, which are both exact
+ * whatever the tail (src/fusion/cacheWatermarks.ts).
+ */
+export async function readTails(pool: pg.Pool, partitionIds: readonly number[]): Promise<Map<number, number>> {
+  try {
+    const r = await pool.query<{ id: string; tail: string }>({ name: 'queen_window_tails', text: TAILS_SQL, values: [partitionIds] });
+    return new Map(r.rows.map((row) => [Number(row.id), Number(row.tail)]));
+  } catch (err) {
+    throw toDatabaseError(err, 'reading partition tails');
+  }
+}
+
 // COPY cannot take bind parameters, so the values travel through
 // transaction-local settings set by a parameterised set_config(): no value is
 // ever spliced into SQL text.

@@ -1,7 +1,7 @@
 import type { LogEngine, LookupInput, SegmentOutcome } from '../engine/logEngine.js';
 import { NO_VOUCH, type Hint, type PendingSegment, type Vouch, type WatermarkSource } from '../engine/writer.js';
 import { HASH_BYTES } from '../util/txnHash.js';
-import { COLD_TAIL_OFFSETS, WindowBuilds, type WindowFetch } from './windowBuilds.js';
+import { COLD_TAIL_OFFSETS, WindowBuilds, type WindowBuild, type WindowFetch } from './windowBuilds.js';
 import type { DedupCache } from '../dedup/index.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
 
@@ -109,17 +109,28 @@ export class CacheWatermarks implements WatermarkSource {
       }
       // First every segment's (re)build is started, so they fetch together;
       // then a partition with no entry that can vouch waits for its fetch,
-      // unless its tail is short enough to look all its items up meanwhile,
-      // or its fetch is still queued (its state would come only after every
-      // fetch ahead of it): then its items are looked up, which is sound
-      // whatever the tail, and costs a long one's read once.
+      // unless its tail is short enough to look all its items up meanwhile.
+      // A fetch still queued would read the tail only after every fetch
+      // ahead of it, so the queued ones' tails are read at once, in one
+      // statement: a short (or unknown) tail is looked up, a long one waits,
+      // its fetch moved to the front. Either way the verdict is exact; the
+      // tail only decides which costs less: at 100 k partitions, waiting
+      // behind the queue (pushes at the fetches' rate); after a restart over
+      // a window never compacted, reading a tail of ~600 k offsets per push
+      // until its fetch comes (the restart row: 0.39x of the full rate over
+      // its first 30 s in one run).
       for (const s of segments) {
         this.builds.installReady(s.partitionId);
         if (this.cache.prepare(s.partitionId, s.windowSeconds) === 'hydrate') this.builds.start(s.partitionId);
       }
-      for (const s of segments) {
+      const unvouched = segments.filter((s) => this.builds.get(s.partitionId) !== undefined && !this.cache.hasVouchingEntry(s.partitionId));
+      await this.builds.readQueuedTails(unvouched.map((s) => s.partitionId));
+      const queuedLong = (b: WindowBuild): boolean => !b.started && b.tailOffsets !== undefined && b.tailOffsets > COLD_TAIL_OFFSETS;
+      for (const s of unvouched) if (queuedLong(this.builds.get(s.partitionId)!)) this.builds.prioritise(s.partitionId);
+      for (const s of unvouched) {
         const b = this.builds.get(s.partitionId);
-        if (b === undefined || !b.started || this.cache.hasVouchingEntry(s.partitionId)) continue;
+        if (b === undefined || this.cache.hasVouchingEntry(s.partitionId)) continue;
+        if (!b.started && !queuedLong(b)) continue;
         await b.stateKnown;
         if (b.tailOffsets !== undefined && b.tailOffsets <= COLD_TAIL_OFFSETS && b.snapshot === undefined) continue;
         await b.finished;

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { DedupCache } from '../dedup/index.js';
-import { fetchWindow, type WindowSnapshot } from '../engine/windowFetch.js';
+import { fetchWindow, readTails, type WindowSnapshot } from '../engine/windowFetch.js';
 
 /** How a window is fetched (fetchWindow; tests put a gate in front of it). */
 export type WindowFetch = typeof fetchWindow;
@@ -28,16 +28,20 @@ export const MAX_QUEUED_FETCHES = 64;
 export interface WindowBuild {
   /**
    * The fetch has its slot. Before that its state is not known soon, and a
-   * flush does not wait for it (CacheWatermarks): a push waiting behind
-   * every queued fetch ran at the fetches' rate, ~1 k items a second over
-   * 100 k partitions.
+   * flush waits for it only when its tail is long (CacheWatermarks): a push
+   * waiting behind every queued fetch ran at the fetches' rate, ~1 k items a
+   * second over 100 k partitions.
    */
   started: boolean;
   /** Resolves once the fetch has read the partition's state (or failed, or was refused). */
   readonly stateKnown: Promise<void>;
   /** Resolves once the fetch is over (snapshot ready, refused or failed). */
   readonly finished: Promise<void>;
-  /** The partition's tail when its state was read (undefined before, or when the read failed). */
+  /**
+   * The partition's tail when its state was read, or, while the build is
+   * queued, as readQueuedTails read it (undefined before, or when the read
+   * failed).
+   */
   tailOffsets: number | undefined;
   snapshot: WindowSnapshot | undefined;
 }
@@ -47,8 +51,9 @@ export interface WindowBuild {
  * broker must not stop the world to hydrate). CacheWatermarks starts one when
  * the cache asks for a (re)build; meanwhile the partition's flushes go on:
  * with the entry it has (a filter being refreshed or promoted), on a lookup
- * of all their items if its tail is short or its fetch still waits for a
- * slot, or waiting for the fetch if it has a slot and read a long tail.
+ * of all their items if its tail is short (or not known), or waiting for the
+ * fetch if its tail is long; a queued fetch a push waits for goes to the
+ * front of the queue.
  *
  * States of a partition here: none -> queued (waiting for a fetch slot) ->
  * fetching -> ready (snapshot held) -> installed (gone from here); or
@@ -66,7 +71,8 @@ export interface WindowBuild {
  */
 export class WindowBuilds {
   private readonly builds = new Map<number, WindowBuild>();
-  private readonly queue: (() => void)[] = [];
+  /** Builds waiting for a fetch slot, in the order they get one. */
+  private readonly queue: { pid: number; go: () => void }[] = [];
   /** Fetches under way (at most MAX_CONCURRENT_FETCHES). */
   private readonly running = new Set<Promise<void>>();
 
@@ -122,13 +128,45 @@ export class WindowBuilds {
     const go = (): void => {
       const p = run().finally(() => {
         this.running.delete(p);
-        this.queue.shift()?.();
+        this.queue.shift()?.go();
       });
       this.running.add(p);
     };
     if (this.running.size < MAX_CONCURRENT_FETCHES) go();
-    else this.queue.push(go);
+    else this.queue.push({ pid, go });
     return b;
+  }
+
+  /** Moves pid's queued build to the front of the queue (a push waits for it). */
+  prioritise(pid: number): void {
+    const i = this.queue.findIndex((q) => q.pid === pid);
+    if (i > 0) this.queue.unshift(...this.queue.splice(i, 1));
+  }
+
+  /**
+   * Reads, in one statement, the tails of those of `pids` whose build is
+   * queued and whose tail is not known yet, and keeps them on the builds.
+   * Advisory (CacheWatermarks decides with it whether a push waits or looks
+   * up, both exact): on failure the tails stay unknown.
+   */
+  async readQueuedTails(pids: readonly number[]): Promise<void> {
+    const want = pids.filter((p) => {
+      const b = this.builds.get(p);
+      return b !== undefined && !b.started && b.tailOffsets === undefined;
+    });
+    if (want.length === 0) return;
+    let tails: Map<number, number>;
+    try {
+      tails = await readTails(this.pool, want);
+    } catch {
+      // Handled by the fallback: unknown tails are looked up, and a database
+      // that cannot answer this fails the push or its lookup, which report it.
+      return;
+    }
+    for (const [p, tail] of tails) {
+      const b = this.builds.get(p);
+      if (b !== undefined && b.tailOffsets === undefined) b.tailOffsets = tail;
+    }
   }
 
   /** Installs pid's fetched snapshot, if one is ready. Only where no push of pid is under way (see the class comment). */

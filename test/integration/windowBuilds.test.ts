@@ -139,13 +139,16 @@ test.serial('long tail: a partition never compacted waits for its window instead
 });
 
 test.serial(
-  'a partition whose fetch waits for a slot is pushed on a lookup of its items, long tail or not; past the queue cap no build starts',
+  'a partition whose fetch waits for a slot: looked up at once with a short tail, with a long one waits and its fetch goes first; past the queue cap no build starts',
   async (t) => {
     const loader = await broker(t);
     await loader.writer.push(ids('a', 10).map((x) => item('held1', x)));
     await loader.writer.push(ids('b', 10).map((x) => item('held2', x)));
-    await loader.writer.push(ids('old', 5000).map((x) => item('queued', x)));
+    await loader.writer.push(ids('old', 300).map((x) => item('queued', x)));
+    await loader.writer.push(ids('old', 5000).map((x) => item('queuedlong', x)));
     const held = new Set([await pid(t, 'held1'), await pid(t, 'held2')]);
+    const longPid = await pid(t, 'queuedlong');
+    const shortPid = await pid(t, 'queued');
     // The two held partitions' fetches take both slots and stop before reading anything.
     let open!: () => void;
     const gate = new Promise<void>((r) => (open = r));
@@ -153,7 +156,9 @@ test.serial(
     let bothIn!: () => void;
     const inSlots = new Promise<void>((r) => (bothIn = r));
     let gateOpen = false;
+    const fetched: number[] = [];
     const fetch: WindowFetch = async (pool, p, admit) => {
+      fetched.push(p);
       if (held.has(p)) {
         if (++entered === 2) bothIn();
         await gate;
@@ -161,17 +166,31 @@ test.serial(
       return fetchWindow(pool, p, admit);
     };
     const b = await broker(t, fetch);
+    // Which partitions each lookup was asked for.
+    const lookedUp = new Set<number>();
+    const lookup = b.engine.lookup.bind(b.engine);
+    b.engine.lookup = (inputs) => {
+      for (const i of inputs) lookedUp.add(i.partitionId);
+      return lookup(inputs);
+    };
     const heldPush = b.writer.push([item('held1', 'h1'), item('held2', 'h2')]);
     await inSlots;
-    // A never-compacted tail of 5 000 offsets: with a slot it would wait for its window
-    // (the test above); queued behind the held fetches, it is looked up at once.
+    // A tail of 300 offsets, queued behind the held fetches: looked up at once.
     const res = await b.writer.push([...ids('new', 10), ...ids('old', 3)].map((x) => item('queued', x)));
     t.false(gateOpen, 'pushed while both slots were held');
     t.deepEqual(
       res.map((r) => r.status),
       [...Array<string>(10).fill('queued'), ...Array<string>(3).fill('duplicate')],
     );
-    t.true(b.lookups() >= 1, 'on a lookup of its items');
+    t.true(lookedUp.has(shortPid), 'on a lookup of its items');
+    // A never-compacted tail of 5 000 offsets, queued after it: its tail is
+    // read at once, and the push waits for its window, fetched first.
+    let longSettled = false;
+    const longPush = b.writer
+      .push([...ids('new', 10), ...ids('old', 3)].map((x) => item('queuedlong', x)))
+      .finally(() => (longSettled = true));
+    while (b.watermarks.builds.get(longPid)?.tailOffsets === undefined) await t.context.sql.query('SELECT 1');
+    t.is(b.watermarks.builds.get(longPid)!.tailOffsets, 5000);
     // More new partitions than the queue holds, one item each, in one push.
     const wide = Array.from({ length: MAX_QUEUED_FETCHES + 10 }, (_, i): PushItem => ({
       queue: 'wide',
@@ -181,6 +200,7 @@ test.serial(
     }));
     const wideRes = await b.writer.push(wide);
     t.false(gateOpen);
+    t.false(longSettled, 'the long tail waits for its window');
     t.deepEqual(
       wideRes.map((r) => r.status),
       wide.map(() => 'queued'),
@@ -192,6 +212,13 @@ test.serial(
       (await heldPush).map((r) => r.status),
       ['queued', 'queued'],
     );
+    t.deepEqual(
+      (await longPush).map((r) => r.status),
+      [...Array<string>(10).fill('queued'), ...Array<string>(3).fill('duplicate')],
+    );
+    t.false(lookedUp.has(longPid), 'the long tail was not looked up');
+    t.is(fetched[2], longPid, 'the fetch a push waits for went to the front of the queue');
+    t.true(fetched.indexOf(shortPid) > 2);
     await b.watermarks.builds.idle();
     const again = await b.writer.push([...wide.slice(0, 3), ...wide.slice(-3), item('queued', 'new-0'), item('queued', 'newer')]);
     t.deepEqual(
