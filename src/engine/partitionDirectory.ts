@@ -16,11 +16,12 @@ interface Memo {
  * least once a TTL is never provisioned again. (A partition's id never
  * changes: log_partitions rows are never deleted.)
  *
- * Bounded (MAX_MEMO_ENTRIES by default): past it, expired entries go first,
- * then the earliest provisioned, down to EVICT_TO of the cap, so one overflow costs one
- * scan and the next ones wait for another tenth of the cap. (Clearing the
- * whole memo instead made a broker that serves about the cap re-provision
- * every partition, a call per 1 000, each time one entry expired.)
+ * Bounded (MAX_MEMO_ENTRIES by default): past it, expired entries go
+ * first, then the earliest provisioned, down to EVICT_TO of the cap, so one
+ * overflow costs one scan and the next one waits for another tenth of the
+ * cap. (Clearing the whole memo instead made a broker that serves about the
+ * cap re-provision every partition, a call per 1 000, each time one entry
+ * expired.)
  */
 /** Soft cap on memoised partitions (~250 B each with byId). */
 const MAX_MEMO_ENTRIES = 100_000;
@@ -112,7 +113,7 @@ export class PartitionDirectory {
     m.fetchedAt = this.now();
   }
 
-  /** Memoised partitions (metrics, tests). */
+  /** Memoised partitions (the tests read it). */
   get size(): number {
     return this.memo.size;
   }
