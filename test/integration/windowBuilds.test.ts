@@ -2,10 +2,10 @@ import anyTest, { type TestFn } from 'ava';
 import pg from 'pg';
 import { DedupCache } from '../../src/dedup/index.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
-import { fetchWindow } from '../../src/engine/windowFetch.js';
+import { fetchWindows, type WindowFetchOutcome } from '../../src/engine/windowFetch.js';
 import { LogWriter, type PushItem } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
-import { MAX_CONCURRENT_FETCHES, MAX_QUEUED_FETCHES, type WindowFetch } from '../../src/fusion/windowBuilds.js';
+import { FETCH_BATCH, MAX_CONCURRENT_FETCHES, MAX_QUEUED_FETCHES, type WindowFetch } from '../../src/fusion/windowBuilds.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
@@ -46,11 +46,12 @@ function gatedFetch(): { fetch: WindowFetch; open: () => void; reached: Promise<
   let reached!: () => void;
   const gate = new Promise<void>((r) => (open = r));
   const reachedP = new Promise<void>((r) => (reached = r));
-  const fetch: WindowFetch = async (pool, pid, admit) => {
-    const snapshot = await fetchWindow(pool, pid, admit);
+  const fetch: WindowFetch = async (pool, pids, admit, outcome) => {
+    const held: [number, WindowFetchOutcome][] = [];
+    await fetchWindows(pool, pids, admit, (p, o) => held.push([p, o]));
     reached();
     await gate;
-    return snapshot;
+    for (const [p, o] of held) outcome(p, o);
   };
   return { fetch, open, reached: reachedP };
 }
@@ -157,13 +158,13 @@ test.serial(
     const inSlots = new Promise<void>((r) => (bothIn = r));
     let gateOpen = false;
     const fetched: number[] = [];
-    const fetch: WindowFetch = async (pool, p, admit) => {
-      fetched.push(p);
-      if (held.has(p)) {
+    const fetch: WindowFetch = async (pool, ps, admit, outcome) => {
+      fetched.push(...ps);
+      if (ps.some((p) => held.has(p))) {
         if (++entered === 2) bothIn();
         await gate;
       }
-      return fetchWindow(pool, p, admit);
+      return fetchWindows(pool, ps, admit, outcome);
     };
     const b = await broker(t, fetch);
     // Which partitions each lookup was asked for.
@@ -225,6 +226,80 @@ test.serial(
       again.map((r) => r.status),
       [...Array<string>(7).fill('duplicate'), 'queued'],
     );
+  },
+);
+
+test.serial(
+  'queued builds share one fetch; a window too large to share it is deferred and fetched alone; every one installs complete',
+  async (t) => {
+    const loader = await broker(t);
+    await loader.writer.push(ids('a', 10).map((x) => item('slot1', x)));
+    await loader.writer.push(ids('b', 10).map((x) => item('slot2', x)));
+    const small = Array.from({ length: 5 }, (_, i) => `small${i}`);
+    for (const q of small) await loader.writer.push(ids(q, 30).map((x) => item(q, x)));
+    await loader.writer.push(ids('big', 5000).map((x) => item('bigwin', x)));
+    const slots = [await pid(t, 'slot1'), await pid(t, 'slot2')];
+    const smallPids = await Promise.all(small.map((q) => pid(t, q)));
+    const bigPid = await pid(t, 'bigwin');
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let entered = 0;
+    let bothIn!: () => void;
+    const inSlots = new Promise<void>((r) => (bothIn = r));
+    const calls: number[][] = [];
+    const admitted: number[] = [];
+    const fetch: WindowFetch = async (pool, ps, admit, outcome) => {
+      calls.push([...ps]);
+      if (ps.some((p) => slots.includes(p))) {
+        if (++entered === 2) bothIn();
+        await gate;
+      }
+      return fetchWindows(
+        pool,
+        ps,
+        (p, st) => {
+          admitted.push(p);
+          return admit(p, st);
+        },
+        outcome,
+      );
+    };
+    const b = await broker(t, fetch);
+    for (const p of slots) b.watermarks.builds.start(p);
+    await inSlots;
+    // Queued behind the held slots, no push waiting for any of them.
+    for (const p of [smallPids[0]!, bigPid, ...smallPids.slice(1)]) b.watermarks.builds.start(p);
+    open();
+    await b.watermarks.builds.idle();
+    t.deepEqual(
+      calls,
+      [[slots[0]], [slots[1]], [smallPids[0], bigPid, ...smallPids.slice(1)], [bigPid]],
+      'one fetch for the queue, then the large window alone',
+    );
+    t.is(admitted.filter((p) => p === bigPid).length, 1, 'the deferred window is admitted once, by its own fetch');
+    for (const [i, p] of [...slots, ...smallPids, bigPid].entries()) {
+      const info = b.cache.entryInfo(p);
+      const last = Number(
+        (await t.context.sql.query('SELECT last_offset FROM queen.log_partitions WHERE id = $1', [p])).rows[0].last_offset,
+      );
+      t.is(info?.verifiedUpto, last, `partition ${i} installed up to its last offset`);
+    }
+    t.true(FETCH_BATCH >= 6, 'the six queued builds fit one batch (what the calls above expect)');
+    // Installed complete: re-sent ids are duplicates, new ones queued, with no probe or lookup.
+    const probes = b.probes();
+    const lookups = b.lookups();
+    const res = await b.writer.push([
+      ...small.map((q) => item(q, `${q}-29`)),
+      item('bigwin', 'big-0'),
+      item('bigwin', 'big-4999'),
+      ...small.map((q) => item(q, `${q}-new`)),
+    ]);
+    t.deepEqual(
+      res.map((r) => r.status),
+      [...Array<string>(small.length + 2).fill('duplicate'), ...Array<string>(small.length).fill('queued')],
+    );
+    t.is(b.probes(), probes);
+    t.is(b.lookups(), lookups);
   },
 );
 
