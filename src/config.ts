@@ -49,6 +49,8 @@ export const DEFAULTS = {
   pgPoolSize: 10,
   dedupCacheEnabled: true,
   dedupCacheMb: 512,
+  /** At start, the cache is warmed with up to this many partitions written within their window, most recent first (0: off). */
+  dedupPrewarmPartitions: 4096,
   /** A push that probed at least this many stored hashes asks for its partition's compaction (0: never compact). */
   compactionMinTail: 512,
   /** Runs of one size tier merged into one of the next (sql/functions/compaction.sql). */
@@ -114,6 +116,7 @@ export interface Config {
   pgPoolSize: number;
   dedupCacheEnabled: boolean;
   dedupCacheMb: number;
+  dedupPrewarmPartitions: number;
   compactionMinTail: number;
   compactionFanout: number;
   maxPayloadBytes: number;
@@ -203,6 +206,7 @@ export function loadConfig(env: Env = process.env): Config {
     pgPoolSize: int(env, 'QUEEN_PG_POOL_SIZE', DEFAULTS.pgPoolSize, 1, 200),
     dedupCacheEnabled: bool(env, 'QUEEN_DEDUP_CACHE', DEFAULTS.dedupCacheEnabled),
     dedupCacheMb: int(env, 'QUEEN_DEDUP_CACHE_MB', DEFAULTS.dedupCacheMb, 1, 1024 * 1024),
+    dedupPrewarmPartitions: int(env, 'QUEEN_DEDUP_PREWARM_PARTITIONS', DEFAULTS.dedupPrewarmPartitions, 0, 1_000_000),
     compactionMinTail: int(env, 'QUEEN_COMPACTION_MIN_TAIL', DEFAULTS.compactionMinTail, 0, 10_000_000),
     compactionFanout: int(env, 'QUEEN_COMPACTION_FANOUT', DEFAULTS.compactionFanout, 2, 64),
     maxPayloadBytes: int(env, 'QUEEN_MAX_PAYLOAD_BYTES', DEFAULTS.maxPayloadBytes, 1, 64 * 1024 * 1024),

@@ -3,6 +3,7 @@ import { DEFAULTS, type Config } from './config.js';
 import { DedupCache } from './dedup/index.js';
 import { LogEngine } from './engine/logEngine.js';
 import { LogWriter } from './engine/writer.js';
+import { CachePrewarm } from './fusion/cachePrewarm.js';
 import { CacheWatermarks, type DedupFailure } from './fusion/cacheWatermarks.js';
 import { Fusion } from './fusion/fusion.js';
 import type pg from 'pg';
@@ -15,6 +16,8 @@ export interface WritePipelineOptions {
   poolSize: number;
   /** Dedup cache budget in MB (a worker's share may be fractional), or false for no cache (every push probes the full window with -1). */
   cacheMb: number | false;
+  /** At start, warm the cache with up to this many partitions written within their window (0: no prewarm; src/fusion/cachePrewarm.ts). */
+  prewarmPartitions: number;
   maxPayloadBytes: number;
   metadataTtlMs: number;
   bundleMaxItems: number;
@@ -31,6 +34,8 @@ export interface WritePipelineOptions {
   onCacheWarning?: (message: string) => void;
   /** Where the compactor logs a failed pass (default: nowhere; the service passes its logger). */
   compactionLogger?: Logger;
+  /** Where the cache prewarm logs a failed pass (default: nowhere). */
+  prewarmLogger?: Logger;
 }
 
 /** The service's pipeline settings, from its configuration. */
@@ -40,6 +45,7 @@ export function pipelineOptions(config: Config, metrics: MetricsRegistry): Write
     databaseUrl: config.databaseUrl,
     poolSize: config.pgPoolSize,
     cacheMb: config.dedupCacheEnabled ? config.dedupCacheMb : false,
+    prewarmPartitions: config.dedupPrewarmPartitions,
     maxPayloadBytes: config.maxPayloadBytes,
     metadataTtlMs: config.metadataTtlMs,
     bundleMaxItems: config.bundleMaxItems,
@@ -58,6 +64,7 @@ export function defaultPipelineOptions(databaseUrl: string, overrides: Partial<W
     databaseUrl,
     poolSize: DEFAULTS.pgPoolSize,
     cacheMb: DEFAULTS.dedupCacheMb,
+    prewarmPartitions: DEFAULTS.dedupPrewarmPartitions,
     maxPayloadBytes: DEFAULTS.maxPayloadBytes,
     metadataTtlMs: DEFAULTS.metadataTtlMs,
     bundleMaxItems: DEFAULTS.bundleMaxItems,
@@ -91,6 +98,8 @@ export class WritePipeline extends Component {
   /** The dedup cache's cap in bytes (0: no cache). */
   readonly cacheCapBytes: number;
   private readonly watermarks: CacheWatermarks | undefined;
+  /** Warms the cache at start (undefined: no cache, or prewarm off). */
+  readonly prewarm: CachePrewarm | undefined;
 
   constructor(opts: WritePipelineOptions) {
     super('WritePipeline');
@@ -109,6 +118,12 @@ export class WritePipeline extends Component {
       .set(capBytes);
     const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine, opts.metrics, opts.onDedupError) : undefined;
     this.watermarks = watermarks;
+    this.prewarm =
+      watermarks && opts.prewarmPartitions > 0
+        ? new CachePrewarm(watermarks, this.engine.pool, capBytes, opts.prewarmPartitions, opts.metrics, (err) =>
+            opts.prewarmLogger?.warn({ err }, 'dedup cache prewarm failed; partitions hydrate on their first push'),
+          )
+        : undefined;
     this.writer = new LogWriter(this.engine, { maxPayloadBytes: opts.maxPayloadBytes, metadataTtlMs: opts.metadataTtlMs, watermarks });
     this.fusion = new Fusion(this.writer, {
       maxItems: opts.bundleMaxItems,
@@ -137,9 +152,12 @@ export class WritePipeline extends Component {
     await this.engine.start();
     await this.compactor?.start();
     await this.fusion.start();
+    // In the background: start() does not wait for the pass.
+    await this.prewarm?.start();
   }
 
   protected async onStop(): Promise<void> {
+    await this.prewarm?.stop();
     await this.fusion.stop();
     // Window fetches still under way finish before the pool ends.
     await this.watermarks?.builds.idle();

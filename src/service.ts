@@ -61,6 +61,7 @@ export class Service extends Component {
       ...pipelineOptions(config, this.metrics),
       onCacheWarning: (message) => log.warn(message),
       compactionLogger: log.child({ component: 'compaction' }),
+      prewarmLogger: log.child({ component: 'dedup-prewarm' }),
       onDedupError: (err, partitionId, what) =>
         log.warn(
           { err: (err as Error).message, partitionId },

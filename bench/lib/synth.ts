@@ -251,8 +251,10 @@ export async function bulkLoad(pool: pg.Pool, plan: LoadPlan): Promise<number> {
     await Promise.all(writers.map((w) => w.end()));
     if (plan.engine) {
       await clients[0]!.query(
-        'UPDATE queen.log_partitions lp SET last_offset = x.lo FROM unnest($1::bigint[], $2::bigint[]) AS x (id, lo) WHERE lp.id = x.id',
-        [plan.partitions.map((p) => p.cursor.id), offsets.map((o) => o - 1)],
+        // last_write_at as a push sets it (the service warms its cache with
+        // the partitions written most recently: src/fusion/cachePrewarm.ts).
+        'UPDATE queen.log_partitions lp SET last_offset = x.lo, last_write_at = to_timestamp($3::float8 / 1000) FROM unnest($1::bigint[], $2::bigint[]) AS x (id, lo) WHERE lp.id = x.id',
+        [plan.partitions.map((p) => p.cursor.id), offsets.map((o) => o - 1), plan.createdMs],
       );
     }
     plan.partitions.forEach((p, i) => (p.nextOffset = offsets[i]!));

@@ -100,6 +100,20 @@ export class CacheWatermarks implements WatermarkSource {
     }
   }
 
+  /**
+   * Starts pid's window fetch ahead of any push (src/fusion/cachePrewarm.ts),
+   * as a flush would: only when the cache asks for a build (prepare answers
+   * 'hydrate': no entry, and room to admit one) and neither a flush nor a
+   * build of pid is under way. The fetch installs when it ends, or the next
+   * flush of pid installs it first (WindowBuilds). Returns the build, or
+   * undefined when none was started.
+   */
+  warm(pid: number, windowSeconds: number): WindowBuild | undefined {
+    if (this.cache.isFlushing(pid) || this.cache.hasVouchingEntry(pid) || this.builds.get(pid) !== undefined) return undefined;
+    if (this.cache.prepare(pid, windowSeconds) !== 'hydrate') return undefined;
+    return this.builds.start(pid);
+  }
+
   async beforePush(segments: readonly PendingSegment[]): Promise<Vouch[]> {
     const begun: number[] = [];
     try {

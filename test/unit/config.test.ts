@@ -10,6 +10,8 @@ test('defaults: dedup cache on, 512 MB, port 6632, no topics', (t) => {
   t.is(c.httpPort, 6632);
   t.true(c.dedupCacheEnabled);
   t.is(c.dedupCacheMb, 512);
+  t.is(c.dedupPrewarmPartitions, 4096, 'the cache is warmed at start');
+  t.is(loadConfig({ QUEEN_DEDUP_PREWARM_PARTITIONS: '0' }).dedupPrewarmPartitions, 0, '0: no prewarm');
   t.deepEqual(c.ingressTopics, []);
   t.is(c.maxPayloadBytes, 1024 * 1024);
   t.is(c.ingressTopicRefreshMs, 300_000, 'patterns are matched again every 5 minutes, as a Java consumer sees new topics');
