@@ -140,7 +140,11 @@ export class CacheWatermarks implements WatermarkSource {
       const unvouched = segments.filter((s) => this.builds.get(s.partitionId) !== undefined && !this.cache.hasVouchingEntry(s.partitionId));
       await this.builds.readQueuedTails(unvouched.map((s) => s.partitionId));
       const queuedLong = (b: WindowBuild): boolean => !b.started && b.tailOffsets !== undefined && b.tailOffsets > COLD_TAIL_OFFSETS;
-      for (const s of unvouched) if (queuedLong(this.builds.get(s.partitionId)!)) this.builds.prioritise(s.partitionId);
+      // Re-read after the await: a build may have ended (and left) meanwhile.
+      for (const s of unvouched) {
+        const b = this.builds.get(s.partitionId);
+        if (b !== undefined && queuedLong(b)) this.builds.prioritise(s.partitionId);
+      }
       for (const s of unvouched) {
         const b = this.builds.get(s.partitionId);
         if (b === undefined || this.cache.hasVouchingEntry(s.partitionId)) continue;

@@ -303,6 +303,48 @@ test.serial(
   },
 );
 
+test.serial('a queued build that ends without a snapshot while its push reads the queued tails leaves that push exact', async (t) => {
+  const loader = await broker(t);
+  await loader.writer.push(ids('a', 10).map((x) => item('race1', x)));
+  await loader.writer.push(ids('b', 10).map((x) => item('race2', x)));
+  await loader.writer.push(ids('old', 300).map((x) => item('racer', x)));
+  const held = [await pid(t, 'race1'), await pid(t, 'race2')];
+  const racer = await pid(t, 'racer');
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  let entered = 0;
+  let bothIn!: () => void;
+  const inSlots = new Promise<void>((r) => (bothIn = r));
+  const fetch: WindowFetch = async (pool, ps, admit, outcome) => {
+    if (ps.some((p) => held.includes(p))) {
+      if (++entered === 2) bothIn();
+      await gate;
+    }
+    // The racer's fetch fails: its build ends with no snapshot and leaves.
+    if (ps.includes(racer)) throw new Error('fetch failed (the test)');
+    return fetchWindows(pool, ps, admit, outcome);
+  };
+  const b = await broker(t, fetch);
+  for (const p of held) b.watermarks.builds.start(p);
+  await inSlots;
+  // While the push reads its queued tails, the slots free and the racer's build ends.
+  const builds = b.watermarks.builds;
+  const read = builds.readQueuedTails.bind(builds);
+  let raced = false;
+  builds.readQueuedTails = async (pids) => {
+    await read(pids);
+    open();
+    await builds.idle();
+    raced = builds.get(racer) === undefined;
+  };
+  const res = await b.writer.push([...ids('new', 5), ...ids('old', 2)].map((x) => item('racer', x)));
+  t.true(raced, 'the build was gone when the tails had been read');
+  t.deepEqual(
+    res.map((r) => r.status),
+    [...Array<string>(5).fill('queued'), ...Array<string>(2).fill('duplicate')],
+  );
+});
+
 async function pid(t: { context: Ctx }, queue: string): Promise<number> {
   const r = await t.context.sql.query(
     'SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1',
