@@ -1,6 +1,6 @@
 import { Compactor } from './compaction/compactor.js';
 import { DEFAULTS, type Config } from './config.js';
-import { DedupCache } from './dedup/index.js';
+import { DedupCache, estimateFootprintBytes } from './dedup/index.js';
 import { LogEngine } from './engine/logEngine.js';
 import { LogWriter } from './engine/writer.js';
 import { CachePrewarm } from './fusion/cachePrewarm.js';
@@ -120,7 +120,7 @@ export class WritePipeline extends Component {
     this.watermarks = watermarks;
     this.prewarm =
       watermarks && opts.prewarmPartitions > 0
-        ? new CachePrewarm(watermarks, this.engine.pool, capBytes, opts.prewarmPartitions, opts.metrics, (err) =>
+        ? new CachePrewarm(watermarks, this.engine.pool, capBytes, opts.prewarmPartitions, estimateFootprintBytes, opts.metrics, (err) =>
             opts.prewarmLogger?.warn({ err }, 'dedup cache prewarm failed; partitions hydrate on their first push'),
           )
         : undefined;

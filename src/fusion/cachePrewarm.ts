@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { estimateFootprintBytes } from '../dedup/index.js';
 import { recentPartitions } from '../engine/recentPartitions.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
@@ -46,6 +45,8 @@ export class CachePrewarm extends Component {
     private readonly pool: pg.Pool,
     private readonly budgetBytes: number,
     private readonly maxPartitions: number,
+    /** Accounted bytes of an exact entry of that many hashes (the dedup cache's estimate: fusion sees dedup's types only). */
+    private readonly estimateBytes: (hashes: number) => number,
     metrics: MetricsRegistry | undefined,
     /** The pass failed (the candidates could not be read); the partitions hydrate on their first push instead. */
     private readonly onError: (err: unknown) => void = () => undefined,
@@ -83,7 +84,7 @@ export class CachePrewarm extends Component {
       for (const c of candidates.slice(i, i + FETCH_BATCH)) {
         // The estimate is an upper bound (every stored offset in window):
         // stop at the first that would pass the limit, keeping recency order.
-        const need = estimateFootprintBytes(c.storedOffsets);
+        const need = this.estimateBytes(c.storedOffsets);
         if (bytes + need > limit) {
           await this.watermarks.builds.idle();
           return;
