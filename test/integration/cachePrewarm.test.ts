@@ -2,11 +2,12 @@ import anyTest, { type TestFn } from 'ava';
 import pg from 'pg';
 import { estimateFootprintBytes } from '../../src/dedup/index.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
-import { LogWriter, type PushItem } from '../../src/engine/writer.js';
+import { LogWriter } from '../../src/engine/writer.js';
 import { PREWARM_BUDGET_FRACTION } from '../../src/fusion/cachePrewarm.js';
 import { defaultPipelineOptions, WritePipeline } from '../../src/pipeline.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { pushItem, txnIds } from '../helpers/items.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
 
 /**
@@ -54,13 +55,8 @@ teardownAndCheckLeaks(test, async (t) => {
   await t.context.db?.drop();
 });
 
-const item = (queue: string, partition: string, txn: string): PushItem => ({
-  queue,
-  partition,
-  transactionId: txn,
-  payload: Buffer.from('{}'),
-});
-const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+const item = pushItem;
+const ids = txnIds;
 
 async function partitions(t: { context: Ctx }): Promise<Map<string, { id: number; last: number }>> {
   const r = await t.context.sql.query(

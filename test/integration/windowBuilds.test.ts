@@ -56,6 +56,25 @@ function gatedFetch(): { fetch: WindowFetch; open: () => void; reached: Promise<
   return { fetch, open, reached: reachedP };
 }
 
+/**
+ * Holds the fetches of the `held` partitions (one a slot) at a gate:
+ * `inSlots` resolves once every slot holds one, `open` lets them go, and a
+ * test's fetch calls `pass` with each batch first.
+ */
+function slotHolder(held: readonly number[]) {
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  let entered = 0;
+  let allIn!: () => void;
+  const inSlots = new Promise<void>((r) => (allIn = r));
+  const pass = async (ps: readonly number[]): Promise<void> => {
+    if (!ps.some((p) => held.includes(p))) return;
+    if (++entered === MAX_CONCURRENT_FETCHES) allIn();
+    await gate;
+  };
+  return { open, inSlots, pass };
+}
+
 async function broker(t: { context: Ctx }, fetch?: WindowFetch) {
   const metrics = new MetricsRegistry();
   const engine = new LogEngine({ connectionString: t.context.db.url, poolSize: 4, metrics });
@@ -151,19 +170,12 @@ test.serial(
     const longPid = await pid(t, 'queuedlong');
     const shortPid = await pid(t, 'queued');
     // The two held partitions' fetches take both slots and stop before reading anything.
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    let entered = 0;
-    let bothIn!: () => void;
-    const inSlots = new Promise<void>((r) => (bothIn = r));
+    const { open, inSlots, pass } = slotHolder([...held]);
     let gateOpen = false;
     const fetched: number[] = [];
     const fetch: WindowFetch = async (pool, ps, admit, outcome) => {
       fetched.push(...ps);
-      if (ps.some((p) => held.has(p))) {
-        if (++entered === 2) bothIn();
-        await gate;
-      }
+      await pass(ps);
       return fetchWindows(pool, ps, admit, outcome);
     };
     const b = await broker(t, fetch);
@@ -241,19 +253,12 @@ test.serial(
     const slots = [await pid(t, 'slot1'), await pid(t, 'slot2')];
     const smallPids = await Promise.all(small.map((q) => pid(t, q)));
     const bigPid = await pid(t, 'bigwin');
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    let entered = 0;
-    let bothIn!: () => void;
-    const inSlots = new Promise<void>((r) => (bothIn = r));
+    const { open, inSlots, pass } = slotHolder(slots);
     const calls: number[][] = [];
     const admitted: number[] = [];
     const fetch: WindowFetch = async (pool, ps, admit, outcome) => {
       calls.push([...ps]);
-      if (ps.some((p) => slots.includes(p))) {
-        if (++entered === 2) bothIn();
-        await gate;
-      }
+      await pass(ps);
       return fetchWindows(
         pool,
         ps,
@@ -310,16 +315,9 @@ test.serial('a queued build that ends without a snapshot while its push reads th
   await loader.writer.push(ids('old', 300).map((x) => item('racer', x)));
   const held = [await pid(t, 'race1'), await pid(t, 'race2')];
   const racer = await pid(t, 'racer');
-  let open!: () => void;
-  const gate = new Promise<void>((r) => (open = r));
-  let entered = 0;
-  let bothIn!: () => void;
-  const inSlots = new Promise<void>((r) => (bothIn = r));
+  const { open, inSlots, pass } = slotHolder(held);
   const fetch: WindowFetch = async (pool, ps, admit, outcome) => {
-    if (ps.some((p) => held.includes(p))) {
-      if (++entered === 2) bothIn();
-      await gate;
-    }
+    await pass(ps);
     // The racer's fetch fails: its build ends with no snapshot and leaves.
     if (ps.includes(racer)) throw new Error('fetch failed (the test)');
     return fetchWindows(pool, ps, admit, outcome);

@@ -2,10 +2,12 @@ import anyTest, { type TestFn } from 'ava';
 import pg from 'pg';
 import { LogEngine } from '../../src/engine/logEngine.js';
 import { BATCH_MAX_HASHES, fetchWindow, fetchWindows, type WindowFetchOutcome } from '../../src/engine/windowFetch.js';
-import { LogWriter, type PushItem } from '../../src/engine/writer.js';
+import { LogWriter } from '../../src/engine/writer.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { pushItem, txnIds } from '../helpers/items.js';
 import { teardownAndCheckLeaks } from '../helpers/leaks.js';
+import { partitionIdOf } from '../helpers/retain.js';
 
 /**
  * Batched window fetches (src/engine/windowFetch.ts) against real
@@ -40,16 +42,9 @@ teardownAndCheckLeaks(test, async (t) => {
   await t.context.db?.drop();
 });
 
-const item = (queue: string, txn: string): PushItem => ({ queue, partition: 'p', transactionId: txn, payload: Buffer.from('{}') });
-const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
-
-async function pid(t: { context: Ctx }, queue: string): Promise<number> {
-  const r = await t.context.sql.query(
-    'SELECT lp.id FROM queen.log_partitions lp JOIN queen.queues q ON q.id = lp.queue_id WHERE q.name = $1',
-    [queue],
-  );
-  return Number(r.rows[0].id);
-}
+const item = (queue: string, txn: string) => pushItem(queue, 'p', txn);
+const ids = txnIds;
+const pid = async (t: { context: Ctx }, queue: string) => Number(await partitionIdOf(t.context.sql, queue, 'p'));
 
 /** A snapshot's rows as comparable values (the hashes as hex). */
 const rowsOf = (o: WindowFetchOutcome | undefined) =>
