@@ -67,10 +67,12 @@ export class CacheWatermarks implements WatermarkSource {
     this.builds = new WindowBuilds(
       cache,
       engine.pool,
-      (err, pid) => {
-        // Not fatal: the partition answers -1 (full probe) until a build succeeds.
-        this.hydrationFailures?.inc();
-        this.onError(err, pid, 'hydration');
+      (err, pids) => {
+        // Not fatal: the partitions answer -1 (full probe) until a build
+        // succeeds. Counted per partition, reported once per failed fetch
+        // (a batch holds up to FETCH_BATCH), naming its first partition.
+        this.hydrationFailures?.inc(pids.length);
+        if (pids.length > 0) this.onError(err, pids[0]!, 'hydration');
       },
       fetch,
     );

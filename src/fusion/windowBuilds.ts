@@ -96,7 +96,8 @@ export class WindowBuilds {
   constructor(
     private readonly cache: DedupCache,
     private readonly pool: pg.Pool,
-    private readonly onFailure: (err: unknown, partitionId: number) => void,
+    /** A fetch failed: the partitions it had not settled (reported once a fetch, however many it held). */
+    private readonly onFailure: (err: unknown, partitionIds: readonly number[]) => void,
     private readonly fetch: WindowFetch = fetchWindows,
   ) {}
 
@@ -181,12 +182,9 @@ export class WindowBuilds {
         },
       );
     } catch (err) {
-      for (const [i, pid] of pids.entries()) {
-        const m = mine[i]!;
-        if (m.settled) continue;
-        this.onFailure(err, pid);
-        this.settle(pid, m, undefined);
-      }
+      const failed = pids.filter((_, i) => !mine[i]!.settled);
+      this.onFailure(err, failed);
+      for (const [i, pid] of pids.entries()) if (!mine[i]!.settled) this.settle(pid, mine[i]!, undefined);
     }
     // Deferred: queued again at the front, in their order, each to be fetched alone.
     for (const pid of deferred.reverse()) {

@@ -337,6 +337,7 @@ test.serial('a queued build that ends without a snapshot while its push reads th
   };
   const res = await b.writer.push([...ids('new', 5), ...ids('old', 2)].map((x) => item('racer', x)));
   t.true(raced, 'the build was gone when the tails had been read');
+  t.is(b.metrics.counter('queen_dedup_hydration_failures_total', '').get(), 1, 'its failed fetch counted once');
   t.deepEqual(
     res.map((r) => r.status),
     [...Array<string>(5).fill('queued'), ...Array<string>(2).fill('duplicate')],
