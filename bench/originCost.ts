@@ -1,4 +1,4 @@
-import { decodeOrigin, originSize, originSource, packSegment, unpackSegment, type Frame } from '../src/engine/frames.js';
+import { decodeOrigin, frameOf, originSize, originSource, packSegment, unpackSegment, type Frame } from '../src/engine/frames.js';
 import { mapRecord, type KafkaRecord } from '../src/ingress/recordMapping.js';
 import { uuidv7Bytes } from '../src/util/uuidv7.js';
 
@@ -44,11 +44,7 @@ const framesOf = (keep: boolean): Frame[] =>
     const m = mapRecord('orders', 'orders', 3, r, { missingId: 'dlq', keepOrigin: keep }, source);
     if (!m.ok) throw new Error(m.reason);
     return {
-      id: uuidv7Bytes(),
-      transactionId: Buffer.from(m.item.transactionId!),
-      traceContext: undefined,
-      payload: m.item.payload,
-      origin: m.item.origin,
+      ...frameOf({ id: uuidv7Bytes(), transactionId: m.item.transactionId!, payload: m.item.payload, origin: m.item.origin }),
       originSize: m.item.origin && originSize(m.item.origin),
     };
   });

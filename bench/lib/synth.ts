@@ -208,7 +208,14 @@ export async function bulkLoad(pool: pg.Pool, plan: LoadPlan): Promise<number> {
           synthId(plan.createdMs, ids, j * 16);
           const id = ids.subarray(j * 16, j * 16 + 16);
           hashTransactionId(txnId, hashes, j * HASH_BYTES);
-          frames[j] = { id, transactionId: Buffer.from(txnId, 'utf8'), traceContext: undefined, payload };
+          frames[j] = {
+            ids,
+            idAt: j * 16,
+            transactionId: txnId,
+            transactionIdBytes: Buffer.byteLength(txnId, 'utf8'),
+            traceContext: undefined,
+            payload,
+          };
           if (base) {
             base.row(5);
             base.int8(cursor.id);

@@ -92,14 +92,44 @@ export function originSource(topic: string, partition: number): OriginSource {
   return { topic, topicBytes, partition };
 }
 
+/**
+ * One message as packSegment writes it. The writer's own item objects are
+ * frames (no copy per message): the id is 16 bytes at `idAt` of a buffer the
+ * whole bundle shares, and the transactionId is written from its string
+ * (`transactionIdBytes` is its UTF-8 length, measured once at validation),
+ * so a Kafka record costs no Buffer object of its own here.
+ */
 export interface Frame {
-  id: Buffer; // 16 bytes
-  transactionId: Buffer; // UTF-8
+  /** The message id: 16 bytes at idAt. */
+  ids: Buffer;
+  idAt: number;
+  transactionId: string;
+  /** Buffer.byteLength(transactionId, 'utf8'). */
+  transactionIdBytes: number;
   traceContext: Buffer | undefined; // UTF-8, optional
   payload: Buffer;
   /** The Kafka origin, checked, and its section's size (originSize), optional. */
   origin?: FrameOrigin | undefined;
   originSize?: number | undefined;
+}
+
+/** A Frame for one message whose id is a 16-byte Buffer of its own (timers, tests, benches). */
+export function frameOf(m: {
+  id: Buffer;
+  transactionId: string;
+  traceContext?: Buffer | undefined;
+  payload: Buffer;
+  origin?: FrameOrigin | undefined;
+}): Frame {
+  return {
+    ids: m.id,
+    idAt: 0,
+    transactionId: m.transactionId,
+    transactionIdBytes: Buffer.byteLength(m.transactionId, 'utf8'),
+    traceContext: m.traceContext,
+    payload: m.payload,
+    origin: m.origin,
+  };
 }
 
 const MAX_U16 = 0xffff;
@@ -332,7 +362,7 @@ export function packSegment(frames: readonly Frame[]): Buffer {
   const v2 = frames.some((f) => f.origin !== undefined);
   let size = FRAME_HEADER_BYTES;
   for (const f of frames) {
-    size += 16 + 2 + f.transactionId.length + 2 + (f.traceContext?.length ?? 0) + 4 + f.payload.length;
+    size += 16 + 2 + f.transactionIdBytes + 2 + (f.traceContext?.length ?? 0) + 4 + f.payload.length;
     if (v2) size += 4 + (f.origin ? (f.originSize ?? originSize(f.origin)) : 0);
   }
   const out = Buffer.allocUnsafe(size);
@@ -340,13 +370,13 @@ export function packSegment(frames: readonly Frame[]): Buffer {
   out.writeUInt32BE(frames.length, 1);
   let pos = FRAME_HEADER_BYTES;
   for (const f of frames) {
-    f.id.copy(out, pos);
+    f.ids.copy(out, pos, f.idAt, f.idAt + 16);
     pos += 16;
   }
   for (const f of frames) {
-    out.writeUInt16BE(f.transactionId.length, pos);
+    out.writeUInt16BE(f.transactionIdBytes, pos);
     pos += 2;
-    pos += f.transactionId.copy(out, pos);
+    pos += out.write(f.transactionId, pos, f.transactionIdBytes, 'utf8');
     const trace = f.traceContext;
     out.writeUInt16BE(trace?.length ?? 0, pos);
     pos += 2;

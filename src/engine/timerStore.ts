@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { HASH_BYTES, hashTransactionId } from '../util/txnHash.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
-import { packSegment, type Frame } from './frames.js';
+import { frameOf, packSegment, type Frame } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTransactionId, isDotSegment, LIMITS } from './limits.js';
 import { toDatabaseError } from './sqlstate.js';
 
@@ -221,12 +221,14 @@ export async function appendFired(client: pg.ClientBase, claimed: readonly Claim
     const timers = byPartition.get(pid)!;
     const st = state.get(pid);
     if (!st) throw new Error(`timer fire: partition ${pid} vanished`);
-    const frames: Frame[] = timers.map((t) => ({
-      id: Buffer.from(t.messageId.replace(/-/g, ''), 'hex'),
-      transactionId: Buffer.from(t.transactionId, 'utf8'),
-      traceContext: t.traceContext ? Buffer.from(t.traceContext, 'utf8') : undefined,
-      payload: t.payload,
-    }));
+    const frames: Frame[] = timers.map((t) =>
+      frameOf({
+        id: Buffer.from(t.messageId.replace(/-/g, ''), 'hex'),
+        transactionId: t.transactionId,
+        traceContext: t.traceContext ? Buffer.from(t.traceContext, 'utf8') : undefined,
+        payload: t.payload,
+      }),
+    );
     const h = Buffer.allocUnsafe(timers.length * HASH_BYTES);
     timers.forEach((t, i) => hashTransactionId(t.transactionId, h, i * HASH_BYTES));
     counts.push(timers.length);

@@ -13,7 +13,7 @@ import { BundleNotWrittenError, isRetriable, PayloadTooLargeError, ValidationErr
 import { HASH_BYTES, hashString, writeHashAt } from '../util/txnHash.js';
 import { LeaderTable } from './leaderTable.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
-import { originSize, packSegment, type Frame, type FrameOrigin } from './frames.js';
+import { originSize, packSegment, type FrameOrigin } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTraceContext, checkTransactionId, LIMITS } from './limits.js';
 import type { HintRun, LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
@@ -102,25 +102,34 @@ export interface LogWriterOptions {
   watermarks?: WatermarkSource | undefined;
 }
 
+/**
+ * A validated item. A leader is also the Frame packSegment writes (frames.ts),
+ * so a message is one object from validation to the segment.
+ */
 interface Accepted {
   index: number;
   queue: string;
   partition: string;
   transactionId: string;
-  txnBytes: Buffer;
-  /** Where its hash (xxh3_128 of txnBytes) sits in the bundle's hash words (set when the item is grouped). */
+  /** Its UTF-8 length: the frame's transactionId field. */
+  transactionIdBytes: number;
+  /** Where its hash (xxh3_128 of the UTF-8 transactionId) sits in the bundle's hash words (set when the item is grouped). */
   slot: number;
   payload: Buffer;
-  trace: Buffer | undefined;
+  traceContext: Buffer | undefined;
   /** The Kafka origin, checked, and its frame section's size (frames.ts), when the item has one. */
   origin: FrameOrigin | undefined;
   originSize: number;
-  /** The message id, minted once the item is known to lead (undefined for a follower). */
-  id: Buffer | undefined;
+  /**
+   * The message id, minted once the item is known to lead: 16 bytes at idAt
+   * of the bundle's one id buffer (undefined for a follower).
+   */
+  ids: Buffer | undefined;
+  idAt: number;
 }
 
 interface Leader extends Accepted {
-  id: Buffer;
+  ids: Buffer;
 }
 
 interface Group {
@@ -202,13 +211,14 @@ export class LogWriter {
       queue,
       partition,
       transactionId,
-      txnBytes: Buffer.from(transactionId, 'utf8'),
+      transactionIdBytes: Buffer.byteLength(transactionId, 'utf8'),
       slot: -1,
       payload: item.payload,
-      trace,
+      traceContext: trace,
       origin,
       originSize: originBytes,
-      id: undefined,
+      ids: undefined,
+      idAt: 0,
     };
   }
 
@@ -254,6 +264,8 @@ export class LogWriter {
     // Every hash goes once into the bundle's hash words (the stored
     // big-endian bytes); segments copy theirs from there.
     const hashes = new BundleHashes(accepted.length);
+    // The leaders' message ids, 16 bytes at each leader's slot: one Buffer per bundle, not one per message.
+    const ids = Buffer.allocUnsafe(accepted.length * 16);
     // Only where some partition deduplicates (window 0 needs no table).
     let table: LeaderTable | undefined;
     const leaderAt: Leader[] = [];
@@ -288,9 +300,11 @@ export class LogWriter {
         followers.push([a, leaderAt[held]!]);
         continue;
       }
-      // Accepted already has the id field (undefined): setting it keeps the object's shape.
+      // Accepted already has the id fields: setting them keeps the object's shape.
       const leader = a as Leader;
-      leader.id = uuidv7Bytes();
+      leader.ids = ids;
+      leader.idAt = a.slot * 16;
+      uuidv7Bytes(ids, leader.idAt);
       leaderAt[a.slot] = leader;
       g.leaders.push(leader);
     }
@@ -391,7 +405,7 @@ export class LogWriter {
         p.frames.forEach((l, j) => {
           results[l.index] = {
             status: 'queued',
-            id: uuidToString(l.id),
+            id: uuidToString(l.ids, l.idAt),
             transactionId: l.transactionId,
             queue: l.queue,
             partition: l.partition,
@@ -450,7 +464,7 @@ function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
       frames: leaders,
       hinted: [],
       named: [],
-      input: { ...base, count: leaders.length, expected: 0, hashes: seg.hashes, blob: packSegment(leaders.map(toFrame)), runs: [] },
+      input: { ...base, count: leaders.length, expected: 0, hashes: seg.hashes, blob: packSegment(leaders), runs: [] },
     };
   }
   const frames: Leader[] = [];
@@ -486,7 +500,7 @@ function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
       count: frames.length,
       expected: hinted.length,
       hashes,
-      blob: frames.length > 0 ? packSegment(frames.map(toFrame)) : EMPTY_BLOB,
+      blob: frames.length > 0 ? packSegment(frames) : EMPTY_BLOB,
       runs,
     },
   };
@@ -570,10 +584,6 @@ class BundleHashes {
     for (let i = 0; i < leaders.length; i++) from[i] = leaders[i]!.slot;
     return pickHashes(this.bytes, from);
   }
-}
-
-function toFrame(l: Leader): Frame {
-  return { id: l.id, transactionId: l.txnBytes, traceContext: l.trace, payload: l.payload, origin: l.origin, originSize: l.originSize };
 }
 
 function failed(item: PushItem, error: string): PushResult {

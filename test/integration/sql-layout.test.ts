@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 import pg from 'pg';
-import { packSegment } from '../../src/engine/frames.js';
+import { frameOf, packSegment } from '../../src/engine/frames.js';
 import { functionsDirOf, loadFunctionFiles, loadMigrations, migrate, SQL_DIR } from '../../src/engine/migrate.js';
 import { HASH_BYTES, hashTransactionId } from '../../src/util/txnHash.js';
 import { uuidToString, uuidv7Bytes } from '../../src/util/uuidv7.js';
@@ -208,7 +208,7 @@ function hashesOf(items: readonly Item[]): Buffer {
 }
 
 const blobOf = (items: readonly Item[]) =>
-  packSegment(items.map((it) => ({ id: it.id, transactionId: Buffer.from(it.txn), traceContext: undefined, payload: Buffer.from('{}') })));
+  packSegment(items.map((it) => frameOf({ id: it.id, transactionId: it.txn, payload: Buffer.from('{}') })));
 
 /** hinted: items that carry no frame, each named at an offset (runs of one), after the frames. */
 async function pushVia(

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import {
   decodeOrigin,
   encodeOrigin,
+  frameOf,
   originSource,
   packSegment,
   unpackSegment,
@@ -27,11 +28,11 @@ test('pack/unpack round-trips any frames; ids sit at 5 + 16 i', (t) => {
       (frames) => {
         const packed = frames.map((f) => ({
           id: uuidv7Bytes(),
-          transactionId: Buffer.from(f.txn),
+          transactionId: f.txn,
           traceContext: f.trace ? Buffer.from(f.trace) : undefined,
           payload: Buffer.from(f.payload),
         }));
-        const blob = packSegment(packed);
+        const blob = packSegment(packed.map(frameOf));
         const back = unpackSegment(blob);
         t.is(back.length, frames.length);
         back.forEach((b, i) => {
@@ -103,12 +104,11 @@ test('v2: frames with and without an origin round-trip; ids still sit at 5 + 16 
       (frames) => {
         const packed = frames.map((f) => ({
           id: uuidv7Bytes(),
-          transactionId: Buffer.from(f.txn),
-          traceContext: undefined,
+          transactionId: f.txn,
           payload: Buffer.from(f.payload),
           origin: f.origin && asInput(f.origin),
         }));
-        const blob = packSegment(packed);
+        const blob = packSegment(packed.map(frameOf));
         t.is(blob[0], frames.some((f) => f.origin) ? 2 : 1);
         const back = unpackSegment(blob);
         back.forEach((b, i) => {
@@ -145,7 +145,7 @@ test('a version 1 blob (what HTTP pushes and earlier releases write) still decod
   t.is(f!.traceContext, undefined);
   t.deepEqual(f!.payload, payload);
   t.is(f!.origin, undefined);
-  t.deepEqual(packSegment([{ id, transactionId: txn, traceContext: undefined, payload }]), blob, 'no origin: written as version 1');
+  t.deepEqual(packSegment([frameOf({ id, transactionId: 't-1', payload })]), blob, 'no origin: written as version 1');
   t.throws(() => unpackSegment(Buffer.concat([Buffer.from([3]), blob.subarray(1)])), { message: /unknown segment format version 3/ });
 });
 
