@@ -110,6 +110,46 @@ function readSmallVarLong(d: KafkajsDecoder): number {
   return NaN;
 }
 
+/**
+ * Header names seen so far, as bytes and as their string: a producer sends
+ * the same few names (transactionId, traceparent, ...) on every record, and
+ * decoding each one again made a new string per header per record. Bounded
+ * in count and length, filled first come first kept, so hostile names cost
+ * at most a short scan. A hit returns the string the same bytes decoded to,
+ * so the result is what decoding would give (invalid UTF-8 included).
+ */
+const NAMES_MAX = 32;
+const NAME_MAX_BYTES = 64;
+const nameBytes: Buffer[] = [];
+const nameStrings: string[] = [];
+
+function sameBytes(buf: Buffer, at: number, len: number, known: Buffer): boolean {
+  if (known.length !== len) return false;
+  for (let i = 0; i < len; i++) if (buf[at + i] !== known[i]) return false;
+  return true;
+}
+
+/** kafkajs's readVarIntString for a header name, without a slice and, for a name seen before, without a new string. */
+function readHeaderName(d: KafkajsDecoder): string | null {
+  const start = d.offset;
+  const len = d.readVarInt();
+  const buf = d.buffer;
+  const at = d.offset;
+  if (len < 0 || at + len > buf.length) {
+    // Null (-1) and malformed lengths: kafkajs's own reading, byte for byte.
+    d.offset = start;
+    return d.readVarIntString();
+  }
+  d.offset = at + len;
+  for (let i = 0; i < nameBytes.length; i++) if (sameBytes(buf, at, len, nameBytes[i]!)) return nameStrings[i]!;
+  const name = buf.toString('utf8', at, at + len);
+  if (nameBytes.length < NAMES_MAX && len <= NAME_MAX_BYTES) {
+    nameBytes.push(Buffer.from(buf.subarray(at, at + len)));
+    nameStrings.push(name);
+  }
+  return name;
+}
+
 /** obj[key] as kafkajs folds repeats: a value, then an array of the values in order. */
 function addHeader(obj: Record<string, HeaderValue | HeaderValue[]>, key: string, value: HeaderValue): void {
   if (!Object.hasOwn(obj, key)) {
@@ -158,7 +198,7 @@ export function makeRecordDecoder(original: RecordDecodeFn): RecordDecodeFn {
     const count = decoder.readVarInt();
     for (let i = 0; i < count; i++) {
       // A null key (length -1) is the property "null", as kafkajs's computed key made it.
-      const name = String(decoder.readVarIntString());
+      const name = String(readHeaderName(decoder));
       addHeader(headers, name, decoder.readVarIntBytes());
     }
     return {

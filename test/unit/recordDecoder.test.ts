@@ -29,7 +29,8 @@ interface Rec {
   offsetDelta: number;
   key: Buffer | null;
   value: Buffer | null;
-  headers: [string | null, Buffer | null][];
+  /** A name as a string (its UTF-8 bytes) or as raw bytes (any byte sequence, valid UTF-8 or not). */
+  headers: [string | Buffer | null, Buffer | null][];
 }
 function encode(r: Rec): Buffer {
   const body = [
@@ -39,7 +40,7 @@ function encode(r: Rec): Buffer {
     ...bytes(r.key),
     ...bytes(r.value),
     ...varint(BigInt(r.headers.length)),
-    ...r.headers.flatMap(([k, v]) => [...bytes(k === null ? null : Buffer.from(k)), ...bytes(v)]),
+    ...r.headers.flatMap(([k, v]) => [...bytes(k === null || Buffer.isBuffer(k) ? k : Buffer.from(k)), ...bytes(v)]),
   ];
   return Buffer.from(body);
 }
@@ -154,6 +155,26 @@ test('repeated header keys fold into one array in record order; null keys and va
   t.deepEqual(Object.keys(h), ['2', 'a', 'b', 'null']);
   t.deepEqual(h.a, [Buffer.from('1'), Buffer.from('2'), null]);
   t.deepEqual(h.b, [null, Buffer.from('3')]);
+});
+
+test('header names seen before come back as the string their bytes decode to: invalid UTF-8, long names and names past the cache included', (t) => {
+  const c = ZERO_CTX;
+  const names: (string | Buffer)[] = [
+    Buffer.from([0xff, 0xfe, 0x41]),
+    Buffer.from([0xc3]),
+    'x'.repeat(100),
+    ...Array.from({ length: 40 }, (_, i) => `name-${i}`),
+    // Same length as the names above, different bytes: a cached entry must match on every byte.
+    'name-9x',
+    'eman-1',
+  ];
+  const r = headersOnly(names.map((n, i) => [n, Buffer.from([i])]));
+  // Twice: the first pass fills the cache, the second reads from it.
+  for (let pass = 0; pass < 2; pass++) {
+    const [a, b] = decodeBoth(r, c);
+    t.deepEqual(b, a, `pass ${pass}`);
+    t.is(Object.keys((b as { headers: object }).headers).length, names.length);
+  }
 });
 
 test('a header named like an Object.prototype member is a plain header (kafkajs stored the inherited member with it)', (t) => {
