@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { dropAllBenchDatabases } from './lib/db.js';
 import { machineInfo } from './lib/machine.js';
 import { StderrProgress } from './lib/progress.js';
-import { renderTable, rowsOf, writeSuite, type RunMeta } from './lib/report.js';
+import { renderTable, rowsOf, writeSuite, writeSummary, type RunMeta } from './lib/report.js';
 import { retentionSoak } from './suites/retentionSoak.js';
 
 async function main(): Promise<number> {
@@ -54,6 +54,10 @@ async function main(): Promise<number> {
   const t0 = Date.now();
   const result = await retentionSoak({ quick, progress, adminUrl, brokers: undefined }, { ...sp, serviceDefaults, rate });
   const written = await writeSuite(meta, result, (Date.now() - t0) / 1000);
+  // The summary of this mode is rebuilt from every suite's latest result, as
+  // after a benchmark run, so it never shows a soak's previous numbers.
+  const summary = await writeSummary(meta, ['Files:', ...written.map((f) => `- ${f.replace(/^.*\/bench\/results\//, 'bench/results/')}`)]);
+  if (summary !== undefined) written.push(summary);
   process.stdout.write(`\n${renderTable(rowsOf(result))}\nresults: ${written.join(', ')}\n`);
   return 0;
 }
