@@ -15,7 +15,7 @@ import { liveComponents } from '../src/util/lifecycle.js';
 import { dropAllBenchDatabases } from './lib/db.js';
 import { machineInfo } from './lib/machine.js';
 import { StderrProgress } from './lib/progress.js';
-import { renderTable, rowsOf, writeSuite, writeSummary, type Row, type RunMeta } from './lib/report.js';
+import { renderTable, resultPath, rowsOf, writeSuite, writeSummary, type Row, type RunMeta } from './lib/report.js';
 import type { Suite, SuiteResult } from './lib/types.js';
 import { dedupCacheSuite } from './suites/dedupCacheTargets.js';
 import { dedupCost } from './suites/dedupCost.js';
@@ -133,13 +133,13 @@ async function main(): Promise<number> {
     `${met} target(s) met, ${missed} missed; mode ${meta.mode}; ${totalS} s.`,
     '',
     'Files:',
-    ...written.map((p) => `- ${p.replace(/^.*\/bench\/results\//, 'bench/results/')}`),
+    ...written.map((p) => `- ${resultPath(p)}`),
     ...(tag !== undefined ? ['', `Tagged run "${tag}": recorded in history only; latest/ is unchanged.`] : []),
   ];
   const summary = await writeSummary(meta, footer.slice(1));
   if (summary) written.push(summary);
   process.stdout.write(`\n${table}\n\n${footer[0]}\n`);
-  process.stdout.write(`results: ${written.map((p) => p.replace(/^.*\/bench\/results\//, 'bench/results/')).join(', ')}\n`);
+  process.stdout.write(`results: ${written.map(resultPath).join(', ')}\n`);
   const live = liveComponents();
   if (live.length > 0) {
     process.stderr.write(`bench: components left running: ${live.join(', ')}\n`);

@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { dropAllBenchDatabases } from './lib/db.js';
 import { machineInfo } from './lib/machine.js';
 import { StderrProgress } from './lib/progress.js';
-import { renderTable, rowsOf, writeSuite, writeSummary, type RunMeta } from './lib/report.js';
+import { renderTable, resultPath, rowsOf, writeSuite, writeSummary, type RunMeta } from './lib/report.js';
 import { retentionSoak } from './suites/retentionSoak.js';
 
 async function main(): Promise<number> {
@@ -56,7 +56,7 @@ async function main(): Promise<number> {
   const written = await writeSuite(meta, result, (Date.now() - t0) / 1000);
   // The summary of this mode is rebuilt from every suite's latest result, as
   // after a benchmark run, so it never shows a soak's previous numbers.
-  const summary = await writeSummary(meta, ['Files:', ...written.map((f) => `- ${f.replace(/^.*\/bench\/results\//, 'bench/results/')}`)]);
+  const summary = await writeSummary(meta, ['Files:', ...written.map((f) => `- ${resultPath(f)}`)]);
   if (summary !== undefined) written.push(summary);
   process.stdout.write(`\n${renderTable(rowsOf(result))}\nresults: ${written.join(', ')}\n`);
   return 0;

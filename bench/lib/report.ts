@@ -211,6 +211,11 @@ export function renderTable(input: Row[]): string {
   return [line(head), sep, ...rows.map(line)].join('\n');
 }
 
+/** A result file's path as the repository names it (bench/results/...), for summaries and logs. */
+export function resultPath(path: string): string {
+  return path.replace(/^.*\/bench\/results\//, 'bench/results/');
+}
+
 /**
  * latest/summary[-quick].md: every suite's latest result of this mode, so the
  * summary stays whole after a partial run (--only). A tagged run prints its
