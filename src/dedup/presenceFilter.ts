@@ -38,8 +38,8 @@ export class PresenceFilter {
   /** Words (32 bits) per block: 512 bits, one cache line. */
   static readonly BLOCK_WORDS = 16;
   static readonly BLOCK_BYTES = 64;
-  /** Fixed accounted overhead of one filter (object, secrets, typed array header). */
-  static readonly OVERHEAD_BYTES = 160;
+  /** Fixed accounted overhead of one filter (object, secrets, typed array header; a filter entry's total was measured in test/unit/dedup/accounting.test.ts). */
+  static readonly OVERHEAD_BYTES = 64;
 
   private words: Uint32Array;
   /** Blocks. */
