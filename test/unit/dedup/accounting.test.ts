@@ -1,7 +1,6 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { randomBytes } from 'node:crypto';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
+import { gcFunction } from '../../../bench/lib/gc.js';
 import { DedupCache } from '../../../src/dedup/index.js';
 import { PartitionEntry } from '../../../src/dedup/entry.js';
 import { HASH_BYTES } from '../../../src/dedup/constants.js';
@@ -19,16 +18,25 @@ import { HASH_BYTES } from '../../../src/dedup/constants.js';
  */
 
 const gc = ((): (() => void) => {
-  const g = (globalThis as { gc?: () => void }).gc;
-  if (g) return g;
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
+  const g = gcFunction();
+  if (g === undefined) throw new Error('the accounting tests need gc() (node:v8 could not expose it)');
+  return g;
 })();
 
 function liveBytes(): number {
   for (let i = 0; i < 3; i++) gc();
   const m = process.memoryUsage();
   return m.heapUsed + m.arrayBuffers;
+}
+
+/** The accounted bytes are the measured ones within -15 % .. +25 %: the budget neither under- nor over-counts. */
+function assertCovers(t: ExecutionContext, entries: number, accounted: number, measured: number): void {
+  const ratio = accounted / measured;
+  t.log(
+    `${entries} entries: accounted ${(accounted / entries).toFixed(0)} B, measured ${(measured / entries).toFixed(0)} B an entry (${ratio.toFixed(2)})`,
+  );
+  t.true(ratio >= 0.85, `the budget would under-count: accounted ${ratio.toFixed(2)} of the measured bytes`);
+  t.true(ratio <= 1.25, `the budget would over-count: accounted ${ratio.toFixed(2)} of the measured bytes`);
 }
 
 /** Accounted and measured bytes of `entries` exact entries holding `hashesEach` appended hashes each. */
@@ -58,12 +66,7 @@ for (const hashesEach of [0, 10, 100, 2000]) {
   test.serial(`accounting covers what entries of ${hashesEach} hashes hold (within -15 % .. +25 %)`, (t) => {
     const entries = hashesEach >= 2000 ? 1_000 : hashesEach >= 100 ? 5_000 : 10_000;
     const { accounted, measured } = measure(entries, hashesEach);
-    const ratio = accounted / measured;
-    t.log(
-      `${entries} entries: accounted ${(accounted / entries).toFixed(0)} B, measured ${(measured / entries).toFixed(0)} B an entry (${ratio.toFixed(2)})`,
-    );
-    t.true(ratio >= 0.85, `the budget would under-count: accounted ${ratio.toFixed(2)} of the measured bytes`);
-    t.true(ratio <= 1.25, `the budget would over-count: accounted ${ratio.toFixed(2)} of the measured bytes`);
+    assertCovers(t, entries, accounted, measured);
   });
 }
 
@@ -88,11 +91,6 @@ for (const [hashesEach, blocks] of [
     const measured = liveBytes() - before;
     const accounted = kept.reduce((n, e) => n + e.bytes, 0);
     if (input.length === 0 || kept[0]!.tier !== 'filter') throw new Error('not a filter entry');
-    const ratio = accounted / measured;
-    t.log(
-      `${entries} entries: accounted ${(accounted / entries).toFixed(0)} B, measured ${(measured / entries).toFixed(0)} B an entry (${ratio.toFixed(2)})`,
-    );
-    t.true(ratio >= 0.85, `the budget would under-count: accounted ${ratio.toFixed(2)} of the measured bytes`);
-    t.true(ratio <= 1.25, `the budget would over-count: accounted ${ratio.toFixed(2)} of the measured bytes`);
+    assertCovers(t, entries, accounted, measured);
   });
 }
