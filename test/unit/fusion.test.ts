@@ -185,3 +185,55 @@ test('any other bundle failure still fails every request of the bundle (it may h
   t.is(sink.bundles.length, 1, 'not pushed again');
   await f.stop();
 });
+
+test('past the key cache (more than 65 536 partitions) a partition stays single-flight and in arrival order', async (t) => {
+  // The fusion keeps one key string per (queue, partition) in a bounded cache
+  // that starts over when full: the same pair must still map to one queue.
+  const bundles: PushItem[][] = [];
+  const inFlight = new Map<string, number>();
+  let maxPerKey = 0;
+  const sink: BundleSink = {
+    async push(items) {
+      bundles.push([...items]);
+      const keys = new Set(items.map((i) => `${i.queue}/${i.partition}`));
+      for (const k of keys) {
+        const n = (inFlight.get(k) ?? 0) + 1;
+        inFlight.set(k, n);
+        maxPerKey = Math.max(maxPerKey, n);
+      }
+      await new Promise((r) => setImmediate(r));
+      for (const k of keys) inFlight.set(k, inFlight.get(k)! - 1);
+      return items.map((i) => ({
+        status: 'queued',
+        id: 'x',
+        transactionId: i.transactionId ?? null,
+        queue: i.queue,
+        partition: i.partition!,
+        offset: 0,
+      }));
+    },
+  };
+  const f = new Fusion(sink, { ...opts, maxItems: 500, maxConcurrentFlushes: 4, maxInflightBytes: 1 << 30 });
+  await f.start();
+  const submits: Promise<PushResult[]>[] = [];
+  let hot = 0;
+  for (let chunk = 0; chunk < 70; chunk++) {
+    const items = Array.from({ length: 1_000 }, (_, i) => item(`p-${chunk * 1_000 + i}`, 0));
+    for (let k = 0; k < 5; k++) items.splice(k * 200, 0, item('hot', hot++));
+    submits.push(f.submit(items));
+    await new Promise((r) => setImmediate(r));
+  }
+  const results = (await Promise.all(submits)).flat();
+  t.is(results.length, 70 * 1_005);
+  t.true(results.every((r) => r.status === 'queued'));
+  t.deepEqual(
+    bundles
+      .flat()
+      .filter((i) => i.partition === 'hot')
+      .map((i) => i.transactionId),
+    Array.from({ length: hot }, (_, n) => `hot-${n}`),
+    'the hot partition in arrival order',
+  );
+  t.is(maxPerKey, 1, 'single-flight per partition');
+  await f.stop();
+});
