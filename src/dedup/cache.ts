@@ -69,7 +69,7 @@ export interface DedupCacheOptions {
   onDemote?: (partitionId: number) => void;
   /**
    * A partition whose rebuild the exact tier cannot admit gets a filter
-   * entry (presenceFilter.ts, ~2.7 B a hash at the default density) instead of being suppressed, and
+   * entry (presenceFilter.ts, ~1 B a hash) instead of being suppressed, and
    * an exact entry the budget cannot keep is demoted to one rather than
    * evicted. Default true; false is the cache before the filter tier
    * (exact or suppressed), kept for benchmarks and tests.
