@@ -69,7 +69,7 @@ export interface DedupCacheOptions {
   onDemote?: (partitionId: number) => void;
   /**
    * A partition whose rebuild the exact tier cannot admit gets a filter
-   * entry (presenceFilter.ts, ~1 B a hash) instead of being suppressed, and
+   * entry (presenceFilter.ts, ~2.7 B a hash at the default density) instead of being suppressed, and
    * an exact entry the budget cannot keep is demoted to one rather than
    * evicted. Default true; false is the cache before the filter tier
    * (exact or suppressed), kept for benchmarks and tests.
@@ -485,10 +485,17 @@ export class DedupCache {
     return undefined;
   }
 
-  /** Filters are built a step sparser from now on, and every filter with twice that or more is folded. */
+  /**
+   * Filters are built a step sparser from now on, and every filter that
+   * would still hold a build's density after halving is folded. A fold
+   * keeps a build's growth headroom (1 + FILTER_GROWTH times the target per
+   * hash added): folding down to the bare target left each folded filter
+   * overloaded (filterOverloaded) a few appends later, and every one of them
+   * asked for a refresh, a fetch of its whole window, at once.
+   */
   private lowerFilterBits(): void {
     this.filterBits = Math.max(FILTER_MIN_BITS_PER_HASH, this.filterBits * FILTER_DENSITY_STEP);
-    this.foldFilters(2 * this.filterBits);
+    this.foldFilters(2 * (1 + FILTER_GROWTH) * this.filterBits);
   }
 
   /** pid's exact entry becomes a filter entry built at the current density (no PostgreSQL read). */
@@ -501,12 +508,15 @@ export class DedupCache {
     this.onDemote?.(pid);
   }
 
-  /** Halves every filter that has at least `bits` bits for each of its hashes, until it has fewer. */
+  /**
+   * Halves every filter that has at least `bits` bits for each hash added
+   * to it (the load filterOverloaded measures), until it has fewer.
+   */
   private foldFilters(bits: number): void {
     for (const e of this.resident.values()) {
       if (e.tier !== 'filter') continue;
       let folded = false;
-      while ((e.filterBlocks * 512) / Math.max(1, e.hashCount) >= bits && e.foldFilter()) {
+      while ((e.filterBlocks * 512) / Math.max(1, e.presenceFilter!.added) >= bits && e.foldFilter()) {
         this.stats.folds++;
         folded = true;
       }

@@ -58,12 +58,26 @@ export const RESERVATION_TTL_MS = 60_000;
  * FILTER_GROWTH more (the appends until its refresh), rounded up by at most
  * 12.5 % (presenceFilter.ts, blocksFor). Under memory pressure the cache
  * lowers the bits it builds with by FILTER_DENSITY_STEP at a time, and folds
- * filters that have twice that or more, down to FILTER_MIN_BITS_PER_HASH
+ * filters that have twice a build's (growth included) or more, so a folded
+ * filter keeps a build's headroom, down to FILTER_MIN_BITS_PER_HASH
  * (~15 % false positives; below it a partition is suppressed instead). A
  * filter whose hashes added outgrow its design load (fewer bits per added
  * hash than the current target) is rebuilt.
+ *
+ * Why 16 and not 8: every false positive sends its segment to a lookup, and
+ * a lookup's cost grows with the partition's runs (it reads one slice of
+ * each). At 8 bits (~2-3 % false positives once a filter fills) a segment
+ * of 50 new items met one ~70 % of the time, so in the retention soak at the
+ * service's defaults nearly every push waited for a lookup of ~14 segments,
+ * and by minute 25 that lookup cost more than the push (12 ms against 5).
+ * At 16 bits two pushes in three looked up, ~2 segments each, and the
+ * soak achieved 99.7 k msg/s against 86.1 k
+ * (docs/history/2026-12-06-filter-density-in-the-defaults-soak.md). A
+ * filter hash costs ~2.7 B instead of ~1.3 B, an eighth of an exact one;
+ * a budget too small for that lowers the density a step at a time as
+ * before, and settles where its filters fit.
  */
-export const FILTER_BITS_PER_HASH = 8;
+export const FILTER_BITS_PER_HASH = 16;
 export const FILTER_MIN_BITS_PER_HASH = 4;
 export const FILTER_DENSITY_STEP = 0.9;
 export const FILTER_GROWTH = 0.25;

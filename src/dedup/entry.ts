@@ -22,7 +22,7 @@ export type EntryState = 'vouching' | 'gap' | 'rebuild';
 /**
  * Which store holds the entry's hashes: the occurrence table (exact keys
  * with their offsets, ~21.5 B a hash: a hit is named) or the presence
- * filter (~1 B a hash: a hit is only "maybe here", and that item is looked
+ * filter (~2.7 B a hash: a hit is only "maybe here", and that item is looked
  * up in PostgreSQL before the push, src/fusion/cacheWatermarks.ts).
  */
 export type EntryTier = 'exact' | 'filter';

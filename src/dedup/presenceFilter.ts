@@ -2,7 +2,8 @@ import { randomFillSync } from 'node:crypto';
 
 /**
  * A blocked bloom filter over 16-byte transactionId hashes: the store of a
- * filter-tier cache entry (entry.ts), about one byte a hash.
+ * filter-tier cache entry (entry.ts), about 2.7 bytes a hash at the default
+ * density (constants.ts, FILTER_BITS_PER_HASH), fewer under pressure.
  *
  * It answers one question, "may this hash have been added?", with no false
  * negative: every bit an add() sets stays set (nothing is ever cleared), and

@@ -155,6 +155,43 @@ test('heavier pressure lowers the bits filters are built with and folds the larg
   t.true(cache.residentBytes() <= capBytes);
 });
 
+test("a folded filter keeps a build's growth headroom: appends of a fifth of its hashes ask no filter to be refetched", (t) => {
+  const clock = new FakeClock();
+  const size = 20_000;
+  const cache = new DedupCache({ capBytes: 900 * KiB, now: clock.now });
+  const parts: Part[] = [];
+  for (let p = 0; p < 40; p++) {
+    parts.push(partOf(100 + p, size, clock.ms));
+    clock.advance(10);
+    t.true(flush(cache, clock, p, parts[p]!).hydrated);
+  }
+  t.true(cache.stats.folds > 0, 'pressure folded filters');
+  // A fifth of each partition's hashes appended (less than FILTER_GROWTH, a
+  // quarter), then the retier interval: an overloaded filter would ask to
+  // be refetched now (a fetch of its whole window).
+  const more = size / 5;
+  for (let p = 0; p < 40; p++) {
+    const part = parts[p]!;
+    cache.beginFlush(p);
+    t.is(cache.prepare(p, 3600), 'ready');
+    cache.recordAppend(p, part.last + 1, hashRun(100 + p, 1_000_000, more), more, clock.ms);
+    cache.endFlush(p);
+    part.last += more;
+  }
+  clock.advance(PROMOTE_INTERVAL_MS + 1);
+  const refetch = parts
+    .map((_, p) => p)
+    .filter((p) => {
+      cache.beginFlush(p);
+      try {
+        return cache.prepare(p, 3600) === 'hydrate';
+      } finally {
+        cache.endFlush(p);
+      }
+    });
+  t.deepEqual(refetch, [], `bits ${cache.filterBitsPerHash()}, stats ${JSON.stringify(cache.stats)}`);
+});
+
 test('promotion: a filter entry becomes exact again once its exact entry fits with room to spare; until then it stays a filter and vouches', (t) => {
   const clock = new FakeClock();
   const one = estimateFootprintBytes(5000);
