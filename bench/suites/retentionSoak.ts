@@ -20,7 +20,12 @@ export interface SoakParams {
    * default QUEEN_DEDUP_CACHE_MB whatever the window holds, and the
    * compactor wired as the pipeline wires it (an evicted partition, or a
    * push that probed a long tail, gets its hash runs), so a window beyond
-   * the budget takes the cold path as it does in production (issue 38).
+   * the budget takes the cold path as it does in production (issue 38),
+   * and the service's default connection pool (QUEEN_PG_POOL_SIZE), which
+   * the pushes share with window fetches and compaction steps as they do
+   * in the service (src/pipeline.ts). Without it the pool has one
+   * connection per push loop, and a window fetch or a compaction step
+   * holds one of the two while a loop waits.
    */
   serviceDefaults?: boolean;
   /** The asked rate (msg/s) instead of half the measured maximum, to compare two builds at one load. */
@@ -52,7 +57,7 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
   let compactor: Compactor | undefined;
   try {
     const admin = db.pool(2, 'queen-bench-soak');
-    const pool = db.pool(p.workers, 'queen-bench-engine');
+    const pool = db.pool(sp.serviceDefaults ? DEFAULTS.pgPoolSize : p.workers, 'queen-bench-engine');
     const startRig = (cacheMb: number) =>
       startEngineRig(pool, sp.serviceDefaults ? { cacheMb, onEvict: (pid) => compactor?.request(pid) } : { cacheMb });
     rig = await startRig(DEFAULT_CACHE_MB);
