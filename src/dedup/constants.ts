@@ -72,7 +72,8 @@ export const RESERVATION_TTL_MS = 60_000;
  * and by minute 25 that lookup cost more than the push (12 ms against 5).
  * At 16 bits two pushes in three looked up, ~2 segments each, and the
  * soak achieved 99.7 k msg/s against 86.1 k
- * (docs/history/2026-12-06-filter-density-in-the-defaults-soak.md). A
+ * (docs/history/2026-12-06-filter-density-in-the-defaults-soak.md; 108 k
+ * once folds kept their headroom: 2026-12-06-filters-at-16-bits-kept-and-what-bounds-the-soak.md). A
  * filter hash costs ~2.7 B instead of ~1.3 B, an eighth of an exact one;
  * a budget too small for that lowers the density a step at a time as
  * before, and settles where its filters fit.
