@@ -73,10 +73,9 @@ export const DEFAULTS = {
   retentionEnabled: true,
   retentionIntervalMs: 10_000,
   retentionBatchRows: 100,
-  // 1 MiB: at 128 KiB (~5 segments of ~20 KB a step) the step's fixed cost,
-  // its commit, was most of its row-lock hold, and eight sessions could not
-  // remove what the service ingests (docs/retention.md, "How long a step
-  // holds the lock").
+  // A step's commit is a fixed part of its row-lock hold, which every push
+  // of a bundle touching the partition waits for: a step that removes ~40
+  // segments pays it once (docs/retention.md, "How long a step holds the lock").
   retentionBatchBytes: 1_048_576,
   retentionConcurrency: 8,
   retentionVacuumIntervalMs: 10_000,
