@@ -105,7 +105,13 @@ export const retentionCost: Suite = {
       const ratio = median(pairs);
       return {
         name: 'retention-cost',
-        params: { ...p, retentionSeconds: 1, intervalMs: DEFAULTS.retentionIntervalMs, batchRows: DEFAULTS.retentionBatchRows },
+        params: {
+          ...p,
+          retentionSeconds: 1,
+          intervalMs: DEFAULTS.retentionIntervalMs,
+          batchRows: DEFAULTS.retentionBatchRows,
+          batchBytes: DEFAULTS.retentionBatchBytes,
+        },
         results: {
           withMsgPerS: median(withR),
           withoutMsgPerS: median(without),

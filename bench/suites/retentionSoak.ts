@@ -220,6 +220,7 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
         serviceDefaults: sp.serviceDefaults === true,
         intervalMs: DEFAULTS.retentionIntervalMs,
         batchRows: DEFAULTS.retentionBatchRows,
+        batchBytes: DEFAULTS.retentionBatchBytes,
         concurrency: DEFAULTS.retentionConcurrency,
         vacuumIntervalMs: DEFAULTS.retentionVacuumIntervalMs,
         segmentsFlatFromSeconds: segFrom,
