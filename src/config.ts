@@ -53,7 +53,7 @@ export const DEFAULTS = {
   dedupPrewarmPartitions: 4096,
   /** A push that probed at least this many stored hashes asks for its partition's compaction (0: never compact). */
   compactionMinTail: 512,
-  /** Runs of one size tier merged into one of the next (sql/functions/compaction.sql). */
+  /** Runs of one size tier merged into one of the next (sql/functions/compaction.sql); four times as many where runs are rarely read (src/compaction/mergeWidth.ts). */
   compactionFanout: 4,
   maxPayloadBytes: 1024 * 1024,
   maxBodyBytes: 16 * 1024 * 1024,

@@ -167,14 +167,20 @@ export class WritePipeline extends Component {
 }
 
 /**
- * The compactor's trigger: a push whose probe read at least `minTail` stored
+ * The compactor's feeds: a push whose probe read at least `minTail` stored
  * hashes (no cache vouched for its partition) asks for that partition's
- * compaction. Returns the unsubscribe.
+ * compaction; the items that searched a partition's runs tell the compactor
+ * how wide to merge them. Returns the unsubscribe.
  */
 export function compactOnLongProbes(engine: LogEngine, compactor: Compactor, minTail: number): () => void {
-  return engine.onProbed((partitionId, probeHashes) => {
+  const offProbed = engine.onProbed((partitionId, probeHashes) => {
     if (probeHashes >= minTail) compactor.request(partitionId);
   });
+  const offReads = engine.onRunsRead((partitionId, items) => compactor.noteReads(partitionId, items));
+  return () => {
+    offProbed();
+    offReads();
+  };
 }
 
 /**

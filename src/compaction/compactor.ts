@@ -4,12 +4,16 @@ import { silentLogger, type Logger } from '../telemetry/logger.js';
 import type { Counter, MetricsRegistry } from '../telemetry/metrics.js';
 import { Component } from '../util/lifecycle.js';
 import { SerialLoop } from '../util/serialLoop.js';
+import { MergeWidth } from './mergeWidth.js';
 
 export interface CompactorOptions {
   pool: pg.Pool;
   /** A partition is compacted once at least this many offsets sit above compacted_upto. */
   minTail: number;
-  /** Runs of one tier merged into one of the next. */
+  /**
+   * Runs of one tier merged into one of the next: at least this many, more
+   * (mergeWidth.ts) for a partition whose runs are rarely read.
+   */
   fanout: number;
   /**
    * Who sorts a step's pairs into slices: the broker (default) or
@@ -23,6 +27,8 @@ export interface CompactorOptions {
   idleMs?: number;
   /** false: no background loop, only runOnce() compacts (tests). Default true. */
   loop?: boolean;
+  /** Hashes a partition must have built before its reads decide its merge width (tests lower it). Default MergeWidth.MIN_EVIDENCE. */
+  mergeEvidence?: number;
 }
 
 /** Pending requests kept at most; past this, new ones are dropped (the next long probe asks again). */
@@ -46,6 +52,10 @@ const PASS_PARTITIONS = 64;
  * idleMs between passes) and compacting (one pass over the pending
  * partitions in ascending id, one transaction each). A partition whose step
  * merged runs is asked for again, since another tier may now be full.
+ *
+ * How wide a partition's merges are follows how often its runs are read
+ * (noteReads, fed by compactOnLongProbes in src/pipeline.ts; mergeWidth.ts
+ * says why): a window nobody looks up is rewritten about half as often.
  */
 export class Compactor extends Component {
   private readonly pending = new Set<number>();
@@ -54,6 +64,8 @@ export class Compactor extends Component {
   private readonly steps: Counter;
   private readonly hashes: Counter;
   private readonly failures: Counter;
+  private readonly wideMerges: Counter;
+  private readonly widths: MergeWidth;
 
   constructor(private readonly opts: CompactorOptions) {
     super('Compactor');
@@ -68,6 +80,11 @@ export class Compactor extends Component {
       'queen_compaction_failures_total',
       'Compaction steps that failed (the partition is asked for again)',
     );
+    this.wideMerges = opts.metrics.counter(
+      'queen_compaction_wide_merges_total',
+      'Merges of more runs than the fan-out, for partitions whose runs are rarely read (also counted in steps_total kind="merge")',
+    );
+    this.widths = new MergeWidth(opts.fanout, opts.mergeEvidence);
     opts.metrics.gauge('queen_compaction_pending_partitions', 'Partitions waiting for a compaction step').collect(() => this.pending.size);
     const idleMs = opts.idleMs ?? 200;
     this.loop = new SerialLoop(
@@ -86,6 +103,16 @@ export class Compactor extends Component {
   request(partitionId: number): void {
     if (this.pending.size >= MAX_PENDING && !this.pending.has(partitionId)) return;
     this.pending.add(partitionId);
+  }
+
+  /** Items whose search may read the partition's runs (a lookup's, or a push's probing every item): what keeps its merges narrow. */
+  noteReads(partitionId: number, items: number): void {
+    this.widths.noteReads(partitionId, items);
+  }
+
+  /** How many runs the partition's next merge takes at most (mergeWidth.ts). */
+  mergeWidthFor(partitionId: number): number {
+    return this.widths.widthFor(partitionId);
   }
 
   get pendingCount(): number {
@@ -114,11 +141,14 @@ export class Compactor extends Component {
       if (this.loop.stopping && this.opts.loop !== false) break;
       this.pending.delete(id);
       try {
-        const o = await compactPartition(this.opts.pool, id, this.opts.minTail, this.opts.fanout, this.opts.build);
+        const width = this.widths.widthFor(id);
+        const o = await compactPartition(this.opts.pool, id, this.opts.minTail, this.opts.fanout, this.opts.build, width);
         if (o.compacted > 0) {
           this.steps.inc(1, 'run');
           this.hashes.inc(o.compacted, 'run');
+          this.widths.noteBuilt(id, o.compacted);
         }
+        if (o.mergedRuns > this.opts.fanout) this.wideMerges.inc();
         // A long tail is compacted in bounded steps: the next one is asked for at once.
         if (o.more) this.request(id);
         if (o.merged > 0) {

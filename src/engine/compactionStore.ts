@@ -13,6 +13,8 @@ export interface CompactionOutcome {
   compacted: number;
   /** Hashes rewritten by a merge of runs (0: no tier had enough runs). */
   merged: number;
+  /** Runs that merge replaced (0 without a merge). */
+  mergedRuns: number;
   /** Runs dropped because retention removed every row they were built from. */
   dropped: number;
   /** The new run stopped short of last_offset at the step's pair bound: more is left to compact. */
@@ -38,7 +40,8 @@ export async function compactPartitionInSql(
   try {
     const r = await pool.query({ name: 'queen_log_compact_v1', text: COMPACT_SQL, values: [partitionId, minTail, fanout] });
     const row = r.rows[0] as { compacted: string; merged: string; dropped: number };
-    return { compacted: Number(row.compacted), merged: Number(row.merged), dropped: row.dropped, more: false };
+    const merged = Number(row.merged);
+    return { compacted: Number(row.compacted), merged, mergedRuns: merged > 0 ? fanout : 0, dropped: row.dropped, more: false };
   } catch (err) {
     throw toDatabaseError(err, `compacting partition ${partitionId}`);
   }
@@ -47,25 +50,37 @@ export async function compactPartitionInSql(
 /** Which of the two builds of the same step a compactor runs (both are exact; they write the same runs). */
 export type CompactionBuild = 'broker' | 'sql';
 
-/** One partition's compaction step by the chosen build. */
+/**
+ * One partition's compaction step by the chosen build. `mergeWidth` (at
+ * least `fanout`; src/compaction/mergeWidth.ts chooses it) is how many runs
+ * of one tier the broker build merges; the SQL build, the reference, always
+ * merges `fanout`.
+ */
 export function compactPartition(
   pool: pg.Pool,
   partitionId: number,
   minTail: number,
   fanout: number,
   build: CompactionBuild = 'broker',
+  mergeWidth = fanout,
 ): Promise<CompactionOutcome> {
   return build === 'sql'
     ? compactPartitionInSql(pool, partitionId, minTail, fanout)
-    : compactPartitionInBroker(pool, partitionId, minTail, fanout);
+    : compactPartitionInBroker(pool, partitionId, minTail, fanout, MAX_STEP_PAIRS, MAX_STEP_PAIRS, mergeWidth);
 }
 
 const STATE_SQL = 'SELECT lp.compacted_upto, lp.last_offset, lp.txns_start FROM queen.log_partitions lp WHERE lp.id = $1';
-// Levels whose runs are too large to merge within the step's pair bound
-// stay as they are: a merge takes `fanout` runs of one level, so max(n) x
-// fanout bounds the pairs it reads.
-const MERGE_LEVEL_SQL = `SELECT r.level FROM queen.log_hash_runs r WHERE r.partition_id = $1
-  GROUP BY r.level HAVING count(*) >= $2 AND max(r.n) * $2 <= $3 ORDER BY r.level LIMIT 1`;
+// The lowest level with enough runs to merge, and how many to merge: the
+// merge width ($2), narrowed for a level whose runs are too large to merge
+// that many within the step's pair bound ($3), down to the fan-out ($4).
+// Levels whose runs are too large to merge even `fanout` at once stay as
+// they are: max(n) x width bounds the pairs a merge reads. At width =
+// fanout this is the fan-out's rule alone.
+const MERGE_LEVEL_SQL = `SELECT x.level, x.width FROM (
+    SELECT r.level, count(*) AS runs, max(r.n) AS max_n,
+           LEAST($2::bigint, GREATEST($4::bigint, $3::bigint / GREATEST(max(r.n), 1))) AS width
+    FROM queen.log_hash_runs r WHERE r.partition_id = $1 GROUP BY r.level
+  ) x WHERE x.runs >= x.width AND x.max_n * x.width <= $3 ORDER BY x.level LIMIT 1`;
 // The end of the last row whose pairs, counted from compacted_upto, stay
 // within the bound (at least the first row's: a row holds at most a few
 // hundred frames).
@@ -145,6 +160,12 @@ export const MAX_STEP_PAIRS = 1 << 20;
  * The commit is asynchronous, as log_compact_v1's.
  * The partition row is locked only by the final UPDATE, one round trip
  * before the commit.
+ * `mergeWidth` (default `fanout`) runs are merged at once, fewer (down to
+ * `fanout`) where that many would exceed `maxPairs`. A merge wider than
+ * `fanout` writes a run whose size may skip a tier, so its level is the
+ * tier its size falls in (runLevel, as a new run's), never below the merged
+ * level + 1; at `fanout` it is level + 1, as log_compact_v1 writes it. Which
+ * runs merge is policy: the argument above holds for any width.
  */
 export async function compactPartitionInBroker(
   pool: pg.Pool,
@@ -153,8 +174,11 @@ export async function compactPartitionInBroker(
   fanout: number,
   maxPairs = MAX_STEP_PAIRS,
   maxNewPairs = maxPairs,
+  mergeWidth = fanout,
 ): Promise<CompactionOutcome> {
   if (!(minTail >= 1) || !(fanout >= 2)) throw new RangeError('compactPartition: minTail must be >= 1 and fanout >= 2');
+  if (!(Number.isInteger(mergeWidth) && mergeWidth >= fanout))
+    throw new RangeError('compactPartition: mergeWidth must be an integer >= fanout');
   if (!(maxPairs >= 1000)) throw new RangeError('compactPartition: maxPairs must be >= 1000');
   if (!(maxNewPairs >= 1 && maxNewPairs <= maxPairs)) throw new RangeError('compactPartition: maxNewPairs must be in [1, maxPairs]');
   const client = await pool.connect();
@@ -164,7 +188,7 @@ export async function compactPartitionInBroker(
   try {
     // Runs are derived data: losing the commit loses the run and the raised compacted_upto together.
     await client.query('BEGIN; SET LOCAL synchronous_commit = off');
-    const out: CompactionOutcome = { compacted: 0, merged: 0, dropped: 0, more: false };
+    const out: CompactionOutcome = { compacted: 0, merged: 0, mergedRuns: 0, dropped: 0, more: false };
     const st = await client.query({ name: 'queen_compact_state', text: STATE_SQL, values: [partitionId] });
     if (st.rowCount === 0) {
       await client.query('COMMIT');
@@ -176,14 +200,15 @@ export async function compactPartitionInBroker(
     const start = Number(st.rows[0].txns_start);
 
     const lvl = await client.query({
-      name: 'queen_compact_merge_level',
+      name: 'queen_compact_merge_level_v2',
       text: MERGE_LEVEL_SQL,
-      values: [partitionId, fanout, maxPairs],
+      values: [partitionId, mergeWidth, maxPairs, fanout],
     });
     if (lvl.rowCount !== 0) {
       const level = Number(lvl.rows[0].level);
-      const locked = await client.query({ name: 'queen_compact_lock_runs', text: LOCK_RUNS_SQL, values: [partitionId, level, fanout] });
-      if (locked.rowCount === fanout) {
+      const width = Number(lvl.rows[0].width);
+      const locked = await client.query({ name: 'queen_compact_lock_runs', text: LOCK_RUNS_SQL, values: [partitionId, level, width] });
+      if (locked.rowCount === width) {
         const rows = locked.rows as { run_id: string; run_lo: string; run_hi: string; n: string }[];
         const ids = rows.map((r) => r.run_id);
         const n = rows.reduce((a, r) => a + Number(r.n), 0);
@@ -196,9 +221,11 @@ export async function compactPartitionInBroker(
           createdUs: f[2] === null ? null : readInt8Array(f[2]!),
         }));
         const bits = runBits(n);
-        await writeRun(client, partitionId, lo, hi, bits, n, level + 1, buildSlices(pairs, bits));
+        const merged = width === fanout ? level + 1 : Math.max(level + 1, runLevel(n, minTail, fanout));
+        await writeRun(client, partitionId, lo, hi, bits, n, merged, buildSlices(pairs, bits));
         await client.query({ name: 'queen_compact_delete_merged', text: DELETE_MERGED_SQL, values: [`{${ids.join(',')}}`] });
         out.merged = n;
+        out.mergedRuns = width;
       }
     }
 

@@ -178,6 +178,7 @@ export class LogEngine extends Component {
   readonly probeSizes = { probe: new Log2Histogram(), hinted: new Log2Histogram() };
   private readonly appendListeners = new Set<(partitionIds: readonly number[]) => void>();
   private readonly probeListeners = new Set<(partitionId: number, probeHashes: number) => void>();
+  private readonly runReadListeners = new Set<(partitionId: number, items: number) => void>();
   /** Database semantic-convention attributes for spans of calls to this engine (no credentials). */
   readonly spanAttributes: Readonly<Record<string, string | number>>;
 
@@ -343,7 +344,10 @@ export class LogEngine extends Component {
       if (o.probed) {
         this.probeHashes.observe(o.probeHashes);
         this.probeSizes.probe.observe(o.probeHashes);
-        if (o.probeHashes > 0) for (const l of this.probeListeners) l(segments[r.seg_index as number]!.partitionId, o.probeHashes);
+        const seg = segments[r.seg_index as number]!;
+        if (o.probeHashes > 0) for (const l of this.probeListeners) l(seg.partitionId, o.probeHashes);
+        // Nothing vouched: every frame was searched for in the whole window, runs included.
+        if (seg.verified < 0 && seg.count > 0) for (const l of this.runReadListeners) l(seg.partitionId, seg.count);
       }
       if (o.hintOffsets > 0) {
         this.probesHinted.inc();
@@ -399,6 +403,7 @@ export class LogEngine extends Component {
       items += inputs[i]!.count;
       found += idx.length;
       if (o.tailOffsets > 0) for (const l of this.probeListeners) l(inputs[i]!.partitionId, o.tailOffsets);
+      if (o.windowSeconds > 0) for (const l of this.runReadListeners) l(inputs[i]!.partitionId, inputs[i]!.count);
     }
     this.lookupItems.inc(items);
     this.lookupFound.inc(found);
@@ -414,6 +419,17 @@ export class LogEngine extends Component {
   onProbed(listener: (partitionId: number, probeHashes: number) => void): () => void {
     this.probeListeners.add(listener);
     return () => this.probeListeners.delete(listener);
+  }
+
+  /**
+   * Registers a listener told how many items searched a partition's window
+   * whole, its hash runs included: a lookup's items, or the frames of a
+   * pushed segment nothing vouched for (the compactor's merge width follows
+   * them). Returns the unsubscribe.
+   */
+  onRunsRead(listener: (partitionId: number, items: number) => void): () => void {
+    this.runReadListeners.add(listener);
+    return () => this.runReadListeners.delete(listener);
   }
 
   /**

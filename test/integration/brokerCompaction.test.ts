@@ -2,6 +2,7 @@ import anyTest, { type TestFn } from 'ava';
 import fc from 'fast-check';
 import pg from 'pg';
 import { compactPartitionInBroker, compactPartitionInSql } from '../../src/engine/compactionStore.js';
+import { runLevel } from '../../src/engine/hashRunSlices.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
 import { LogWriter, type PushItem } from '../../src/engine/writer.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
@@ -260,4 +261,46 @@ test('a step bound for new runs alone: runs are built in row-aligned pieces of t
   const state = (await sql.query('SELECT compacted_upto, last_offset FROM queen.log_partitions WHERE id = $1', [pid])).rows[0];
   t.is(state.compacted_upto, state.last_offset);
   t.is(await missingFromRuns(sql, pid), 0);
+});
+
+test('a merge wider than the fan-out replaces that many runs, narrows to fit the pair bound, sizes its run into its tier, and holds every hash', async (t) => {
+  const { sql } = t.context;
+  await t.throwsAsync(compactPartitionInBroker(sql, 1, 1, 4, 10_000, 600, 3), { instanceOf: RangeError });
+  // Runs of at most 600 pairs (two rows of 250 or 300 frames), about nine of them.
+  const compactWide = async (queue: string, maxPairs: number): Promise<{ pid: number; widths: number[]; merges: number[] }> => {
+    const pid = await longTail(t.context, queue);
+    const widths: number[] = [];
+    const merges: number[] = [];
+    for (let steps = 0; ; steps++) {
+      const o = await compactPartitionInBroker(sql, pid, 1, 2, maxPairs, 600, 8);
+      if (o.merged > 0) {
+        widths.push(o.mergedRuns);
+        merges.push(o.merged);
+      }
+      if (!o.more && o.merged === 0) break;
+      t.true(steps < 100, 'the steps come to an end');
+    }
+    const state = (await sql.query('SELECT compacted_upto, last_offset FROM queen.log_partitions WHERE id = $1', [pid])).rows[0];
+    t.is(state.compacted_upto, state.last_offset);
+    t.is(await missingFromRuns(sql, pid), 0);
+    return { pid, widths, merges };
+  };
+
+  // Room for eight: one merge of eight runs, written at the tier of its size (above level + 1).
+  const wide = await compactWide('wide8', 10_000);
+  t.deepEqual(wide.widths, [8]);
+  const runs = (await sql.query('SELECT n::int AS n, level FROM queen.log_hash_runs WHERE partition_id = $1 ORDER BY n DESC', [wide.pid]))
+    .rows as { n: number; level: number }[];
+  t.is(runs[0]!.n, wide.merges[0]!);
+  const smallLevel = Math.max(...runs.slice(1).map((r) => r.level));
+  t.is(runs[0]!.level, runLevel(runs[0]!.n, 1, 2));
+  t.true(runs[0]!.level > smallLevel + 1, `merged level ${runs[0]!.level}, merged runs at ${smallLevel}`);
+
+  // A bound of 2 000 pairs fits four runs of ~600 at most: the merges narrow to fit it, never under the fan-out.
+  const narrowed = await compactWide('wide8bound', 2_000);
+  t.true(narrowed.widths.length > 0);
+  for (const [k, w] of narrowed.widths.entries()) {
+    t.true(w >= 2 && w < 8, `width ${w}`);
+    t.true(narrowed.merges[k]! <= 2_000, `merge of ${narrowed.merges[k]} pairs`);
+  }
 });

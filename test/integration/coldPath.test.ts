@@ -122,6 +122,8 @@ test.serial(
                 minTail: fc.integer({ min: 1, max: 20 }),
                 fanout: fc.integer({ min: 2, max: 3 }),
                 build: fc.constantFrom<CompactionBuild>('broker', 'sql'),
+                // Merges of up to 3x the fan-out at once, as the compactor runs them where runs are rarely read (the broker build only).
+                widen: fc.integer({ min: 1, max: 3 }),
               }),
             },
             // A push racing a compaction of its own partition.
@@ -146,8 +148,8 @@ test.serial(
           const qc = `cold${round}`;
           const qp = `plain${round}`;
           // Either build of a step (the broker's, or log_compact_v1 as a broker before it runs it), mixed in one history.
-          const compactAll = async (minTail: number, fanout: number, build: CompactionBuild = 'broker') => {
-            for (const pid of await partitionIds(sql, qc)) await compactPartition(sql, Number(pid), minTail, fanout, build);
+          const compactAll = async (minTail: number, fanout: number, build: CompactionBuild = 'broker', width = fanout) => {
+            for (const pid of await partitionIds(sql, qc)) await compactPartition(sql, Number(pid), minTail, fanout, build, width);
           };
           const pushBoth = async (txns: number[], part: number) => {
             const a = await cold.writer.push(txns.map((x) => item(qc, `p${part}`, `t${x}`)));
@@ -170,7 +172,7 @@ test.serial(
             if (op.kind === 'push') {
               await pushBoth(op.txns, op.part);
             } else if (op.kind === 'compact') {
-              await compactAll(op.minTail, op.fanout, op.build);
+              await compactAll(op.minTail, op.fanout, op.build, op.fanout * op.widen);
             } else if (op.kind === 'race') {
               // The push and the compaction run at once; only then is the twin pushed.
               const [a] = await Promise.all([cold.writer.push(op.txns.map((x) => item(qc, 'p0', `t${x}`))), compactAll(1, 2)]);
@@ -254,3 +256,48 @@ test.serial('the compactor compacts a partition whose pushes probe a long tail, 
   const probe = w.metrics.counter('queen_compaction_steps_total', '', ['kind']).get('run');
   t.true(probe >= 1, 'a run was built');
 });
+
+test.serial(
+  'merges go wide for a partition whose runs nobody searches and stay at the fan-out for one whose pushes search them',
+  async (t) => {
+    const w = await writer(t);
+    // Pushes through a second engine are not seen by the compactor's feeds: a partition nobody searches, as far as it knows.
+    const quietWriter = await writer(t);
+    const compactor = new Compactor({ pool: w.engine.pool, minTail: 1, fanout: 2, metrics: w.metrics, loop: false, mergeEvidence: 100 });
+    t.context.compactors.push(compactor);
+    compactOnLongProbes(w.engine, compactor, 1);
+    await compactor.start();
+    const compactNow = async (pid: number) => {
+      compactor.request(pid);
+      while (compactor.pendingCount > 0) await compactor.runOnce();
+    };
+    const sent = { searched: [] as string[], quiet: [] as string[] };
+    for (let i = 0; i < 16; i++) {
+      for (const kind of ['searched', 'quiet'] as const) {
+        const batch = Array.from({ length: 40 }, (_, k) => `${kind}-${i}-${k}`);
+        sent[kind].push(...batch);
+        // No cache: every push probes its whole window, runs included, and (through w) says so.
+        const rs = await (kind === 'quiet' ? quietWriter : w).writer.push(batch.map((x) => item(kind, 'p', x)));
+        t.true(rs.every((r) => r.status === 'queued'));
+        const [pid] = await partitionIds(t.context.sql, kind);
+        await compactNow(Number(pid));
+      }
+    }
+    const [searched] = await partitionIds(t.context.sql, 'searched');
+    const [quiet] = await partitionIds(t.context.sql, 'quiet');
+    t.is(compactor.mergeWidthFor(Number(searched)), 2, 'searched by every push: the fan-out');
+    t.is(compactor.mergeWidthFor(Number(quiet)), 2 * 4, 'never searched: four times it');
+    t.true(w.metrics.counter('queen_compaction_wide_merges_total', '').get() >= 1, 'a wide merge ran');
+    const runCount = async (pid: string) =>
+      Number((await t.context.sql.query('SELECT count(*) AS n FROM queen.log_hash_runs WHERE partition_id = $1', [pid])).rows[0].n);
+    t.log(`runs: searched ${await runCount(searched!)}, quiet ${await runCount(quiet!)}`);
+    // Exact either way: every id re-sent is a duplicate of its own offset.
+    for (const kind of ['searched', 'quiet'] as const) {
+      const again = await w.writer.push(sent[kind].map((x) => item(kind, 'p', x)));
+      t.deepEqual(
+        again.map((r) => [r.status, r.offset]),
+        sent[kind].map((_, i) => ['duplicate', i]),
+      );
+    }
+  },
+);
