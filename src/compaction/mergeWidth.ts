@@ -24,6 +24,10 @@
  * filter's false positives, rho ~ 0.0004 in the defaults soak) merges wide
  * and writes each hash about half as often. WIDE_BELOW sits under that
  * break-even so that a partition near it stays narrow, today's behaviour.
+ * A broker counts only its own searches: where several brokers push one
+ * partition without affinity, the one compacting it may see a fraction of
+ * them and merge wide a little past the break-even, which costs reads,
+ * never a verdict.
  *
  * State per partition: two counts, hashes built into new runs and items that
  * read its runs, both halved whenever the built count passes HORIZON, so
