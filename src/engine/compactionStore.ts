@@ -221,8 +221,8 @@ export async function compactPartitionInBroker(
           createdUs: f[2] === null ? null : readInt8Array(f[2]!),
         }));
         const bits = runBits(n);
-        const merged = width === fanout ? level + 1 : Math.max(level + 1, runLevel(n, minTail, fanout));
-        await writeRun(client, partitionId, lo, hi, bits, n, merged, buildSlices(pairs, bits));
+        const mergedLevel = width === fanout ? level + 1 : Math.max(level + 1, runLevel(n, minTail, fanout));
+        await writeRun(client, partitionId, lo, hi, bits, n, mergedLevel, buildSlices(pairs, bits));
         await client.query({ name: 'queen_compact_delete_merged', text: DELETE_MERGED_SQL, values: [`{${ids.join(',')}}`] });
         out.merged = n;
         out.mergedRuns = width;
