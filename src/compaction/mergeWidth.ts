@@ -33,9 +33,12 @@
  * read its runs, both halved whenever the built count passes HORIZON, so
  * they describe about the last HORIZON hashes appended. A partition with
  * fewer than MIN_EVIDENCE hashes built since it was first seen merges
- * narrow. At most MAX_PARTITIONS are tracked: past that the least recently
- * noted partition is forgotten, and merges narrow until seen again.
+ * narrow. At most MAX_PARTITIONS are tracked (a SoftCappedMap: past the cap
+ * it is pruned to three quarters, least recently compacted first), and a
+ * forgotten partition merges narrow until it has built the evidence again.
  */
+import { SoftCappedMap } from '../util/softCappedMap.js';
+
 export class MergeWidth {
   /** Wide merges take this many times the configured fan-out. */
   static readonly WIDE_FACTOR = 4;
@@ -48,7 +51,7 @@ export class MergeWidth {
   /** Partitions tracked at most (two numbers each, in a Map: a few MB at the cap). */
   static readonly MAX_PARTITIONS = 65_536;
 
-  private readonly stats = new Map<number, { built: number; reads: number }>();
+  private readonly stats = new SoftCappedMap<number, { built: number; reads: number }>(MergeWidth.MAX_PARTITIONS);
 
   /** `minEvidence`: hashes built before the ratio is trusted (tests lower it). */
   constructor(
@@ -58,15 +61,19 @@ export class MergeWidth {
     if (!Number.isInteger(fanout) || fanout < 2) throw new RangeError(`MergeWidth: fanout must be an integer >= 2, got ${fanout}`);
   }
 
-  /** Items whose search may read the partition's runs (a lookup's items, or a probed push's). */
+  /** Items whose search may read the partition's runs (a lookup's items, or a probed push's). Called per segment: no reordering. */
   noteReads(partitionId: number, items: number): void {
-    if (items > 0) this.entry(partitionId).reads += items;
+    if (!(items > 0)) return;
+    const s = this.stats.get(partitionId);
+    if (s !== undefined) s.reads += items;
+    else this.stats.set(partitionId, { built: 0, reads: items });
   }
 
-  /** Hashes a compaction step built into a new run of the partition. */
+  /** Hashes a compaction step built into a new run of the partition (the partition becomes the most recently compacted). */
   noteBuilt(partitionId: number, hashes: number): void {
-    if (hashes <= 0) return;
-    const s = this.entry(partitionId);
+    if (!(hashes > 0)) return;
+    const s = this.stats.get(partitionId) ?? { built: 0, reads: 0 };
+    this.stats.set(partitionId, s);
     s.built += hashes;
     while (s.built > MergeWidth.HORIZON) {
       s.built /= 2;
@@ -83,18 +90,5 @@ export class MergeWidth {
 
   get trackedPartitions(): number {
     return this.stats.size;
-  }
-
-  /** The partition's counts, created if new; moved to the back of the forgetting order. */
-  private entry(partitionId: number): { built: number; reads: number } {
-    let s = this.stats.get(partitionId);
-    if (s !== undefined) {
-      this.stats.delete(partitionId);
-    } else {
-      s = { built: 0, reads: 0 };
-      if (this.stats.size >= MergeWidth.MAX_PARTITIONS) this.stats.delete(this.stats.keys().next().value!);
-    }
-    this.stats.set(partitionId, s);
-    return s;
   }
 }

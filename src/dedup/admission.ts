@@ -10,7 +10,7 @@ import {
 } from './constants.js';
 import { PresenceFilter } from './presenceFilter.js';
 import { MAX_PAGE_SLOTS, PAGE_OVERHEAD_BYTES, SLOT_BYTES, TARGET_LOAD } from './occurrenceTable.js';
-import { SoftCappedMap } from './softCappedMap.js';
+import { SoftCappedMap } from '../util/softCappedMap.js';
 
 /**
  * Estimated accounted bytes of an entry holding `hashes` hashes: an

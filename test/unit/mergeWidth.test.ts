@@ -56,17 +56,26 @@ test('the counts describe the recent past: reads that stopped long ago stop hold
   t.is(w.widthFor(1), 4);
 });
 
-test('at most MAX_PARTITIONS are tracked; the least recently noted is forgotten and merges narrow again', (t) => {
+test('at most MAX_PARTITIONS are tracked: past the cap the least recently compacted go, and a forgotten partition merges narrow until judged again', (t) => {
   const w = new MergeWidth(4);
   w.noteBuilt(0, E);
-  for (let p = 1; p < MergeWidth.MAX_PARTITIONS; p++) w.noteReads(p, 1);
+  w.noteReads(1, E); // partition 1: searched, never compacted yet
+  for (let p = 2; p < MergeWidth.MAX_PARTITIONS; p++) w.noteReads(p, 1);
   t.is(w.trackedPartitions, MergeWidth.MAX_PARTITIONS);
-  w.noteBuilt(0, 1); // partition 0 noted again: now the most recent
-  w.noteReads(MergeWidth.MAX_PARTITIONS, 1); // one more: partition 1 goes
-  t.is(w.trackedPartitions, MergeWidth.MAX_PARTITIONS);
-  t.is(w.widthFor(0), 16, 'kept');
+  w.noteBuilt(0, 1); // partition 0 compacted again: now the most recent
+  w.noteReads(MergeWidth.MAX_PARTITIONS, 1); // one past the cap: pruned to three quarters, oldest first
+  t.is(w.trackedPartitions, Math.floor((MergeWidth.MAX_PARTITIONS * 3) / 4));
+  t.is(w.widthFor(0), 16, 'kept, and still judged wide');
+  // Partition 1's reads were forgotten with it: what it builds now is judged alone.
   w.noteBuilt(1, E);
-  t.is(w.widthFor(1), 16, 'forgotten reads: judged from what was noted since');
+  t.is(w.widthFor(1), 16);
+});
+
+test('however many partitions are noted, at most MAX_PARTITIONS are kept', (t) => {
+  const w = new MergeWidth(4);
+  // 4 x the cap of one-item segments over distinct partitions, as a bundle spread over 100 k partitions sends.
+  for (let p = 0; p < 4 * MergeWidth.MAX_PARTITIONS; p++) w.noteReads(p, 1);
+  t.true(w.trackedPartitions <= MergeWidth.MAX_PARTITIONS);
 });
 
 test('the width is always the fan-out or WIDE_FACTOR times it, whatever is noted', (t) => {
