@@ -1,3 +1,5 @@
+import { SoftCappedMap } from '../util/softCappedMap.js';
+
 /**
  * How many runs of one size tier a compaction step merges, per partition:
  * the configured fan-out, or WIDE_FACTOR times it where the partition's runs
@@ -37,8 +39,6 @@
  * it is pruned to three quarters, least recently compacted first), and a
  * forgotten partition merges narrow until it has built the evidence again.
  */
-import { SoftCappedMap } from '../util/softCappedMap.js';
-
 export class MergeWidth {
   /** Wide merges take this many times the configured fan-out. */
   static readonly WIDE_FACTOR = 4;
