@@ -8,7 +8,9 @@
 import {
   FILTER_BITS_PER_HASH,
   FILTER_DENSITY_STEP,
+  FILTER_GENERATION_SHARE,
   FILTER_GROWTH,
+  FILTER_MAX_GENERATIONS,
   FILTER_MIN_BITS_PER_HASH,
   FILTER_RELAX_FRACTION,
   HASH_BYTES,
@@ -48,6 +50,9 @@ interface BufferedAppend {
   count: number;
   createdMs: number;
 }
+
+/** The fewest hashes a new filter generation is sized for (a few blocks: a small partition's generations stay small). */
+const MIN_GENERATION_HASHES = 64;
 
 const NO_HITS: LocalHit[] = [];
 const NO_MAYBE: number[] = [];
@@ -92,6 +97,10 @@ export interface DedupCacheStats {
   demotions: number;
   /** Filters halved to free memory. */
   folds: number;
+  /** Filter generations opened for appends instead of a refetch (entry.ts, grow). */
+  filterGrowths: number;
+  /** Sealed filter generations dropped because expiry passed every hash they hold. */
+  filterGenerationsExpired: number;
   /** Items a filter entry could not clear (each needs a lookup). */
   maybeItems: number;
   /** Hashes checked that have a live occurrence of their key in the entry. */
@@ -118,8 +127,10 @@ export interface EntryInfo {
   /** Expiry units remembered (runs of UNIT_HASHES appended hashes), and the hashes of the one still filling. */
   units: number;
   openUnitHashes: number;
-  /** Pages of the entry's store (occurrence table pages, or a filter's 64-byte blocks). */
+  /** Pages of the entry's store (occurrence table pages, or a filter entry's 64-byte blocks over its generations). */
   pages: number;
+  /** Filter generations (0 for an exact entry). */
+  generations: number;
   bytes: number;
 }
 
@@ -143,10 +154,12 @@ export interface EntryInfo {
  * - dedup off (window 0): the entry is dropped; prepare -> 'suppressed'
  *   (not counted as a suppression); verifiedFor -> -1.
  * A vouching entry is exact or filter (its tier): admitRebuild chooses,
- * install builds that tier; both vouch by the same rule. A vouching filter
+ * install builds that tier; both vouch by the same rule. A filter entry
+ * whose appends overload its filter grows a generation in place
+ * (recordAppend), up to FILTER_MAX_GENERATIONS. A vouching filter
  * entry answers prepare -> 'hydrate' every PROMOTE_INTERVAL_MS at most when
- * it would fit as exact again (promotion) or its filter is overloaded
- * (refresh); a refused one stays as it is.
+ * it would fit as exact again (promotion) or its filter is overloaded with
+ * no generation left to grow (refresh); a refused one stays as it is.
  * Transitions: install() makes any state a vouching entry (clearing the
  * cooldown); recordAppend() moves vouching to gap or rebuild; recordUnknown()
  * and a window change move to rebuild; a failed admitRebuild() moves to
@@ -165,6 +178,8 @@ export class DedupCache {
     filterInstalls: 0,
     demotions: 0,
     folds: 0,
+    filterGrowths: 0,
+    filterGenerationsExpired: 0,
     maybeItems: 0,
     suppressions: 0,
     evictions: 0,
@@ -298,7 +313,7 @@ export class DedupCache {
         // A filter entry asks to be rebuilt when it can become exact again
         // or its filter is overloaded; admitRebuild decides (and keeps it as
         // it is when neither fits).
-        if (e.tier === 'filter' && now >= e.nextRetierMs && (this.promotionFits(pid, e) || this.filterOverloaded(e))) return 'hydrate';
+        if (e.tier === 'filter' && now >= e.nextRetierMs && (this.promotionFits(pid, e) || this.needsRefresh(e))) return 'hydrate';
         return 'ready';
       }
     }
@@ -355,10 +370,27 @@ export class DedupCache {
     return others + need <= PROMOTE_FRACTION * this.policy.budgetBytes;
   }
 
-  /** Whether a filter holds fewer bits per hash added than filters are built with now (its false positives have grown). */
+  /** Whether the filter a filter entry appends to holds fewer bits per hash added than filters are built with now (its false positives have grown). */
   private filterOverloaded(e: PartitionEntry): boolean {
     const f = e.presenceFilter;
     return f !== undefined && f.added * this.filterBits > f.blocks * 512;
+  }
+
+  /** An overloaded filter entry that can grow no more generations: only a rebuild from its window (a refresh) brings its false positives back down. */
+  private needsRefresh(e: PartitionEntry): boolean {
+    return e.filterGenerations >= FILTER_MAX_GENERATIONS && this.filterOverloaded(e);
+  }
+
+  /**
+   * A new generation for an overloaded filter entry's appends, sized for
+   * FILTER_GENERATION_SHARE of its in-window hashes at the current density
+   * (constants.ts: why, and why not a refetch). Its bytes count as growth,
+   * as an exact entry's appends do: the caller enforces the cap.
+   */
+  private growFilter(e: PartitionEntry): void {
+    const planned = Math.max(MIN_GENERATION_HASHES, Math.ceil(e.hashCount * FILTER_GENERATION_SHARE));
+    e.grow(PresenceFilter.blocksFor(planned, this.filterBits), planned);
+    this.stats.filterGrowths++;
   }
 
   /**
@@ -405,7 +437,7 @@ export class DedupCache {
         this.policy.reserve(pid, estimate, now);
         return true;
       }
-      if (!this.filterOverloaded(e)) return false;
+      if (!this.needsRefresh(e)) return false;
       const blocks = this.fitFilter(pid, estimatedHashes, now);
       if (blocks === undefined) return false;
       this.admitted.set(pid, { tier: 'filter', blocks, hashes: estimatedHashes });
@@ -515,12 +547,9 @@ export class DedupCache {
   private foldFilters(bits: number): void {
     for (const e of this.resident.values()) {
       if (e.tier !== 'filter') continue;
-      let folded = false;
-      while ((e.filterBlocks * 512) / Math.max(1, e.presenceFilter!.added) >= bits && e.foldFilter()) {
-        this.stats.folds++;
-        folded = true;
-      }
-      if (folded) this.resident.refresh(e);
+      const folds = e.foldFilters(bits);
+      this.stats.folds += folds;
+      if (folds > 0) this.resident.refresh(e);
     }
   }
 
@@ -641,7 +670,9 @@ export class DedupCache {
     if (e === undefined) return undefined;
     const now = this.now();
     this.resident.touch(pid, e, now);
+    const generations = e.filterGenerations;
     e.expire(now);
+    this.stats.filterGenerationsExpired += generations - e.filterGenerations;
     this.resident.refresh(e);
     return e.canVouch ? e : undefined;
   }
@@ -664,6 +695,7 @@ export class DedupCache {
     if (e === undefined) return;
     const r = e.append(base, hashes, count, createdMs);
     if (r === 'appended') {
+      if (e.filterGenerations > 0 && e.filterGenerations < FILTER_MAX_GENERATIONS && this.filterOverloaded(e)) this.growFilter(e);
       this.resident.refresh(e);
       // Growth past the cap: plain LRU (this is the budget, not an admission).
       this.enforceCap(pid, undefined);
@@ -726,6 +758,7 @@ export class DedupCache {
       units: e.unitCount,
       openUnitHashes: e.openUnitHashes,
       pages: e.storePages,
+      generations: e.filterGenerations,
       bytes: e.accountedBytes,
     };
   }

@@ -62,7 +62,8 @@ export const RESERVATION_TTL_MS = 60_000;
  * filter keeps a build's headroom, down to FILTER_MIN_BITS_PER_HASH
  * (~15 % false positives; below it a partition is suppressed instead). A
  * filter whose hashes added outgrow its design load (fewer bits per added
- * hash than the current target) is rebuilt.
+ * hash than the current target) grows a generation, or is rebuilt once it
+ * has FILTER_MAX_GENERATIONS.
  *
  * Why 16 and not 8: every false positive sends its segment to a lookup, and
  * a lookup's cost grows with the partition's runs (it reads one slice of
@@ -82,6 +83,26 @@ export const FILTER_BITS_PER_HASH = 16;
 export const FILTER_MIN_BITS_PER_HASH = 4;
 export const FILTER_DENSITY_STEP = 0.9;
 export const FILTER_GROWTH = 0.25;
+/**
+ * A filter whose appends outgrow it gets a new generation (entry.ts, grow)
+ * instead of a refetch of its whole window: the full filter is sealed at
+ * the entry's V and a new one, sized for FILTER_GENERATION_SHARE of the
+ * entry's in-window hashes at the current density, takes the appends. A
+ * sealed generation is dropped once expiry has passed its V, so a window
+ * that turns over keeps ~3 generations alive and never refetches. A
+ * generation adds its false positives to the entry's (a maybe is any
+ * generation's maybe), so at FILTER_MAX_GENERATIONS the entry is refreshed
+ * as before: one filter rebuilt from a window fetch.
+ *
+ * Why: in the 30-minute retention soak at the service's defaults, filters
+ * filling with the window asked for ~250 refreshes of ~3 M hashes each,
+ * 0.2-2.4 s of PostgreSQL apiece, late in the run ~15-30 % of a core
+ * (docs/history/2026-12-06-filters-at-16-bits-kept-and-what-bounds-the-soak.md).
+ * Each refresh built a filter only a quarter larger, so a window growing
+ * 4x was fetched whole ~6 times.
+ */
+export const FILTER_GENERATION_SHARE = 0.5;
+export const FILTER_MAX_GENERATIONS = 5;
 /**
  * A filter entry tries to become exact again at most this often, and only
  * when its exact footprint fits under PROMOTE_FRACTION of the admission

@@ -54,6 +54,12 @@ interface Unit {
   count: number;
 }
 
+/** A filter generation no longer appended to: every hash it holds was added at an offset at or below `upto`. */
+interface SealedFilter {
+  filter: PresenceFilter;
+  upto: number;
+}
+
 /**
  * What the broker knows about one partition's in-window hashes.
  *
@@ -91,6 +97,14 @@ interface Unit {
  * answering "maybe" for the expired hashes until it is rebuilt, which costs
  * lookups, never a verdict.
  *
+ * A filter entry's store may be several generations (grow()): the filter
+ * appends go to, and sealed ones, each sealed at the V of its sealing, so
+ * every hash it holds sits at an offset at or below that V. "Maybe" is any
+ * generation's maybe, so the union still holds every hash of (H, V]. A
+ * sealed generation is dropped once expiry raises H to its V or above: all
+ * its hashes are then at or below H, pre-window, which the vouch rule does
+ * not ask the entry to know.
+ *
  * States and transitions:
  * - vouching: born by hydrate() (entries are only born complete); stays
  *   vouching while append() sees base == V + 1 (the watermark advances over
@@ -111,6 +125,10 @@ export class PartitionEntry {
   /** Exactly one of the two stores is set, by tier (demote() swaps the table for a filter). */
   private exact: OccurrenceTable | undefined;
   private filter: PresenceFilter | undefined;
+  /** Older filter generations, oldest (lowest upto) first; empty for an exact entry. */
+  private sealed: SealedFilter[] = [];
+  /** Hashes the filter appends go to was sized for (its fold load is at least this, however few it holds yet). */
+  private plannedHashes = 0;
   tier: EntryTier;
   verifiedUpto: number;
   hydratedFrom: number;
@@ -156,7 +174,10 @@ export class PartitionEntry {
     // whole, because SQL compares whole rows (a row ending above
     // txnsStart - 1 is probed in full). The floor rises only with expiry.
     if (tier === 'exact') this.exact = new OccurrenceTable(tableBase, expected);
-    else this.filter = new PresenceFilter(filterBlocks);
+    else {
+      this.filter = new PresenceFilter(filterBlocks);
+      this.plannedHashes = expected;
+    }
   }
 
   /** The occurrence table of an exact entry (tests, bench). */
@@ -164,21 +185,31 @@ export class PartitionEntry {
     if (this.exact === undefined) throw new Error('a filter entry has no occurrence table');
     return this.exact;
   }
-  /** The presence filter of a filter entry (tests, bench). */
+  /** The presence filter a filter entry appends to (its newest generation; tests, bench, the cache's overload test). */
   get presenceFilter(): PresenceFilter | undefined {
     return this.filter;
   }
-  /** Entries in the store (dead ones not yet deleted included; a filter's: hashes added). */
+  /** Filter generations (the one appended to included; 0 for an exact entry). */
+  get filterGenerations(): number {
+    return this.filter === undefined ? 0 : 1 + this.sealed.length;
+  }
+  /** Entries in the store (dead ones not yet deleted included; a filter entry's: hashes added to its generations). */
   get storeSize(): number {
-    return this.exact?.size ?? this.filter!.added;
+    if (this.exact !== undefined) return this.exact.size;
+    let n = this.filter!.added;
+    for (const g of this.sealed) n += g.filter.added;
+    return n;
   }
-  /** Blocks of a filter entry's filter (0 for an exact entry). */
+  /** Blocks of a filter entry's generations (0 for an exact entry). */
   get filterBlocks(): number {
-    return this.filter?.blocks ?? 0;
+    if (this.filter === undefined) return 0;
+    let n = this.filter.blocks;
+    for (const g of this.sealed) n += g.filter.blocks;
+    return n;
   }
-  /** Pages of the store (a filter's: its 64-byte blocks). */
+  /** Pages of the store (a filter entry's: its 64-byte blocks). */
   get storePages(): number {
-    return this.exact?.pages ?? this.filter!.blocks;
+    return this.exact?.pages ?? this.filterBlocks;
   }
 
   /**
@@ -401,6 +432,11 @@ export class PartitionEntry {
     if (dropped !== undefined && dropped > this.hydratedFrom) {
       this.hydratedFrom = dropped;
       this.exact?.raiseFloor(dropped);
+      // Sealed generations whose every hash is now at or below H (entry
+      // docblock): nothing in them is in the window any more.
+      let k = 0;
+      while (k < this.sealed.length && this.sealed[k]!.upto <= dropped) k++;
+      if (k > 0) this.sealed.splice(0, k);
     }
     // Dead entries over half the table: sweep a few pages per call. (A
     // filter cannot forget: it keeps its bits until it is rebuilt.)
@@ -471,15 +507,21 @@ export class PartitionEntry {
    * exact entry appends nothing: it names its hits (collectHits).
    */
   maybeItems(hashes: Buffer, count: number, stats: LookupStats, out: number[]): void {
-    const filter = this.filter;
-    if (filter === undefined) return;
+    if (this.filter === undefined) return;
     const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
     for (let i = 0; i < count; i++) {
-      if (filter.mayHave(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4))) {
+      if (this.filtersMayHave(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4))) {
         stats.localHits++;
         out.push(i);
       } else stats.localMisses++;
     }
+  }
+
+  /** Whether any filter generation may hold the key (w0, w1). */
+  private filtersMayHave(w0: number, w1: number): boolean {
+    if (this.filter!.mayHave(w0, w1)) return true;
+    for (const g of this.sealed) if (g.filter.mayHave(w0, w1)) return true;
+    return false;
   }
 
   /**
@@ -497,13 +539,42 @@ export class PartitionEntry {
     const filter = new PresenceFilter(blocks);
     table.forEachLiveKey((k0, k1) => filter.add(k0, k1));
     this.filter = filter;
+    this.plannedHashes = filter.added;
     this.exact = undefined;
     this.tier = 'filter';
   }
 
-  /** Halves a filter entry's filter (presenceFilter.ts, fold); false when it cannot. */
-  foldFilter(): boolean {
-    return this.filter?.fold() ?? false;
+  /**
+   * Seals a filter entry's filter at V and appends to a new one of `blocks`
+   * blocks, sized for `plannedHashes`, from now on. No PostgreSQL read.
+   * Sound: every hash the sealed filter holds was added at an offset at or
+   * below V (hydrate adds rows up to the snapshot's last offset, append up
+   * to the V it sets, demote the table's live keys, all at or below V), and
+   * every later append goes to the new one; maybe is the union (entry
+   * docblock).
+   */
+  grow(blocks: number, plannedHashes: number): void {
+    if (this.filter === undefined) throw new Error('an exact entry has no filter to grow');
+    this.sealed.push({ filter: this.filter, upto: this.verifiedUpto });
+    this.filter = new PresenceFilter(blocks);
+    this.plannedHashes = plannedHashes;
+  }
+
+  /**
+   * Halves each filter generation while it has at least `bitsPerHash` bits
+   * for each hash of its load (what it holds, or, for the one appended to,
+   * what it was sized for if more: an empty new generation is not folded
+   * to nothing). Returns the folds made (presenceFilter.ts, fold: each still
+   * answers "maybe" for every hash it held).
+   */
+  foldFilters(bitsPerHash: number): number {
+    let folds = 0;
+    const foldDown = (f: PresenceFilter, load: number): void => {
+      while ((f.blocks * 512) / Math.max(1, load) >= bitsPerHash && f.fold()) folds++;
+    };
+    for (const g of this.sealed) foldDown(g.filter, g.filter.added);
+    if (this.filter !== undefined) foldDown(this.filter, Math.max(this.filter.added, this.plannedHashes));
+    return folds;
   }
 
   /** Whether the entry holds a live occurrence of the hash's key (tests, bench). */
@@ -514,7 +585,7 @@ export class PartitionEntry {
   /** Whether the store names anything for the 16-byte hash at `at` of view. */
   private hasAt(view: DataView, at: number): boolean {
     if (this.exact !== undefined) return this.exact.has(view.getUint32(at), view.getUint32(at + 4));
-    return this.filter!.mayHave(view.getUint32(at), view.getUint32(at + 4));
+    return this.filtersMayHave(view.getUint32(at), view.getUint32(at + 4));
   }
 
   /** Units remembered: closed ones, and the hashes of the one still filling (0 when the last is closed). */
@@ -527,7 +598,8 @@ export class PartitionEntry {
   }
 
   get bytes(): number {
-    const store = this.exact?.bytes ?? this.filter!.bytes;
+    let store = this.exact?.bytes ?? this.filter!.bytes;
+    for (const g of this.sealed) store += g.filter.bytes;
     return ENTRY_OVERHEAD_BYTES + store + (this.units.length - this.unitHead) * UNIT_OVERHEAD_BYTES;
   }
   /** Hashes in the remembered units (what the entry covers; the table may still hold dead ones). */

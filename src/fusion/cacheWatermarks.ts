@@ -93,6 +93,11 @@ export class CacheWatermarks implements WatermarkSource {
         'Exact cache entries turned into filter entries to free memory',
         () => cache.stats.demotions,
       );
+      metrics.counterFrom(
+        'queen_dedup_filter_growths_total',
+        'Filter generations opened for appends instead of refetching a window',
+        () => cache.stats.filterGrowths,
+      );
       metrics
         .gauge('queen_dedup_filter_partitions', 'Resident cache entries of the filter tier')
         .collect(() => cache.residentFilterEntries());

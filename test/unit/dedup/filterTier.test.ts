@@ -1,6 +1,12 @@
 import test from 'ava';
 import { DedupCache, estimateFootprintBytes, type TxnRow } from '../../../src/dedup/index.js';
-import { FILTER_BITS_PER_HASH, FILTER_MIN_BITS_PER_HASH, PROMOTE_INTERVAL_MS } from '../../../src/dedup/constants.js';
+import {
+  FILTER_BITS_PER_HASH,
+  FILTER_MAX_GENERATIONS,
+  FILTER_MIN_BITS_PER_HASH,
+  PROMOTE_INTERVAL_MS,
+  SKEW_SLACK_MS,
+} from '../../../src/dedup/constants.js';
 import { FakeClock, hashAt, hashRun } from './helpers.js';
 
 // The filter tier's memory policy (src/dedup/cache.ts: fitFilter, demote,
@@ -221,7 +227,7 @@ test('promotion: a filter entry becomes exact again once its exact entry fits wi
   t.is(v.maybe.length, 0);
 });
 
-test('an overloaded filter is rebuilt at the current density, larger, still holding every hash', (t) => {
+test('an overloaded filter grows generations without a fetch; with no generation left to grow it is rebuilt, larger, as one filter holding every hash', (t) => {
   const clock = new FakeClock();
   const one = estimateFootprintBytes(5000);
   const cache = new DedupCache({ capBytes: Math.ceil((1.2 * one) / 0.9), now: clock.now });
@@ -231,19 +237,67 @@ test('an overloaded filter is rebuilt at the current density, larger, still hold
   clock.advance(10);
   flush(cache, clock, 2, small);
   t.is(cache.entryInfo(2)?.tier, 'filter');
+  t.is(cache.entryInfo(2)?.generations, 1);
   const blocks0 = cache.entryInfo(2)!.pages;
-  // Appends until the filter holds fewer bits per hash added than filters are built with.
+  // Appends, one a flush, past what the filter was built for: generations
+  // open in place (no hydration) until FILTER_MAX_GENERATIONS, then a
+  // refresh (a fetch of the window) rebuilds one filter.
   let hydratedAt = -1;
-  for (let i = 0; i < 4000 && hydratedAt < 0; i++) {
-    clock.advance(PROMOTE_INTERVAL_MS / 100);
-    if (flush(cache, clock, 2, small).hydrated) hydratedAt = i;
+  let grownTo = 1;
+  for (let i = 0; i < 40_000 && hydratedAt < 0; i++) {
+    clock.advance(10);
+    const { hydrated } = flush(cache, clock, 2, small);
+    if (hydrated) hydratedAt = i;
+    else grownTo = Math.max(grownTo, cache.entryInfo(2)!.generations);
   }
+  t.is(grownTo, FILTER_MAX_GENERATIONS, 'grew to the most generations before any refetch');
+  t.is(cache.stats.filterGrowths, FILTER_MAX_GENERATIONS - 1);
   t.true(hydratedAt > 0, `refreshed after ${hydratedAt} appends`);
   t.is(cache.entryInfo(2)?.tier, 'filter');
+  t.is(cache.entryInfo(2)?.generations, 1, 'the refresh built one filter');
   t.true(cache.entryInfo(2)!.pages > blocks0, `rebuilt larger (${blocks0} -> ${cache.entryInfo(2)!.pages} blocks)`);
   t.is(cache.stats.suppressions, 0);
   const v = cache.vouchWithHints(2, stored(small), small.last + 1);
   t.is(v.maybe.length, small.last + 1, 'the rebuilt filter holds every hash');
+});
+
+test('a sealed generation is dropped once expiry passes every hash it holds; every in-window hash still answers maybe', (t) => {
+  const clock = new FakeClock();
+  const window = 60;
+  const one = estimateFootprintBytes(5000);
+  const cache = new DedupCache({ capBytes: Math.ceil((1.2 * one) / 0.9), now: clock.now });
+  flush(cache, clock, 1, partOf(1, 5000, clock.ms), window);
+  const part = partOf(2, 2000, clock.ms);
+  clock.advance(10);
+  flush(cache, clock, 2, part, window);
+  t.is(cache.entryInfo(2)?.tier, 'filter');
+  // Appends within the window until the filter has grown a generation.
+  let i = 0;
+  while (cache.entryInfo(2)!.generations < 2 && i++ < 5000) {
+    clock.advance(1);
+    flush(cache, clock, 2, part, window);
+  }
+  t.is(cache.entryInfo(2)!.generations, 2, `grew after ${i} appends`);
+  const sealedUpto = part.last;
+  // A window and its slack later, appends (each flush runs expiry) move H
+  // past the sealed generation's last offset: it is dropped.
+  clock.advance(window * 1000 + SKEW_SLACK_MS + 1);
+  let j = 0;
+  while (cache.entryInfo(2)!.generations > 1 && j++ < 10_000) {
+    clock.advance(1);
+    flush(cache, clock, 2, part, window);
+  }
+  t.is(cache.entryInfo(2)!.generations, 1, `dropped after ${j} more appends`);
+  t.true(cache.stats.filterGenerationsExpired >= 1);
+  t.true(cache.entryInfo(2)!.hydratedFrom >= sealedUpto, 'H is at or past what the dropped generation held');
+  // Every hash still in the window (above H) is a maybe.
+  const inWindow = part.rows.filter((r) => r.baseOffset > cache.entryInfo(2)!.hydratedFrom);
+  const hashes = Buffer.concat(inWindow.map((r) => r.hashes));
+  const n = hashes.length / 16;
+  t.true(n > 0);
+  const v = cache.vouchWithHints(2, hashes, n);
+  t.true(v.verified >= 0);
+  t.is(v.maybe.length, n);
 });
 
 test('a refused partition past its cooldown is not fetched again while the cache has no room for anyone; it is once an entry leaves', (t) => {

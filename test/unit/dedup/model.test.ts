@@ -430,6 +430,8 @@ function runScenario(
     'filterInstalls',
     'demotions',
     'folds',
+    'filterGrowths',
+    'filterGenerationsExpired',
     'suppressions',
     'evictions',
     'localHits',
@@ -523,6 +525,8 @@ test('model (filter tier): demoted, folded and filter entries vouch only with th
   t.true(totals.filterInstalls! > 0, 'filter entries were installed');
   t.true(totals.demotions! > 0, 'exact entries were demoted to filters');
   t.true(totals.folds! > 0, 'filters were folded under pressure');
+  t.true(totals.filterGrowths! > 0, 'filters grew generations for their appends');
+  t.true(totals.filterGenerationsExpired! > 0, 'sealed generations were dropped once expiry passed them');
   t.true(totals.maybeItems > 0 && totals.lookupNamed > 0, 'maybe items were looked up and some were found');
   t.true(totals.lookupAll > 0, 'pushes no entry vouched for looked every item up');
   t.true(totals.vouched > 0 && totals.probeSkipped > 0, 'the cache vouched and SQL would skip the probe');
