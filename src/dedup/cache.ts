@@ -384,12 +384,41 @@ export class DedupCache {
   /**
    * A new generation for an overloaded filter entry's appends, sized for
    * FILTER_GENERATION_SHARE of its in-window hashes at the current density
-   * (constants.ts: why, and why not a refetch). Its bytes count as growth,
-   * as an exact entry's appends do: the caller enforces the cap.
+   * (constants.ts: why, and why not a refetch).
+   *
+   * Its bytes should fit under the admission budget (the cap's 90 %, room
+   * left for the expiry units appends add) as built, and room is made the
+   * way fitFilter makes it, without folding: the least recently used exact
+   * entry is demoted first, then new filters are built a step sparser, as
+   * long as some density down to the floor would fit. Past the cap,
+   * enforceCap can only free memory by folding, and a fold halves a filter,
+   * so nothing built at the current density folds until that density has
+   * fallen by more than half: in the defaults soak, generations grown past
+   * the cap lowered it from 16 to ~6 bits a hash in one go, halved most
+   * filters, and five times as many items were looked up. Only when no
+   * density fits is the cap left to enforceCap (the caller's, as for an
+   * exact entry's appends). A budget less than half used raises the
+   * density a step, as fitFilter does.
    */
-  private growFilter(e: PartitionEntry): void {
+  private growFilter(pid: number, e: PartitionEntry): void {
     const planned = Math.max(MIN_GENERATION_HASHES, Math.ceil(e.hashCount * FILTER_GENERATION_SHARE));
-    e.grow(PresenceFilter.blocksFor(planned, this.filterBits), planned);
+    const budget = this.policy.budgetBytes;
+    if (this.filterBits < FILTER_BITS_PER_HASH && this.resident.totalBytes < FILTER_RELAX_FRACTION * budget) {
+      this.filterBits = Math.min(FILTER_BITS_PER_HASH, this.filterBits / FILTER_DENSITY_STEP);
+    }
+    const floorBytes = PresenceFilter.bytesFor(PresenceFilter.blocksFor(planned, FILTER_MIN_BITS_PER_HASH));
+    let blocks = PresenceFilter.blocksFor(planned, this.filterBits);
+    while (this.resident.totalBytes + PresenceFilter.bytesFor(blocks) > budget) {
+      const v = this.resident.lruExact(pid);
+      if (v !== undefined) {
+        this.demote(v);
+        continue;
+      }
+      if (this.filterBits <= FILTER_MIN_BITS_PER_HASH || this.resident.totalBytes + floorBytes > budget) break;
+      this.filterBits = Math.max(FILTER_MIN_BITS_PER_HASH, this.filterBits * FILTER_DENSITY_STEP);
+      blocks = PresenceFilter.blocksFor(planned, this.filterBits);
+    }
+    e.grow(blocks, planned);
     this.stats.filterGrowths++;
   }
 
@@ -695,7 +724,7 @@ export class DedupCache {
     if (e === undefined) return;
     const r = e.append(base, hashes, count, createdMs);
     if (r === 'appended') {
-      if (e.filterGenerations > 0 && e.filterGenerations < FILTER_MAX_GENERATIONS && this.filterOverloaded(e)) this.growFilter(e);
+      if (e.filterGenerations > 0 && e.filterGenerations < FILTER_MAX_GENERATIONS && this.filterOverloaded(e)) this.growFilter(pid, e);
       this.resident.refresh(e);
       // Growth past the cap: plain LRU (this is the budget, not an admission).
       this.enforceCap(pid, undefined);

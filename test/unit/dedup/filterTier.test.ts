@@ -261,6 +261,48 @@ test('an overloaded filter grows generations without a fetch; with no generation
   t.is(v.maybe.length, small.last + 1, 'the rebuilt filter holds every hash');
 });
 
+test('generations grown near the cap are built sparser to fit, after demoting what is exact; no filter is folded for them', (t) => {
+  const clock = new FakeClock();
+  const size = 20_000;
+  const capBytes = 3 * 1024 * KiB;
+  const cache = new DedupCache({ capBytes, now: clock.now });
+  const parts: Part[] = [];
+  for (let p = 0; p < 40; p++) {
+    parts.push(partOf(100 + p, size, clock.ms));
+    clock.advance(10);
+    t.true(flush(cache, clock, p, parts[p]!).hydrated);
+  }
+  const folds = cache.stats.folds;
+  const bits = cache.filterBitsPerHash();
+  t.is(bits, FILTER_BITS_PER_HASH);
+  // Half as many hashes again to every partition: at 16 bits their new
+  // generations would need more than the budget has left.
+  const more = size / 2;
+  for (let p = 0; p < 40; p++) {
+    cache.beginFlush(p);
+    t.is(cache.prepare(p, 3600), 'ready');
+    cache.recordAppend(p, parts[p]!.last + 1, hashRun(100 + p, 1_000_000, more), more, clock.ms);
+    cache.endFlush(p);
+    parts[p]!.last += more;
+  }
+  const info = `bits ${bits} -> ${cache.filterBitsPerHash()}, resident ${cache.residentBytes()}, ${JSON.stringify(cache.stats)}`;
+  t.true(cache.stats.filterGrowths > 0, info);
+  t.is(cache.residentFilterEntries(), 40, `every partition a filter: ${info}`);
+  t.is(cache.stats.folds, folds, `no fold to make room for a generation: ${info}`);
+  t.true(
+    cache.filterBitsPerHash() < bits && cache.filterBitsPerHash() > FILTER_MIN_BITS_PER_HASH,
+    `new generations built sparser: ${info}`,
+  );
+  t.true(cache.residentBytes() <= capBytes, info);
+  t.is(cache.stats.evictions, 0);
+  for (let p = 0; p < 40; p++) {
+    const all = hashRun(100 + p, 0, size);
+    const added = hashRun(100 + p, 1_000_000, more);
+    t.is(cache.vouchWithHints(p, all, size).maybe.length, size, `partition ${p}: every hydrated hash is a maybe`);
+    t.is(cache.vouchWithHints(p, added, more).maybe.length, more, `partition ${p}: every appended hash is a maybe`);
+  }
+});
+
 test('a sealed generation is dropped once expiry passes every hash it holds; every in-window hash still answers maybe', (t) => {
   const clock = new FakeClock();
   const window = 60;
