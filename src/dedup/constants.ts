@@ -95,7 +95,7 @@ export const FILTER_GROWTH = 0.25;
  * as before: one filter rebuilt from a window fetch.
  *
  * Why: in the 30-minute retention soak at the service's defaults, filters
- * filling with the window asked for ~250 refreshes of ~3 M hashes each,
+ * filling with the window asked for ~250 refreshes of 1-3.5 M hashes each,
  * 0.2-2.4 s of PostgreSQL apiece, late in the run ~15-30 % of a core
  * (docs/history/2026-12-06-filters-at-16-bits-kept-and-what-bounds-the-soak.md).
  * Each refresh built a filter only a quarter larger, so a window growing
