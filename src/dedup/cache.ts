@@ -311,8 +311,8 @@ export class DedupCache {
       if (!e.rebuild) {
         if (e.gap) return 'hydrate';
         // A filter entry asks to be rebuilt when it can become exact again
-        // or its filter is overloaded; admitRebuild decides (and keeps it as
-        // it is when neither fits).
+        // or its filter is overloaded with no generation left to grow;
+        // admitRebuild decides (and keeps it as it is when neither fits).
         if (e.tier === 'filter' && now >= e.nextRetierMs && (this.promotionFits(pid, e) || this.needsRefresh(e))) return 'hydrate';
         return 'ready';
       }
