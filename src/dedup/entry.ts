@@ -149,6 +149,8 @@ export class PartitionEntry {
   accountedBytes = 0;
   /** A filter entry asks for its promotion or refresh no earlier than this (ms; the cache's policy). */
   nextRetierMs = 0;
+  /** The cache found no room for this filter entry's next generation (the cache's policy: it asks for a refresh instead). */
+  growthRefused = false;
   /** Expiry units in offset order (= time order of appends); the last one may still be filling. */
   private readonly units: Unit[] = [];
   /** Units before this index are forgotten (a queue without shifting the array each time). */

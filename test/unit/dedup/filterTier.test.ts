@@ -303,6 +303,48 @@ test('generations grown near the cap are built sparser to fit, after demoting wh
   }
 });
 
+test('with no room for a generation at any density, a filter does not grow: it evicts no one and asks for a refresh instead', (t) => {
+  const clock = new FakeClock();
+  const size = 20_000;
+  const capBytes = 900 * KiB;
+  const cache = new DedupCache({ capBytes, now: clock.now });
+  const parts: Part[] = [];
+  // Partitions until one is suppressed: the budget is spent at the floor density.
+  let p = 0;
+  for (; p < 400; p++) {
+    parts.push(partOf(100 + p, size, clock.ms));
+    clock.advance(10);
+    if (flush(cache, clock, p, parts[p]!).verified === -1) break;
+  }
+  t.is(cache.filterBitsPerHash(), FILTER_MIN_BITS_PER_HASH);
+  const evictions = cache.stats.evictions;
+  // Half as many hashes again to each resident filter in turn overloads
+  // it: the first generations take what room is left, then one finds none.
+  const more = size / 2;
+  let q = -1;
+  for (let r = 0; r < p && q < 0; r++) {
+    if (cache.entryInfo(r)?.tier !== 'filter') continue;
+    cache.beginFlush(r);
+    t.is(cache.prepare(r, 3600), 'ready');
+    cache.recordAppend(r, parts[r]!.last + 1, hashRun(100 + r, 1_000_000, more), more, clock.ms);
+    cache.endFlush(r);
+    parts[r]!.last += more;
+    if (cache.entryInfo(r)!.generations === 1) q = r;
+  }
+  const info = `resident ${cache.residentBytes()}, ${JSON.stringify(cache.stats)}`;
+  t.true(q >= 0, `a filter found no room for a generation: ${info}`);
+  t.true(cache.stats.filterGrowths > 0, info);
+  t.is(cache.stats.evictions, evictions, `no one evicted for a generation: ${info}`);
+  t.true(cache.residentBytes() <= capBytes);
+  clock.advance(PROMOTE_INTERVAL_MS + 1);
+  cache.beginFlush(q);
+  t.is(cache.prepare(q, 3600), 'hydrate', 'the overloaded filter asks for a refresh');
+  cache.endFlush(q);
+  const v = cache.vouchWithHints(q, hashRun(100 + q, 1_000_000, more), more);
+  t.true(v.verified >= 0, 'it still vouches');
+  t.is(v.maybe.length, more, 'every appended hash is a maybe');
+});
+
 test('a sealed generation is dropped once expiry passes every hash it holds; every in-window hash still answers maybe', (t) => {
   const clock = new FakeClock();
   const window = 60;
