@@ -53,6 +53,20 @@ function flush(cache: DedupCache, clock: FakeClock, pid: number, part: Part, win
   }
 }
 
+/**
+ * Partitions of `size` hashes (stream 100 + index), added from parts.length
+ * on and flushed one by one until one is suppressed: returns its index (-1
+ * if none was by `limit`).
+ */
+function addUntilSuppressed(cache: DedupCache, clock: FakeClock, parts: Part[], size: number, limit = 400): number {
+  for (let p = parts.length; p < limit; p++) {
+    parts.push(partOf(100 + p, size, clock.ms));
+    clock.advance(10);
+    if (flush(cache, clock, p, parts[p]!).verified === -1) return p;
+  }
+  return -1;
+}
+
 /** Every stored hash of the part, one segment: the items a vouch of pid must not clear. */
 const stored = (part: Part): Buffer => Buffer.concat(part.rows.map((r) => r.hashes));
 
@@ -149,12 +163,7 @@ test('heavier pressure lowers the bits filters are built with and folds the larg
     t.is(v.maybe.length + v.hits.length, parts[q]!.last + 1, `partition ${q} clears none of its own hashes`);
   }
   // Keep adding partitions: at the floor density the budget runs out and the newcomer is suppressed.
-  let suppressedAt = -1;
-  for (; p < 400 && suppressedAt < 0; p++) {
-    parts.push(partOf(100 + p, size, clock.ms));
-    clock.advance(10);
-    if (flush(cache, clock, p, parts[p]!).verified === -1) suppressedAt = p;
-  }
+  const suppressedAt = addUntilSuppressed(cache, clock, parts, size);
   t.true(suppressedAt > 40, `suppressed from partition ${suppressedAt}`);
   t.is(cache.filterBitsPerHash(), FILTER_MIN_BITS_PER_HASH);
   t.true(cache.stats.suppressions > 0);
@@ -310,19 +319,14 @@ test('with no room for a generation at any density, a filter does not grow: it e
   const cache = new DedupCache({ capBytes, now: clock.now });
   const parts: Part[] = [];
   // Partitions until one is suppressed: the budget is spent at the floor density.
-  let p = 0;
-  for (; p < 400; p++) {
-    parts.push(partOf(100 + p, size, clock.ms));
-    clock.advance(10);
-    if (flush(cache, clock, p, parts[p]!).verified === -1) break;
-  }
+  t.true(addUntilSuppressed(cache, clock, parts, size) > 0);
   t.is(cache.filterBitsPerHash(), FILTER_MIN_BITS_PER_HASH);
   const evictions = cache.stats.evictions;
   // Half as many hashes again to each resident filter in turn overloads
   // it: the first generations take what room is left, then one finds none.
   const more = size / 2;
   let q = -1;
-  for (let r = 0; r < p && q < 0; r++) {
+  for (let r = 0; r < parts.length && q < 0; r++) {
     if (cache.entryInfo(r)?.tier !== 'filter') continue;
     cache.beginFlush(r);
     t.is(cache.prepare(r, 3600), 'ready');
