@@ -1,4 +1,4 @@
-// One file (~450 lines), on purpose: DedupCache is the cache's one policy
+// One file (~870 lines), on purpose: DedupCache is the cache's one policy
 // object. prepare / admitRebuild / install / vouch / recordAppend and the
 // memory cap (evict, suppress, enforceCap) read and change the same resident
 // set and reservations, and the "never vouch wrongly" argument runs across

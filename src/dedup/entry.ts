@@ -1,4 +1,4 @@
-// One file (~480 lines), on purpose: PartitionEntry is one state machine
+// One file (~610 lines), on purpose: PartitionEntry is one state machine
 // (vouching / gap / rebuild) over one partition's hashes, and its append,
 // expiry and lookups keep the vouch rule together: it vouches V only while
 // it knows every in-window hash of (H, V]. The stores themselves
@@ -93,9 +93,9 @@ interface SealedFilter {
  * still true over (H, V]. It names no offsets: an item it cannot clear
  * ("maybe") is reported by maybeItems(), and the caller finds its
  * occurrences in PostgreSQL before it vouches (the lookup's claim,
- * sql/functions/lookup.sql). Expiry still raises H; the filter just keeps
- * answering "maybe" for the expired hashes until it is rebuilt, which costs
- * lookups, never a verdict.
+ * sql/functions/lookup.sql). Expiry still raises H; a filter just keeps
+ * answering "maybe" for the expired hashes until it is rebuilt or its
+ * generation is dropped (below), which costs lookups, never a verdict.
  *
  * A filter entry's store may be several generations (grow()): the filter
  * appends go to, and sealed ones, each sealed at the V of its sealing, so
@@ -441,7 +441,7 @@ export class PartitionEntry {
       if (k > 0) this.sealed.splice(0, k);
     }
     // Dead entries over half the table: sweep a few pages per call. (A
-    // filter cannot forget: it keeps its bits until it is rebuilt.)
+    // filter forgets only whole generations, above.)
     if (this.exact !== undefined && this.exact.size > 2 * this.unitHashes + UNIT_HASHES) this.exact.compact(4);
   }
 
