@@ -171,6 +171,7 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
       }
     })();
     const achieved = await push(p.minutes * 60, rate);
+    const cacheStats = rig.cache === undefined ? undefined : { ...rig.cache.stats };
     done = true;
     await sampler;
 
@@ -259,7 +260,18 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
         // Keeping up: the soak's rate held for the whole run, not only a flat table.
         target('achieved / asked push rate', achieved / rate, '>=', 0.95, { ratio: true }),
       ],
-      info: [{ name: 'achieved push rate', value: `${fmt(achieved)} msg/s`, baseline: `${fmt(maxRate)} msg/s max` }, ...unmeasured],
+      info: [
+        { name: 'achieved push rate', value: `${fmt(achieved)} msg/s`, baseline: `${fmt(maxRate)} msg/s max` },
+        ...(cacheStats === undefined
+          ? []
+          : [
+              {
+                name: 'dedup cache over the run (max phase included): maybe items looked up; segments looked up from above their oldest filter generation; filter growths; folds; window fetches',
+                value: `${cacheStats.maybeItems}; ${cacheStats.maybeNarrowed}; ${cacheStats.filterGrowths}; ${cacheStats.folds}; ${cacheStats.hydrations}`,
+              },
+            ]),
+        ...unmeasured,
+      ],
       notes:
         flat.length < 2
           ? [
