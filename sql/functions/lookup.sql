@@ -7,13 +7,8 @@
 -- What a caller may rely on (the lookup's one claim): every offset it names
 -- holds the item's 16 bytes in a log_txns row of the partition that ends at
 -- or above txns_start and was created at or after now() - window; and for
--- every item, the lowest such offset at or above its segment's p_from and
--- at or below last_offset (returned) is named, as of one moment during the
--- call. p_from is the caller's to know: it passes an offset only when it
--- knows that no in-window occurrence of any of the segment's items lies
--- below it (the broker's filter generations, each covering its own span of
--- offsets, say so: src/dedup/entry.ts, maybeItems), and 0 (or NULL)
--- otherwise; the claim below is then the same as without it. So, for a push that comes later
+-- every item, the lowest such offset at or below last_offset (returned) is
+-- named, as of one moment during the call. So, for a push that comes later
 -- and names what the lookup found (log_push_v12 verifies each name under the
 -- row lock and takes MIN over the verified names and its probe above the
 -- vouch):
@@ -29,11 +24,7 @@
 
 -- Looks up the items of a bundle's segments. Segment i (1-based in the
 -- arrays, seg_index = i - 1 in the result) is partition p_partition_ids[i]
--- with p_counts[i] items, whose hashes arrive concatenated in p_hashes,
--- searched at offsets from p_from[i] up (NULL: the whole window). Below,
--- "txns_start" stands for the greater of the two: a search that starts
--- higher reads fewer runs (those ending below it are skipped) and a shorter
--- tail, and names nothing lower.
+-- with p_counts[i] items, whose hashes arrive concatenated in p_hashes.
 --
 -- One row per segment, in input order:
 --   last_offset    the partition's allocator when its state was read; every
@@ -106,7 +97,7 @@
 -- back from its log_txns row, as the push does. Measured on lookups
 -- replayed from the window-beyond-budget bench, that row probe was about a
 -- quarter of a lookup's time.
-CREATE OR REPLACE FUNCTION queen.log_lookup_v2(p_partition_ids bigint[], p_counts integer[], p_hashes bytea, p_from bigint[])
+CREATE OR REPLACE FUNCTION queen.log_lookup_v1(p_partition_ids bigint[], p_counts integer[], p_hashes bytea)
 RETURNS TABLE (
     seg_index      integer,
     last_offset    bigint,
@@ -131,10 +122,7 @@ DECLARE
     v_n       integer := coalesce(cardinality(p_partition_ids), 0);
     v_hat     integer[];
     v_last    bigint[];
-    -- Where each segment's search starts: GREATEST(txns_start, p_from).
     v_start   bigint[];
-    -- txns_start itself, for tail_offsets (what compaction would shorten).
-    v_purge   bigint[];
     v_cmp     bigint[];
     v_win     integer[];
     v_cutoff  timestamptz[];
@@ -158,15 +146,15 @@ DECLARE
     v_left    integer[];
     v_k       integer;
 BEGIN
-    IF coalesce(cardinality(p_counts), 0) <> v_n OR (p_from IS NOT NULL AND cardinality(p_from) <> v_n) THEN
-        RAISE EXCEPTION 'log_lookup_v2: argument arrays differ in length' USING ERRCODE = '22023';
+    IF coalesce(cardinality(p_counts), 0) <> v_n THEN
+        RAISE EXCEPTION 'log_lookup_v1: argument arrays differ in length' USING ERRCODE = '22023';
     END IF;
     IF v_n = 0 THEN
         RETURN;
     END IF;
     SELECT coalesce(sum(c), 0) INTO v_total FROM unnest(p_counts) AS c;
     IF EXISTS (SELECT 1 FROM unnest(p_counts) AS c WHERE c IS NULL OR c < 0) OR v_total * 16 <> coalesce(length(p_hashes), 0) THEN
-        RAISE EXCEPTION 'log_lookup_v2: item counts do not match the hashes' USING ERRCODE = '22023';
+        RAISE EXCEPTION 'log_lookup_v1: item counts do not match the hashes' USING ERRCODE = '22023';
     END IF;
 
     -- Statement 1: the partitions' state, in the bundle's order. No lock:
@@ -175,32 +163,31 @@ BEGIN
     -- order (an aggregate's own ORDER BY sorts its input again, once per
     -- array: ~6 ms a lookup of 1 000 one-item segments). Every array below
     -- is indexed by segment, so that order is checked, not assumed.
-    SELECT array_agg(x.hat), array_agg(x.last_offset), array_agg(x.start), array_agg(x.txns_start), array_agg(x.compacted_upto),
+    SELECT array_agg(x.hat), array_agg(x.last_offset), array_agg(x.txns_start), array_agg(x.compacted_upto),
            array_agg(x.win), array_agg(x.cutoff), array_agg(x.cut_us), array_agg(x.mode), bool_or(x.runs), array_agg(x.ord)
-    INTO v_hat, v_last, v_start, v_purge, v_cmp, v_win, v_cutoff, v_cut_us, v_mode, v_runs, v_ords
+    INTO v_hat, v_last, v_start, v_cmp, v_win, v_cutoff, v_cut_us, v_mode, v_runs, v_ords
     FROM (
-        SELECT s.ord, s.hat, lp.last_offset, s.start, lp.txns_start, lp.compacted_upto, q.dedup_window_seconds AS win,
+        SELECT s.ord, s.hat, lp.last_offset, lp.txns_start, lp.compacted_upto, q.dedup_window_seconds AS win,
                now() - make_interval(secs => q.dedup_window_seconds) AS cutoff,
                (extract(epoch FROM now() - make_interval(secs => q.dedup_window_seconds)) * 1000000)::bigint AS cut_us,
                CASE WHEN q.dedup_window_seconds <= 0 THEN 0
                     WHEN s.cnt <= 2 THEN 2
-                    WHEN lp.last_offset - GREATEST(lp.compacted_upto, s.start - 1) <= 4096 THEN 1
+                    WHEN lp.last_offset - GREATEST(lp.compacted_upto, lp.txns_start - 1) <= 4096 THEN 1
                     WHEN s.cnt <= 32 THEN 2 ELSE 3 END AS mode,
-               q.dedup_window_seconds > 0 AND lp.compacted_upto > s.start - 1 AS runs
+               q.dedup_window_seconds > 0 AND lp.compacted_upto > lp.txns_start - 1 AS runs
         FROM (
-            SELECT u.pid, u.ord, u.cnt, u.from_off, (coalesce(sum(u.cnt) OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) * 16 + 1)::integer AS hat
-            FROM unnest(p_partition_ids, p_counts, p_from) WITH ORDINALITY AS u (pid, cnt, from_off, ord)
-        ) s0
-        JOIN queen.log_partitions lp ON lp.id = s0.pid
-        CROSS JOIN LATERAL (SELECT s0.*, GREATEST(lp.txns_start, coalesce(s0.from_off, 0)) AS start) s
+            SELECT u.pid, u.ord, u.cnt, (coalesce(sum(u.cnt) OVER (ORDER BY u.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) * 16 + 1)::integer AS hat
+            FROM unnest(p_partition_ids, p_counts) WITH ORDINALITY AS u (pid, cnt, ord)
+        ) s
+        JOIN queen.log_partitions lp ON lp.id = s.pid
         JOIN queen.queues q ON q.id = lp.queue_id
         ORDER BY s.ord
     ) x;
     IF coalesce(cardinality(v_last), 0) <> v_n THEN
-        RAISE EXCEPTION 'log_lookup_v2: unknown partition id' USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'log_lookup_v1: unknown partition id' USING ERRCODE = 'P0002';
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(v_ords) WITH ORDINALITY AS o (ord, k) WHERE o.ord <> o.k) THEN
-        RAISE EXCEPTION 'log_lookup_v2: the partitions'' state was read out of the bundle''s order' USING ERRCODE = 'XX000';
+        RAISE EXCEPTION 'log_lookup_v1: the partitions'' state was read out of the bundle''s order' USING ERRCODE = 'XX000';
     END IF;
 
     IF v_runs THEN
@@ -507,10 +494,10 @@ BEGIN
     SELECT (u.ord - 1)::integer,
            u.last,
            u.win,
-           CASE WHEN u.win > 0 THEN GREATEST(u.last - GREATEST(u.cmp, u.purge - 1), 0) ELSE 0 END,
+           CASE WHEN u.win > 0 THEN GREATEST(u.last - GREATEST(u.cmp, u.start - 1), 0) ELSE 0 END,
            f.idx,
            f.offs
-    FROM unnest(v_last, v_win, v_cmp, v_purge) WITH ORDINALITY AS u (last, win, cmp, purge, ord)
+    FROM unnest(v_last, v_win, v_cmp, v_start) WITH ORDINALITY AS u (last, win, cmp, start, ord)
     LEFT JOIN (
         SELECT d.seg, array_agg(d.idx ORDER BY d.idx, d.off) AS idx, array_agg(d.off ORDER BY d.idx, d.off) AS offs
         FROM (SELECT DISTINCT h.seg, h.idx, h.off FROM unnest(v_seg, v_idx, v_off) AS h (seg, idx, off)) d
@@ -518,20 +505,4 @@ BEGIN
     ) f ON f.seg = u.ord
     ORDER BY u.ord;
 END
-$$;
-
--- rolling-upgrade predecessor: queen.log_lookup_v1
--- The previous release's lookup: version 2 searching every segment's whole
--- window (no p_from), which is what version 1 did.
-CREATE OR REPLACE FUNCTION queen.log_lookup_v1(p_partition_ids bigint[], p_counts integer[], p_hashes bytea)
-RETURNS TABLE (
-    seg_index      integer,
-    last_offset    bigint,
-    window_seconds integer,
-    tail_offsets   bigint,
-    found_idx      integer[],
-    found_offsets  bigint[])
-LANGUAGE sql STABLE
-AS $$
-    SELECT * FROM queen.log_lookup_v2(p_partition_ids, p_counts, p_hashes, NULL::bigint[])
 $$;

@@ -41,8 +41,6 @@ export interface HintedVouch {
   verified: number;
   hits: LocalHit[];
   maybe: number[];
-  /** The lowest offset any maybe item may occur at in the window (0: anywhere); the lookup starts there. */
-  maybeFrom: number;
 }
 
 /** An append reported while the partition's window was being fetched (install() replays it). */
@@ -105,8 +103,6 @@ export interface DedupCacheStats {
   filterGenerationsExpired: number;
   /** Items a filter entry could not clear (each needs a lookup). */
   maybeItems: number;
-  /** Vouches with maybe items that all lie above the oldest filter generation's span, so their lookup starts higher (entry.ts, maybeFrom). */
-  maybeNarrowed: number;
   /** Hashes checked that have a live occurrence of their key in the entry. */
   localHits: number;
   /** Hashes checked that have none. */
@@ -185,7 +181,6 @@ export class DedupCache {
     filterGrowths: 0,
     filterGenerationsExpired: 0,
     maybeItems: 0,
-    maybeNarrowed: 0,
     suppressions: 0,
     evictions: 0,
     localHits: 0,
@@ -678,11 +673,10 @@ export class DedupCache {
     const e = this.usable(pid, hashes, count);
     if (e === undefined) {
       this.stats.notVouched++;
-      return { verified: -1, hits: NO_HITS, maybe: NO_MAYBE, maybeFrom: 0 };
+      return { verified: -1, hits: NO_HITS, maybe: NO_MAYBE };
     }
     let hits = NO_HITS;
     let maybe = NO_MAYBE;
-    let maybeFrom = 0;
     if (e.storeSize > 0) {
       if (e.tier === 'exact') {
         const found: LocalHit[] = [];
@@ -690,19 +684,15 @@ export class DedupCache {
         if (found.length > 0) hits = found;
       } else {
         const m: number[] = [];
-        const from = e.maybeItems(hashes, count, this.stats, m);
-        if (m.length > 0) {
-          maybe = m;
-          maybeFrom = from;
-        }
+        e.maybeItems(hashes, count, this.stats, m);
+        if (m.length > 0) maybe = m;
       }
     }
     const verified = this.countVouch(e);
-    if (verified < 0) return { verified, hits: NO_HITS, maybe: NO_MAYBE, maybeFrom: 0 };
+    if (verified < 0) return { verified, hits: NO_HITS, maybe: NO_MAYBE };
     if (hits.length > 0) this.stats.hinted++;
     this.stats.maybeItems += maybe.length;
-    if (maybeFrom > 0) this.stats.maybeNarrowed++;
-    return { verified, hits, maybe, maybeFrom };
+    return { verified, hits, maybe };
   }
 
   /** The resident entry of pid if it may vouch now (expiry run, use recorded), else undefined. */

@@ -507,46 +507,23 @@ export class PartitionEntry {
    * order: those whose key the filter may hold. Every other item is absent
    * over (H, V] (the vouch rule; the filter has no false negatives). An
    * exact entry appends nothing: it names its hits (collectHits).
-   *
-   * Returns the lowest offset at which any of those items may occur in the
-   * window, for the lookup to start its search at (log_lookup_v2, p_from):
-   * 0 when one of them may be in the oldest generation, whose span reaches
-   * down to H (see maybeFrom).
    */
-  maybeItems(hashes: Buffer, count: number, stats: LookupStats, out: number[]): number {
-    if (this.filter === undefined) return 0;
+  maybeItems(hashes: Buffer, count: number, stats: LookupStats, out: number[]): void {
+    if (this.filter === undefined) return;
     const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
-    let from = Infinity;
     for (let i = 0; i < count; i++) {
-      const f = this.maybeFrom(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4));
-      if (f >= 0) {
+      if (this.filtersMayHave(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4))) {
         stats.localHits++;
         out.push(i);
-        if (f < from) from = f;
       } else stats.localMisses++;
     }
-    return from === Infinity ? 0 : from;
   }
 
-  /**
-   * -1 when no filter generation may hold the key (w0, w1); otherwise the
-   * lowest offset where an in-window occurrence of it may lie. The
-   * generations hold disjoint spans of offsets: a sealed one every hash
-   * added up to the V it was sealed at (grow), the next one only hashes
-   * appended after that V (append requires base = V + 1). So a key that
-   * only generation i (i > 0 in age order) and newer ones may hold has no
-   * occurrence at or below the upto of generation i - 1: not in the older
-   * generations' spans (no false negatives), and not at or below H
-   * (pre-window, the vouch rule's floor). The oldest generation's span
-   * reaches down to H: 0 (the whole window) then.
-   */
-  private maybeFrom(w0: number, w1: number): number {
-    const gens = this.sealed;
-    for (let i = 0; i < gens.length; i++) {
-      if (gens[i]!.filter.mayHave(w0, w1)) return i === 0 ? 0 : gens[i - 1]!.upto + 1;
-    }
-    if (this.filter!.mayHave(w0, w1)) return gens.length === 0 ? 0 : gens[gens.length - 1]!.upto + 1;
-    return -1;
+  /** Whether any filter generation may hold the key (w0, w1). */
+  private filtersMayHave(w0: number, w1: number): boolean {
+    if (this.filter!.mayHave(w0, w1)) return true;
+    for (const g of this.sealed) if (g.filter.mayHave(w0, w1)) return true;
+    return false;
   }
 
   /**
@@ -610,7 +587,7 @@ export class PartitionEntry {
   /** Whether the store names anything for the 16-byte hash at `at` of view. */
   private hasAt(view: DataView, at: number): boolean {
     if (this.exact !== undefined) return this.exact.has(view.getUint32(at), view.getUint32(at + 4));
-    return this.maybeFrom(view.getUint32(at), view.getUint32(at + 4)) >= 0;
+    return this.filtersMayHave(view.getUint32(at), view.getUint32(at + 4));
   }
 
   /** Units remembered: closed ones, and the hashes of the one still filling (0 when the last is closed). */

@@ -101,12 +101,6 @@ export interface LookupInput {
   partitionId: number;
   count: number;
   hashes: Buffer;
-  /**
-   * The lowest offset any of these items may occur at in the window, when
-   * the caller knows one (its filter generations said so); the search starts
-   * there. 0 or absent: the whole window.
-   */
-  from?: number;
 }
 
 /** What the lookup found for one partition's items. */
@@ -153,10 +147,10 @@ export const PUSH_SPAN = `SELECT ${PUSH_FUNCTION}`;
 export const TXNS_ROW_FRAMES = 250;
 
 /** The lookup the broker runs before a push for the items its dedup filter cannot clear. */
-export const LOOKUP_FUNCTION = 'queen.log_lookup_v2';
+export const LOOKUP_FUNCTION = 'queen.log_lookup_v1';
 const LOOKUP_SQL =
   'SELECT seg_index, last_offset, window_seconds, tail_offsets, found_idx, found_offsets ' +
-  'FROM queen.log_lookup_v2($1::bigint[], $2::integer[], $3::bytea, $4::bigint[])';
+  'FROM queen.log_lookup_v1($1::bigint[], $2::integer[], $3::bytea)';
 
 const PROVISION_SQL =
   'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
@@ -367,9 +361,9 @@ export class LogEngine extends Component {
   }
 
   /**
-   * Looks up items before a push, without any lock (queen.log_lookup_v2):
-   * for each partition, the lowest in-window occurrence of each of its items
-   * at or above the input's `from` and at or below the returned lastOffset. Outcomes in input order. A partition whose
+   * Looks up items before a push, without any lock (queen.log_lookup_v1):
+   * for each partition, every in-window occurrence of its items at or below
+   * the returned lastOffset. Outcomes in input order. A partition whose
    * tail search read stored hashes is reported to the probe listeners, as a
    * probe is (the compactor's trigger).
    */
@@ -379,13 +373,12 @@ export class LogEngine extends Component {
     let res: pg.QueryResult;
     try {
       res = await this.pool.query({
-        name: 'queen_log_lookup_v2',
+        name: 'queen_log_lookup_v1',
         text: LOOKUP_SQL,
         values: [
           intArrayLiteral(inputs.map((s) => s.partitionId)),
           intArrayLiteral(inputs.map((s) => s.count)),
           Buffer.concat(inputs.map((s) => s.hashes)),
-          intArrayLiteral(inputs.map((s) => s.from ?? 0)),
         ],
         types: PUSH_TYPES,
       });

@@ -98,11 +98,6 @@ export class CacheWatermarks implements WatermarkSource {
         'Filter generations opened for appends instead of refetching a window',
         () => cache.stats.filterGrowths,
       );
-      metrics.counterFrom(
-        'queen_dedup_lookups_narrowed_total',
-        'Segments whose maybe items are looked up from above their oldest filter generation (a shorter search)',
-        () => cache.stats.maybeNarrowed,
-      );
       metrics
         .gauge('queen_dedup_filter_partitions', 'Resident cache entries of the filter tier')
         .collect(() => cache.residentFilterEntries());
@@ -167,14 +162,14 @@ export class CacheWatermarks implements WatermarkSource {
         this.builds.installReady(s.partitionId);
       }
       const out: Vouch[] = [];
-      const unclear: Unclear[] = [];
+      const unclear: { at: number; maybe: number[] }[] = [];
       for (const s of segments) {
         if (!this.hints) {
           const verified = this.cache.verifiedFor(s.partitionId, s.hashes, s.count);
           out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId) });
           continue;
         }
-        const { verified, hits, maybe, maybeFrom } = this.cache.vouchWithHints(s.partitionId, s.hashes, s.count);
+        const { verified, hits, maybe } = this.cache.vouchWithHints(s.partitionId, s.hashes, s.count);
         if (verified < 0 && s.windowSeconds > 0 && !this.cache.hasVouchingEntry(s.partitionId)) {
           // No entry can vouch (none yet, suppressed, gapped, rebuilding):
           // every item is looked up, and the vouch is the lookup's alone.
@@ -185,11 +180,11 @@ export class CacheWatermarks implements WatermarkSource {
           // at 100 k partitions, one item each, pushes with -1 ran at 0.7x
           // of looked-up ones (the push's probe reads the same rows, under
           // the row lock).
-          unclear.push({ at: out.length, maybe: allItems(s.count), from: 0 });
+          unclear.push({ at: out.length, maybe: allItems(s.count) });
           out.push({ verified: UNBOUNDED, windowSeconds: UNBOUNDED });
           continue;
         }
-        if (maybe.length > 0) unclear.push({ at: out.length, maybe, from: maybeFrom });
+        if (maybe.length > 0) unclear.push({ at: out.length, maybe });
         // The claim is only as wide as the window the entry was built for.
         out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits });
       }
@@ -212,12 +207,11 @@ export class CacheWatermarks implements WatermarkSource {
    * with what was found named as hits (see the class comment). On failure
    * those segments go out with -1.
    */
-  private async lookUp(segments: readonly PendingSegment[], out: Vouch[], unclear: Unclear[]): Promise<void> {
-    const inputs: LookupInput[] = unclear.map(({ at, maybe, from }) => ({
+  private async lookUp(segments: readonly PendingSegment[], out: Vouch[], unclear: { at: number; maybe: number[] }[]): Promise<void> {
+    const inputs: LookupInput[] = unclear.map(({ at, maybe }) => ({
       partitionId: segments[at]!.partitionId,
       count: maybe.length,
       hashes: pickHashes(segments[at]!.hashes, maybe),
-      from,
     }));
     let found;
     try {
@@ -269,17 +263,6 @@ export class CacheWatermarks implements WatermarkSource {
       this.builds.installReady(s.partitionId);
     }
   }
-}
-
-/**
- * A segment with items to look up: where it sits in the bundle, the items,
- * and the lowest offset any of them may occur at (the lookup's p_from: 0
- * searches the whole window, which an entry that cannot vouch always asks).
- */
-interface Unclear {
-  at: number;
-  maybe: number[];
-  from: number;
 }
 
 /**

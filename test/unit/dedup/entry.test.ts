@@ -140,38 +140,3 @@ test('an append too far above the table base to store marks the entry for rebuil
   t.false(e.canVouch);
   t.is(e.append(far + 1, hashRun(1, 11, 1), 1, 0), 'ignored');
 });
-
-test("a maybe item's lookup starts above the generations that cannot hold it, and from the window's floor once the oldest may", (t) => {
-  // Three generations of one unit each (so expiry can drop the oldest
-  // whole): A at [0, U), sealed at U - 1; B at [U, 2U), sealed at 2U - 1;
-  // C at [2U, 3U), still taking appends. 64 bits a hash: no false positive
-  // in these few checks (about 1e-8 each).
-  const U = UNIT_HASHES;
-  const blocks = (U * 64) / 512;
-  const a = hashRun(41, 0, U);
-  const b = hashRun(42, 0, U);
-  const c = hashRun(43, 0, U);
-  const e = PartitionEntry.hydrate(3600, U - 1, 0, [{ baseOffset: 0, endOffset: U - 1, createdMs: 0, hashes: a }], 0, 'filter', blocks);
-  e.grow(blocks, U);
-  t.is(e.append(U, b, U, 4_000_000), 'appended');
-  e.grow(blocks, U);
-  t.is(e.append(2 * U, c, U, 4_000_000), 'appended');
-  t.is(e.filterGenerations, 3);
-  const from = (...items: Buffer[]): { from: number; maybe: number[] } => {
-    const maybe: number[] = [];
-    const f = e.maybeItems(Buffer.concat(items), items.length, stats(), maybe);
-    return { from: f, maybe };
-  };
-  const one = (h: Buffer, i: number) => h.subarray(i * 16, i * 16 + 16);
-  t.deepEqual(from(one(a, 7)), { from: 0, maybe: [0] }, 'in the oldest generation: the whole window');
-  t.deepEqual(from(one(b, 7)), { from: U, maybe: [0] }, 'only the second may hold it: from one past the first one sealed');
-  t.deepEqual(from(one(c, 7)), { from: 2 * U, maybe: [0] }, 'only the newest: from one past the second one sealed');
-  t.deepEqual(from(hashRun(44, 0, 1), one(c, 9), one(b, 9)), { from: U, maybe: [1, 2] }, 'a segment starts at its lowest item');
-  t.deepEqual(from(hashRun(44, 1, 1)), { from: 0, maybe: [] }, 'nothing to look up');
-  // Expiry passes A's unit: the oldest generation is dropped, and B's span now reaches down to H.
-  e.expire(3_600_000 + 10_000);
-  t.is(e.hydratedFrom, U - 1);
-  t.is(e.filterGenerations, 2);
-  t.deepEqual(from(one(b, 7)), { from: 0, maybe: [0] });
-  t.deepEqual(from(one(c, 7)), { from: 2 * U, maybe: [0] });
-});

@@ -418,39 +418,3 @@ test('a refused partition past its cooldown is not fetched again while the cache
   clock.advance(30_001);
   t.is(cache.prepare(refused, 3600), 'hydrate');
 });
-
-test("a maybe item's lookup never starts above the item's own offset, and starts above the older generations for hashes appended after them", (t) => {
-  const clock = new FakeClock();
-  const one = estimateFootprintBytes(5000);
-  const cache = new DedupCache({ capBytes: Math.ceil((1.2 * one) / 0.9), now: clock.now });
-  flush(cache, clock, 1, partOf(1, 5000, clock.ms));
-  const small = partOf(2, 2000, clock.ms);
-  clock.advance(10);
-  flush(cache, clock, 2, small);
-  t.is(cache.entryInfo(2)?.tier, 'filter');
-  // Appends until the filter has grown two generations past its first.
-  for (let i = 0; i < 40_000 && cache.entryInfo(2)!.generations < 3; i++) {
-    clock.advance(10);
-    t.false(flush(cache, clock, 2, small).hydrated, 'grown, not refetched');
-  }
-  t.is(cache.entryInfo(2)?.generations, 3);
-  // Each stored hash alone: it is a maybe, and its search starts at or below
-  // its offset (above it would skip the occurrence: a wrong verdict).
-  let narrowed = 0;
-  let late = 0;
-  for (const r of small.rows) {
-    for (let k = 0; k <= r.endOffset - r.baseOffset; k++) {
-      const off = r.baseOffset + k;
-      const v = cache.vouchWithHints(2, r.hashes.subarray(k * 16, k * 16 + 16), 1);
-      t.deepEqual(v.maybe, [0]);
-      if (v.maybeFrom > off) t.fail(`the hash at ${off} is searched from ${v.maybeFrom}`);
-      if (off >= 2000) late++;
-      if (v.maybeFrom > 0) narrowed++;
-    }
-  }
-  // The first generation held offsets below 2 000 and more; the rest were
-  // appended after a seal. Some of those also hit an older generation (a
-  // false positive there: from 0), most do not.
-  t.true(late > 0 && narrowed > late / 2, `${narrowed} of ${late} hashes appended after the first filter searched from above 0`);
-  t.is(cache.stats.maybeNarrowed, narrowed);
-});

@@ -76,15 +76,15 @@ class ModelLog {
   }
 
   /**
-   * log_lookup_v2 for one item at its weakest (sql/functions/lookup.sql,
-   * its claim): the lowest offset in [from, upTo] holding the hash in a row
+   * log_lookup_v1 for one item at its weakest (sql/functions/lookup.sql,
+   * its claim): the lowest offset at or below upTo holding the hash in a row
    * that is not deleted, ends at or above txnsStart and is in the window at
    * dbNow (the SQL names more: every occurrence its runs hold).
    */
-  lookup(hash: Buffer, upTo: number, dbNow: number, from = 0): number[] {
+  lookup(hash: Buffer, upTo: number, dbNow: number): number[] {
     if (!(this.window > 0)) return [];
     const offs = (this.index.get(hash.toString('hex')) ?? [])
-      .filter((o) => o.off >= from && o.off <= upTo && o.row.end >= this.txnsStart && this.inWindow(o.row, dbNow))
+      .filter((o) => o.off <= upTo && o.row.end >= this.txnsStart && this.inWindow(o.row, dbNow))
       .map((o) => o.off);
     return offs.length === 0 ? [] : [Math.min(...offs)];
   }
@@ -230,7 +230,6 @@ interface Totals {
   multiOffsetHints: number;
   vouchedWithHints: number;
   maybeItems: number;
-  narrowed: number;
   lookupNamed: number;
   lookupAll: number;
   [k: string]: number;
@@ -305,17 +304,10 @@ function runScenario(
           // was found named, the vouch lowered to the lookup's lastOffset.
           const upTo = model.last;
           const at = dbNow();
-          // The search starts at the cache's maybeFrom (log_lookup_v2's
-          // p_from): an occurrence below it that the search skips would
-          // show as a wrong verdict below.
           const named = vouch.maybe
-            .map((index) => ({
-              index,
-              offsets: model.lookup(seg.hashes.subarray(index * 16, index * 16 + 16), upTo, at, vouch.maybeFrom),
-            }))
+            .map((index) => ({ index, offsets: model.lookup(seg.hashes.subarray(index * 16, index * 16 + 16), upTo, at) }))
             .filter((h) => h.offsets.length > 0);
           totals.maybeItems += vouch.maybe.length;
-          if (vouch.maybeFrom > 0) totals.narrowed++;
           totals.lookupNamed += named.length;
           hits = [...hits, ...named];
           w = Math.min(w, upTo);
@@ -463,7 +455,6 @@ test('model: a vouched watermark and its hints never change a verdict (random hi
     multiOffsetHints: 0,
     vouchedWithHints: 0,
     maybeItems: 0,
-    narrowed: 0,
     lookupNamed: 0,
     lookupAll: 0,
   };
@@ -509,7 +500,6 @@ test('model (filter tier): demoted, folded and filter entries vouch only with th
     multiOffsetHints: 0,
     vouchedWithHints: 0,
     maybeItems: 0,
-    narrowed: 0,
     lookupNamed: 0,
     lookupAll: 0,
   };
