@@ -266,8 +266,8 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
           ? []
           : [
               {
-                name: 'dedup cache over the run (max phase included): maybe items looked up; filter growths; folds; window fetches',
-                value: `${cacheStats.maybeItems}; ${cacheStats.filterGrowths}; ${cacheStats.folds}; ${cacheStats.hydrations}`,
+                name: 'dedup cache over the run (max phase included): maybe items looked up (of them with a span below the newest offsets); filter growths; folds; window fetches',
+                value: `${cacheStats.maybeItems} (${cacheStats.maybeBelowOpen}); ${cacheStats.filterGrowths}; ${cacheStats.folds}; ${cacheStats.hydrations}`,
               },
             ]),
         ...unmeasured,

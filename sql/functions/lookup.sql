@@ -7,8 +7,16 @@
 -- What a caller may rely on (the lookup's one claim): every offset it names
 -- holds the item's 16 bytes in a log_txns row of the partition that ends at
 -- or above txns_start and was created at or after now() - window; and for
--- every item, the lowest such offset at or below last_offset (returned) is
--- named, as of one moment during the call. So, for a push that comes later
+-- every item whose lowest such offset at or below last_offset (returned)
+-- lies in its span [p_item_from, p_item_to], that offset is named, as of
+-- one moment during the call. The span is the caller's to know: it narrows
+-- an item only when it knows that no in-window occurrence of it at or
+-- below the watermark it will vouch lies outside (the broker's filter
+-- generations, each holding the hashes of its own span of offsets, say so:
+-- src/dedup/entry.ts, maybeItems); an item with no span (NULL) has the
+-- whole window, and the claim is then the one without spans. So the lowest
+-- in-window occurrence at or below min(vouch, last_offset) is named, and
+-- for a push that comes later
 -- and names what the lookup found (log_push_v12 verifies each name under the
 -- row lock and takes MIN over the verified names and its probe above the
 -- vouch):
@@ -25,6 +33,15 @@
 -- Looks up the items of a bundle's segments. Segment i (1-based in the
 -- arrays, seg_index = i - 1 in the result) is partition p_partition_ids[i]
 -- with p_counts[i] items, whose hashes arrive concatenated in p_hashes.
+-- Item k of the concatenation (1-based) is searched in the offsets
+-- [p_item_from[k], p_item_to[k]] (each NULL, or the array NULL: unbounded
+-- on that side): a run holding no offset of the span is not read, and an
+-- item whose span ends at or below the tail's start skips the tail. A
+-- search reads whole runs, so it may name occurrences outside the span;
+-- each is still an in-window occurrence, and the lowest one inside the span
+-- is named whenever it is the item's lowest at or below last_offset (the
+-- runs overlapping the span hold every occurrence inside it, and the
+-- argument below is the same over them).
 --
 -- One row per segment, in input order:
 --   last_offset    the partition's allocator when its state was read; every
@@ -97,7 +114,7 @@
 -- back from its log_txns row, as the push does. Measured on lookups
 -- replayed from the window-beyond-budget bench, that row probe was about a
 -- quarter of a lookup's time.
-CREATE OR REPLACE FUNCTION queen.log_lookup_v1(p_partition_ids bigint[], p_counts integer[], p_hashes bytea)
+CREATE OR REPLACE FUNCTION queen.log_lookup_v2(p_partition_ids bigint[], p_counts integer[], p_hashes bytea, p_item_from bigint[], p_item_to bigint[])
 RETURNS TABLE (
     seg_index      integer,
     last_offset    bigint,
@@ -143,18 +160,23 @@ DECLARE
     -- Items the runs answered (segment x 2^31 + item), which the tail skips,
     -- and per segment how many items are left for it.
     v_found   bigint[] := '{}';
-    v_left    integer[];
+    -- Per segment, the items left for its tail: not answered by the runs,
+    -- and with a span that reaches above the tail's start.
+    v_need    integer[];
     v_k       integer;
 BEGIN
     IF coalesce(cardinality(p_counts), 0) <> v_n THEN
-        RAISE EXCEPTION 'log_lookup_v1: argument arrays differ in length' USING ERRCODE = '22023';
+        RAISE EXCEPTION 'log_lookup_v2: argument arrays differ in length' USING ERRCODE = '22023';
     END IF;
     IF v_n = 0 THEN
         RETURN;
     END IF;
     SELECT coalesce(sum(c), 0) INTO v_total FROM unnest(p_counts) AS c;
     IF EXISTS (SELECT 1 FROM unnest(p_counts) AS c WHERE c IS NULL OR c < 0) OR v_total * 16 <> coalesce(length(p_hashes), 0) THEN
-        RAISE EXCEPTION 'log_lookup_v1: item counts do not match the hashes' USING ERRCODE = '22023';
+        RAISE EXCEPTION 'log_lookup_v2: item counts do not match the hashes' USING ERRCODE = '22023';
+    END IF;
+    IF (p_item_from IS NOT NULL AND cardinality(p_item_from) <> v_total) OR (p_item_to IS NOT NULL AND cardinality(p_item_to) <> v_total) THEN
+        RAISE EXCEPTION 'log_lookup_v2: item spans do not match the item counts' USING ERRCODE = '22023';
     END IF;
 
     -- Statement 1: the partitions' state, in the bundle's order. No lock:
@@ -184,10 +206,10 @@ BEGIN
         ORDER BY s.ord
     ) x;
     IF coalesce(cardinality(v_last), 0) <> v_n THEN
-        RAISE EXCEPTION 'log_lookup_v1: unknown partition id' USING ERRCODE = 'P0002';
+        RAISE EXCEPTION 'log_lookup_v2: unknown partition id' USING ERRCODE = 'P0002';
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(v_ords) WITH ORDINALITY AS o (ord, k) WHERE o.ord <> o.k) THEN
-        RAISE EXCEPTION 'log_lookup_v1: the partitions'' state was read out of the bundle''s order' USING ERRCODE = 'XX000';
+        RAISE EXCEPTION 'log_lookup_v2: the partitions'' state was read out of the bundle''s order' USING ERRCODE = 'XX000';
     END IF;
 
     IF v_runs THEN
@@ -212,16 +234,17 @@ BEGIN
         -- this statement's snapshot, as the slices are read: a merge
         -- committing meanwhile is seen whole or not at all.
         WITH seg AS MATERIALIZED (
-            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff, u.cut_us, rr.ids, rr.bits, rr.los, rr.nested
+            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff, u.cut_us, rr.ids, rr.bits, rr.los, rr.his, rr.nested
             FROM unnest(p_partition_ids, p_counts, v_hat, v_start, v_cmp, v_win, v_cutoff, v_cut_us)
                  WITH ORDINALITY AS u (pid, cnt, hat, start, cmp, win, cutoff, cut_us, ord)
             -- The partition's runs in ascending run_lo, and whether any
             -- starts below the end of one before it (spans interleave).
             CROSS JOIN LATERAL (
                 SELECT array_agg(w.run_id ORDER BY w.run_lo) AS ids, array_agg(w.bits ORDER BY w.run_lo) AS bits,
-                       array_agg(w.run_lo ORDER BY w.run_lo) AS los, coalesce(bool_or(w.run_lo < w.before_hi), false) AS nested
+                       array_agg(w.run_lo ORDER BY w.run_lo) AS los, array_agg(w.run_hi ORDER BY w.run_lo) AS his,
+                       coalesce(bool_or(w.run_lo < w.before_hi), false) AS nested
                 FROM (
-                    SELECT r.run_id, r.bits, r.run_lo,
+                    SELECT r.run_id, r.bits, r.run_lo, r.run_hi,
                            max(r.run_hi) OVER (ORDER BY r.run_lo ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_hi
                     FROM queen.log_hash_runs r
                     WHERE r.partition_id = u.pid AND r.run_hi > u.start - 1
@@ -230,15 +253,18 @@ BEGIN
             WHERE u.win > 0 AND u.cmp > u.start - 1 AND rr.ids IS NOT NULL
         ), items AS MATERIALIZED (
             SELECT s.seg, g.i AS idx, substring(p_hashes FROM s.hat + g.i * 16 FOR 16) AS h,
-                   s.pid, s.start, s.cmp, s.cutoff, s.cut_us, s.ids, s.bits, s.los, s.nested
+                   s.pid, s.start, s.cmp, s.cutoff, s.cut_us, s.ids, s.bits, s.los, s.his, s.nested,
+                   coalesce(p_item_from[(s.hat - 1) / 16 + g.i + 1], -1) AS ifrom,
+                   coalesce(p_item_to[(s.hat - 1) / 16 + g.i + 1], 9223372036854775807) AS ito
             FROM seg s
             CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
         ), first_hits AS MATERIALIZED (
-            SELECT q.seg, q.idx, q.h, q.pid, q.start, q.cmp, q.cutoff, q.cut_us, q.ids, q.bits, q.los, q.nested, f.k, f.off, f.direct
+            SELECT q.seg, q.idx, q.h, q.pid, q.start, q.cmp, q.cutoff, q.cut_us, q.ids, q.bits, q.los, q.his, q.nested, q.ifrom, q.ito,
+                   f.k, f.off, f.direct
             FROM items q
             CROSS JOIN LATERAL (
                 SELECT r.k, c.off, c.direct
-                FROM unnest(q.ids, q.bits) WITH ORDINALITY AS r (run_id, bits, k)
+                FROM unnest(q.ids, q.bits, q.los, q.his) WITH ORDINALITY AS r (run_id, bits, lo, hi, k)
             -- A parameterised lookup, never a join (as in log_push_v12):
             -- LIMIT 1 keeps the planner from a hash join over every slice.
             CROSS JOIN LATERAL (
@@ -286,7 +312,11 @@ BEGIN
                   AND t.created_at >= q.cutoff
                   AND t.hash = q.h
             ) v
-            WHERE c.off <= q.cmp
+            -- Only the runs holding some offset of the item's span, (lo, hi]
+            -- against [ifrom, ito] (a qual on the runs alone: the slice is
+            -- not probed for the others).
+            WHERE r.hi >= q.ifrom AND r.lo < q.ito
+              AND c.off <= q.cmp
                 ORDER BY r.k
                 LIMIT 1
             ) f
@@ -295,7 +325,7 @@ BEGIN
         FROM first_hits f
         CROSS JOIN LATERAL (
             SELECT min(c.off) AS off
-            FROM unnest(f.ids, f.bits, f.los) WITH ORDINALITY AS r (run_id, bits, lo, k)
+            FROM unnest(f.ids, f.bits, f.los, f.his) WITH ORDINALITY AS r (run_id, bits, lo, hi, k)
             CROSS JOIN LATERAL (
                 SELECT x.hashes, x.offs, x.created_us, x.pos,
                        CASE WHEN x.pos > 0 THEN position(f.h IN substring(x.hashes FROM x.pos + 1)) ELSE 0 END AS more
@@ -335,7 +365,8 @@ BEGIN
                   AND t.created_at >= f.cutoff
                   AND t.hash = f.h
             ) v
-            WHERE c.off <= f.cmp
+            WHERE r.hi >= f.ifrom AND r.lo < f.ito
+              AND c.off <= f.cmp
               AND ((r.k = f.k AND NOT f.direct) OR (r.k > f.k AND r.lo < f.off))
               -- Runs that do not interleave start at or above the end of
               -- every run before them, so above the found offset: nothing
@@ -346,20 +377,29 @@ BEGIN
             v_seg := v_seg || v_s;
             v_idx := v_idx || v_i;
             v_off := v_off || v_o;
-            -- An item the runs answered needs no tail search: every tail
-            -- offset is above compacted_upto, every run's at or below it.
-            -- A segment whose items the runs all answered skips the tail.
             v_found := ARRAY(SELECT x.seg::bigint * 2147483648 + x.idx FROM unnest(v_s, v_i) AS x (seg, idx));
-            v_left := p_counts;
-            FOREACH v_k IN ARRAY v_s LOOP
-                v_left[v_k] := v_left[v_k] - 1;
-            END LOOP;
-            FOR v_k IN 1 .. v_n LOOP
-                IF v_left[v_k] = 0 THEN
-                    v_mode[v_k] := 0;
-                END IF;
-            END LOOP;
         END IF;
+    END IF;
+
+    IF v_s IS NOT NULL OR p_item_to IS NOT NULL THEN
+        -- Which items the tail still has to answer. An item the runs
+        -- answered needs no tail search: every tail offset is above
+        -- compacted_upto, every run's at or below it. Nor does one whose
+        -- span ends at or below the tail's start: it has no tail offset. A
+        -- segment with no item left skips the tail.
+        SELECT array_agg(coalesce(n.left_items, 0) ORDER BY u.ord) INTO v_need
+        FROM unnest(p_counts, v_hat, v_cmp, v_start) WITH ORDINALITY AS u (cnt, hat, cmp, start, ord)
+        CROSS JOIN LATERAL (
+            SELECT count(*)::integer AS left_items
+            FROM generate_series(0, u.cnt - 1) AS g (i)
+            WHERE NOT (u.ord * 2147483648 + g.i) = ANY (v_found)
+              AND coalesce(p_item_to[(u.hat - 1) / 16 + g.i + 1], 9223372036854775807) > GREATEST(u.cmp, u.start - 1)
+        ) n;
+        FOR v_k IN 1 .. v_n LOOP
+            IF v_need[v_k] = 0 THEN
+                v_mode[v_k] := 0;
+            END IF;
+        END LOOP;
     END IF;
 
     IF 1 = ANY (v_mode) THEN
@@ -389,6 +429,7 @@ BEGIN
                 CROSS JOIN LATERAL generate_series(0, k.cnt - 1) AS g (i)
                 CROSS JOIN LATERAL (SELECT substring(p_hashes FROM k.hat + g.i * 16 FOR 16) AS h) ih
                 WHERE NOT (k.seg::bigint * 2147483648 + g.i) = ANY (v_found)
+                  AND coalesce(p_item_to[(k.hat - 1) / 16 + g.i + 1], 9223372036854775807) > k.tail_from
                 OFFSET 0
             ) c
             CROSS JOIN LATERAL (
@@ -436,6 +477,7 @@ BEGIN
                 JOIN queen.log_txns t
                   ON t.partition_id = s.pid AND t.end_offset > s.tail_from AND t.end_offset <= s.last AND t.created_at >= s.cutoff
                 WHERE NOT (s.seg::bigint * 2147483648 + g.i) = ANY (v_found)
+                  AND coalesce(p_item_to[(s.hat - 1) / 16 + g.i + 1], 9223372036854775807) > s.tail_from
                 OFFSET 0
             ) c
             CROSS JOIN LATERAL (
@@ -476,6 +518,7 @@ BEGIN
             FROM seg s
             CROSS JOIN LATERAL generate_series(0, s.cnt - 1) AS g (i)
             WHERE NOT (s.seg::bigint * 2147483648 + g.i) = ANY (v_found)
+              AND coalesce(p_item_to[(s.hat - 1) / 16 + g.i + 1], 9223372036854775807) > s.tail_from
         ), hits AS (
             SELECT q.seg, q.idx, min(lt.off) AS off
             FROM tail lt
@@ -505,4 +548,20 @@ BEGIN
     ) f ON f.seg = u.ord
     ORDER BY u.ord;
 END
+$$;
+
+-- rolling-upgrade predecessor: queen.log_lookup_v1
+-- The previous release's lookup: version 2 with no item spans (every item
+-- searched over its whole window), which is what version 1 did.
+CREATE OR REPLACE FUNCTION queen.log_lookup_v1(p_partition_ids bigint[], p_counts integer[], p_hashes bytea)
+RETURNS TABLE (
+    seg_index      integer,
+    last_offset    bigint,
+    window_seconds integer,
+    tail_offsets   bigint,
+    found_idx      integer[],
+    found_offsets  bigint[])
+LANGUAGE sql STABLE
+AS $$
+    SELECT * FROM queen.log_lookup_v2(p_partition_ids, p_counts, p_hashes, NULL::bigint[], NULL::bigint[])
 $$;

@@ -20,7 +20,7 @@ import {
 } from './constants.js';
 import { AdmissionPolicy, estimateFilterFootprintBytes, estimateFootprintBytes } from './admission.js';
 import { PresenceFilter } from './presenceFilter.js';
-import { PartitionEntry, type EntryTier, type LocalHit, type TxnRow } from './entry.js';
+import { PartitionEntry, type EntryTier, type ItemSpans, type LocalHit, type TxnRow } from './entry.js';
 import { ResidentSet } from './residentSet.js';
 
 export type { LocalHit, TxnRow } from './entry.js';
@@ -41,6 +41,12 @@ export interface HintedVouch {
   verified: number;
   hits: LocalHit[];
   maybe: number[];
+  /**
+   * Aligned with `maybe` (absent when it is empty): the span of offsets
+   * where each maybe item's in-window occurrences at or below `verified`
+   * lie (entry.ts, maybeItems), for the lookup to search only there.
+   */
+  spans?: ItemSpans;
 }
 
 /** An append reported while the partition's window was being fetched (install() replays it). */
@@ -103,6 +109,8 @@ export interface DedupCacheStats {
   filterGenerationsExpired: number;
   /** Items a filter entry could not clear (each needs a lookup). */
   maybeItems: number;
+  /** Of those, items no generation appends go to may hold: their lookup ends below the newest offsets (entry.ts, maybeItems). */
+  maybeBelowOpen: number;
   /** Hashes checked that have a live occurrence of their key in the entry. */
   localHits: number;
   /** Hashes checked that have none. */
@@ -181,6 +189,7 @@ export class DedupCache {
     filterGrowths: 0,
     filterGenerationsExpired: 0,
     maybeItems: 0,
+    maybeBelowOpen: 0,
     suppressions: 0,
     evictions: 0,
     localHits: 0,
@@ -677,6 +686,7 @@ export class DedupCache {
     }
     let hits = NO_HITS;
     let maybe = NO_MAYBE;
+    let spans: ItemSpans | undefined;
     if (e.storeSize > 0) {
       if (e.tier === 'exact') {
         const found: LocalHit[] = [];
@@ -684,15 +694,20 @@ export class DedupCache {
         if (found.length > 0) hits = found;
       } else {
         const m: number[] = [];
-        e.maybeItems(hashes, count, this.stats, m);
-        if (m.length > 0) maybe = m;
+        const sp: ItemSpans = { from: [], to: [] };
+        e.maybeItems(hashes, count, this.stats, m, sp);
+        if (m.length > 0) {
+          maybe = m;
+          spans = sp;
+        }
       }
     }
     const verified = this.countVouch(e);
     if (verified < 0) return { verified, hits: NO_HITS, maybe: NO_MAYBE };
     if (hits.length > 0) this.stats.hinted++;
     this.stats.maybeItems += maybe.length;
-    return { verified, hits, maybe };
+    if (spans !== undefined) for (const to of spans.to) if (to !== Infinity) this.stats.maybeBelowOpen++;
+    return spans === undefined ? { verified, hits, maybe } : { verified, hits, maybe, spans };
   }
 
   /** The resident entry of pid if it may vouch now (expiry run, use recorded), else undefined. */

@@ -44,6 +44,12 @@ export interface LookupStats {
   localMisses: number;
 }
 
+/** Per maybe item, the span of offsets its in-window occurrences at or below V lie in (maybeItems). */
+export interface ItemSpans {
+  from: number[];
+  to: number[];
+}
+
 /**
  * A run of consecutive appended hashes (the expiry unit, UNIT_HASHES of them
  * once closed): its last offset and the latest commit time among them.
@@ -507,16 +513,59 @@ export class PartitionEntry {
    * order: those whose key the filter may hold. Every other item is absent
    * over (H, V] (the vouch rule; the filter has no false negatives). An
    * exact entry appends nothing: it names its hits (collectHits).
+   *
+   * With `spans`, each such item's span of offsets is appended to
+   * spans.from and spans.to (aligned with `out`): every in-window
+   * occurrence of it at or below V lies in [from, to] (Infinity: no upper
+   * bound). Why: the generations hold the hashes of disjoint spans of
+   * offsets. A sealed one holds only hashes added at or below the V it was
+   * sealed at (grow), the next one only hashes appended above that V
+   * (append requires base = V + 1), and the one appends go to everything
+   * above the last seal. The oldest generation's span reaches down to H,
+   * below which nothing is in the window (the vouch rule's floor): 0 then.
+   * An occurrence at or below V was added to the generation whose span
+   * holds it, which then answers "maybe" (no false negatives). So the
+   * occurrences lie in the spans of the generations that answer "maybe",
+   * between the start of the oldest of them and the end of the newest. The
+   * lookup then reads only the runs overlapping that span, and skips the
+   * tail when the span ends below it (sql/functions/lookup.sql).
    */
-  maybeItems(hashes: Buffer, count: number, stats: LookupStats, out: number[]): void {
+  maybeItems(hashes: Buffer, count: number, stats: LookupStats, out: number[], spans?: ItemSpans): void {
     if (this.filter === undefined) return;
     const view = new DataView(hashes.buffer, hashes.byteOffset, count * HASH_BYTES);
     for (let i = 0; i < count; i++) {
-      if (this.filtersMayHave(view.getUint32(i * HASH_BYTES), view.getUint32(i * HASH_BYTES + 4))) {
-        stats.localHits++;
-        out.push(i);
-      } else stats.localMisses++;
+      const w0 = view.getUint32(i * HASH_BYTES);
+      const w1 = view.getUint32(i * HASH_BYTES + 4);
+      if (!this.filtersMayHave(w0, w1)) {
+        stats.localMisses++;
+        continue;
+      }
+      stats.localHits++;
+      out.push(i);
+      if (spans !== undefined) this.spanOf(w0, w1, spans);
     }
+  }
+
+  /**
+   * Appends the span of the key (w0, w1), which some generation may hold
+   * (maybeItems says why it is sound): from the start of the oldest
+   * generation that answers "maybe" to the end of the newest one.
+   */
+  private spanOf(w0: number, w1: number, spans: ItemSpans): void {
+    const gens = this.sealed;
+    let from = -1;
+    let to = -1;
+    for (let k = 0; k < gens.length; k++) {
+      if (!gens[k]!.filter.mayHave(w0, w1)) continue;
+      if (from < 0) from = k === 0 ? 0 : gens[k - 1]!.upto + 1;
+      to = gens[k]!.upto;
+    }
+    if (this.filter!.mayHave(w0, w1)) {
+      if (from < 0) from = gens.length === 0 ? 0 : gens[gens.length - 1]!.upto + 1;
+      to = Infinity;
+    }
+    spans.from.push(Math.max(0, from));
+    spans.to.push(to < 0 ? Infinity : to);
   }
 
   /** Whether any filter generation may hold the key (w0, w1). */

@@ -8,4 +8,5 @@ export {
   type PrepareAnswer,
   type TxnRow,
 } from './cache.js';
+export type { ItemSpans } from './entry.js';
 export { estimateFootprintBytes } from './admission.js';

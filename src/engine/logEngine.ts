@@ -23,6 +23,26 @@ function intArrayLiteral(xs: readonly number[]): string {
 }
 
 /**
+ * One side of the lookup's item spans, over every input's items in order,
+ * as an int8[] literal: NULL (the parameter) when no input narrows, and a
+ * NULL element for an unbounded side (0 below, Infinity above) or an input
+ * without spans.
+ */
+function itemSpanLiteral(inputs: readonly LookupInput[], side: 'from' | 'to'): string | null {
+  if (!inputs.some((s) => s[side] !== undefined)) return null;
+  const parts: string[] = [];
+  for (const s of inputs) {
+    const xs = s[side];
+    if (xs !== undefined && xs.length !== s.count) throw new Error(`lookup input: ${side} has ${xs.length} spans for ${s.count} items`);
+    for (let i = 0; i < s.count; i++) {
+      const x = xs?.[i];
+      parts.push(x === undefined || (side === 'from' ? x <= 0 : x === Infinity) ? 'NULL' : String(x));
+    }
+  }
+  return `{${parts.join(',')}}`;
+}
+
+/**
  * int4[] results of the push (dup_idx, refuted_idx), parsed like int8[]
  * above instead of by pg-types' general array parser (character by
  * character): they never hold NULLs. Only for this query, so other queries'
@@ -101,6 +121,15 @@ export interface LookupInput {
   partitionId: number;
   count: number;
   hashes: Buffer;
+  /**
+   * Each item's span of offsets to search, [from[i], to[i]] (absent: the
+   * whole window). Only for an item none of whose in-window occurrences at
+   * or below the watermark the caller will vouch lies outside it (the
+   * lookup's claim, sql/functions/lookup.sql). 0 and Infinity leave a side
+   * unbounded.
+   */
+  from?: readonly number[];
+  to?: readonly number[];
 }
 
 /** What the lookup found for one partition's items. */
@@ -147,10 +176,10 @@ export const PUSH_SPAN = `SELECT ${PUSH_FUNCTION}`;
 export const TXNS_ROW_FRAMES = 250;
 
 /** The lookup the broker runs before a push for the items its dedup filter cannot clear. */
-export const LOOKUP_FUNCTION = 'queen.log_lookup_v1';
+export const LOOKUP_FUNCTION = 'queen.log_lookup_v2';
 const LOOKUP_SQL =
   'SELECT seg_index, last_offset, window_seconds, tail_offsets, found_idx, found_offsets ' +
-  'FROM queen.log_lookup_v1($1::bigint[], $2::integer[], $3::bytea)';
+  'FROM queen.log_lookup_v2($1::bigint[], $2::integer[], $3::bytea, $4::bigint[], $5::bigint[])';
 
 const PROVISION_SQL =
   'SELECT queue_name, partition_name, partition_id, dedup_window_seconds FROM queen.log_provision_v1($1::text[], $2::text[])';
@@ -361,9 +390,9 @@ export class LogEngine extends Component {
   }
 
   /**
-   * Looks up items before a push, without any lock (queen.log_lookup_v1):
-   * for each partition, every in-window occurrence of its items at or below
-   * the returned lastOffset. Outcomes in input order. A partition whose
+   * Looks up items before a push, without any lock (queen.log_lookup_v2):
+   * for each partition, the lowest in-window occurrence of each item at or
+   * below the returned lastOffset, when it lies in the item's span. Outcomes in input order. A partition whose
    * tail search read stored hashes is reported to the probe listeners, as a
    * probe is (the compactor's trigger).
    */
@@ -373,12 +402,14 @@ export class LogEngine extends Component {
     let res: pg.QueryResult;
     try {
       res = await this.pool.query({
-        name: 'queen_log_lookup_v1',
+        name: 'queen_log_lookup_v2',
         text: LOOKUP_SQL,
         values: [
           intArrayLiteral(inputs.map((s) => s.partitionId)),
           intArrayLiteral(inputs.map((s) => s.count)),
           Buffer.concat(inputs.map((s) => s.hashes)),
+          itemSpanLiteral(inputs, 'from'),
+          itemSpanLiteral(inputs, 'to'),
         ],
         types: PUSH_TYPES,
       });

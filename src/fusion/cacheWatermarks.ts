@@ -2,7 +2,7 @@ import type { LogEngine, LookupInput, SegmentOutcome } from '../engine/logEngine
 import { NO_VOUCH, type Hint, type PendingSegment, type Vouch, type WatermarkSource } from '../engine/writer.js';
 import { HASH_BYTES } from '../util/txnHash.js';
 import { COLD_TAIL_OFFSETS, WindowBuilds, type WindowBuild, type WindowFetch } from './windowBuilds.js';
-import type { DedupCache } from '../dedup/index.js';
+import type { DedupCache, ItemSpans } from '../dedup/index.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
 
 /** What failed on the way to a vouch: a window's hydration, or a bundle's lookup. */
@@ -25,9 +25,12 @@ export type DedupFailure = 'hydration' | 'lookup';
  * what the lookup finds is named as hints, exactly like an exact entry's
  * hits. Why the vouch that goes out is sound: for an item the filter
  * cleared, the entry knows nothing of it in (H, V] (the vouch rule); for a
- * maybe item, the lookup named every in-window occurrence at or below its
- * lastOffset L; the watermark sent is min(V, L), and SQL probes (min(V, L),
- * last] for every item under the row lock, as for any vouch. The window the
+ * maybe item, the lookup named its lowest in-window occurrence at or below
+ * min(V, L), L its lastOffset: the item's span (the entry's generations
+ * that may hold it) holds every such occurrence at or below V, and the
+ * lookup names the lowest at or below L whenever it lies in the span; the
+ * watermark sent is min(V, L), and SQL probes (min(V, L), last] for every
+ * item under the row lock, as for any vouch. The window the
  * claim is made under is the smaller of the entry's and the lookup's, so a
  * window that grows after the lookup voids it in SQL. A lookup that fails
  * sends -1 for those segments (the full probe). A partition no entry vouches
@@ -162,14 +165,14 @@ export class CacheWatermarks implements WatermarkSource {
         this.builds.installReady(s.partitionId);
       }
       const out: Vouch[] = [];
-      const unclear: { at: number; maybe: number[] }[] = [];
+      const unclear: Unclear[] = [];
       for (const s of segments) {
         if (!this.hints) {
           const verified = this.cache.verifiedFor(s.partitionId, s.hashes, s.count);
           out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId) });
           continue;
         }
-        const { verified, hits, maybe } = this.cache.vouchWithHints(s.partitionId, s.hashes, s.count);
+        const { verified, hits, maybe, spans } = this.cache.vouchWithHints(s.partitionId, s.hashes, s.count);
         if (verified < 0 && s.windowSeconds > 0 && !this.cache.hasVouchingEntry(s.partitionId)) {
           // No entry can vouch (none yet, suppressed, gapped, rebuilding):
           // every item is looked up, and the vouch is the lookup's alone.
@@ -184,7 +187,7 @@ export class CacheWatermarks implements WatermarkSource {
           out.push({ verified: UNBOUNDED, windowSeconds: UNBOUNDED });
           continue;
         }
-        if (maybe.length > 0) unclear.push({ at: out.length, maybe });
+        if (maybe.length > 0) unclear.push(spans === undefined ? { at: out.length, maybe } : { at: out.length, maybe, spans });
         // The claim is only as wide as the window the entry was built for.
         out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits });
       }
@@ -207,11 +210,12 @@ export class CacheWatermarks implements WatermarkSource {
    * with what was found named as hits (see the class comment). On failure
    * those segments go out with -1.
    */
-  private async lookUp(segments: readonly PendingSegment[], out: Vouch[], unclear: { at: number; maybe: number[] }[]): Promise<void> {
-    const inputs: LookupInput[] = unclear.map(({ at, maybe }) => ({
+  private async lookUp(segments: readonly PendingSegment[], out: Vouch[], unclear: Unclear[]): Promise<void> {
+    const inputs: LookupInput[] = unclear.map(({ at, maybe, spans }) => ({
       partitionId: segments[at]!.partitionId,
       count: maybe.length,
       hashes: pickHashes(segments[at]!.hashes, maybe),
+      ...(spans === undefined ? {} : { from: spans.from, to: spans.to }),
     }));
     let found;
     try {
@@ -263,6 +267,18 @@ export class CacheWatermarks implements WatermarkSource {
       this.builds.installReady(s.partitionId);
     }
   }
+}
+
+/**
+ * A segment with items to look up: where it sits in the bundle, the items
+ * (frame indexes), and, from a filter entry, the span each may occur in at
+ * or below the vouch (none: the whole window, which a partition no entry
+ * vouches for always asks).
+ */
+interface Unclear {
+  at: number;
+  maybe: number[];
+  spans?: ItemSpans;
 }
 
 /**
