@@ -387,14 +387,21 @@ BEGIN
         -- compacted_upto, every run's at or below it. Nor does one whose
         -- span ends at or below the tail's start: it has no tail offset. A
         -- segment with no item left skips the tail.
+        -- One pass over the items (a set-returning call in the select
+        -- list, not a subquery per segment: a lookup of 1 000 one-item
+        -- segments runs this too).
         SELECT array_agg(coalesce(n.left_items, 0) ORDER BY u.ord) INTO v_need
-        FROM unnest(p_counts, v_hat, v_cmp, v_start) WITH ORDINALITY AS u (cnt, hat, cmp, start, ord)
-        CROSS JOIN LATERAL (
-            SELECT count(*)::integer AS left_items
-            FROM generate_series(0, u.cnt - 1) AS g (i)
-            WHERE NOT (u.ord * 2147483648 + g.i) = ANY (v_found)
-              AND coalesce(p_item_to[(u.hat - 1) / 16 + g.i + 1], 9223372036854775807) > GREATEST(u.cmp, u.start - 1)
-        ) n;
+        FROM generate_series(1, v_n) AS u (ord)
+        LEFT JOIN (
+            SELECT x.ord, count(*)::integer AS left_items
+            FROM (
+                SELECT s.ord, s.hat, GREATEST(s.cmp, s.start - 1) AS tail_from, generate_series(0, s.cnt - 1) AS i
+                FROM unnest(p_counts, v_hat, v_cmp, v_start) WITH ORDINALITY AS s (cnt, hat, cmp, start, ord)
+            ) x
+            WHERE NOT (x.ord * 2147483648 + x.i) = ANY (v_found)
+              AND coalesce(p_item_to[(x.hat - 1) / 16 + x.i + 1], 9223372036854775807) > x.tail_from
+            GROUP BY x.ord
+        ) n ON n.ord = u.ord;
         FOR v_k IN 1 .. v_n LOOP
             IF v_need[v_k] = 0 THEN
                 v_mode[v_k] := 0;

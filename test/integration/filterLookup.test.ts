@@ -18,12 +18,14 @@ import { compactPartition, type CompactionBuild } from '../../src/engine/compact
  * The filter tier's lookup against real PostgreSQL (docs/deduplication.md,
  * "The filter tier and the lookup").
  *
- * First test: queen.log_lookup_v1's claim, on random histories with
+ * First test: queen.log_lookup_v2's claim, on random histories with
  * compactions (runs), merges, pushes racing them, dedup switched off for a
  * while (one hash at several offsets), ageing and purges. After every step
- * some ids are looked up, and the answer is checked against the stored
- * window read with one plain query: every name is an in-window occurrence at
- * or below the returned lastOffset, and each id's lowest one is named.
+ * some ids are looked up, every other time each with a span of offsets that
+ * holds all its stored occurrences (as the broker's generations give it),
+ * and the answer is checked against the stored window read with one plain
+ * query: every name is an in-window occurrence at or below the returned
+ * lastOffset, and each id's lowest one is named.
  *
  * Second test: the cache itself (CacheWatermarks) with the filter tier, at a
  * cap that holds the partitions only as filters, with compactions in
@@ -190,7 +192,7 @@ async function applyOp(sql: pg.Pool, op: Op, queues: string[], compacted: string
   }
 }
 
-test.serial('log_lookup_v1 names only in-window occurrences and always the lowest, over runs and tail (random histories)', async (t) => {
+test.serial('log_lookup_v2 names only in-window occurrences and always the lowest, over runs and tail, with and without item spans (random histories)', async (t) => {
   const engine = await engineOf(t);
   const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
   const sql = t.context.sql;
@@ -202,6 +204,8 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
   let longTails = 0;
   let fewInShortTails = 0;
   let joinedTails = 0;
+  let spanned = 0;
+  let tightSpans = 0;
   await fc.assert(
     fc.asyncProperty(fc.array(opArb, { minLength: 4, maxLength: 30 }), fc.integer({ min: 0, max: 2 ** 31 }), async (ops, seed) => {
       round++;
@@ -216,8 +220,28 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
           pick = (pick * 1103515245 + 12345) % 2 ** 31;
           return k % 3 === 0 ? BULK[pick % BULK.length]! : pick % 140;
         });
-        const inputs = pids.map((pid) => ({ partitionId: pid, count: ids.length, hashes: Buffer.concat(ids.map((x) => hashOf(`t${x}`))) }));
         const before = await Promise.all(pids.map((pid) => storedWindow(sql, pid)));
+        // Every other lookup gives each id a span holding all its stored
+        // in-window occurrences (nothing is written during a check), from
+        // tight to unbounded on either side; an id stored nowhere gets any
+        // span, often one below the tail or between runs.
+        const withSpans = lookups % 2 === 1;
+        const spanOf = (occ: number[]): [number, number] => {
+          pick = (pick * 1103515245 + 12345) % 2 ** 31;
+          const r = pick % 8;
+          if (occ.length === 0) return [r * 7, r % 2 === 0 ? Infinity : r * 7 + (pick % 40)];
+          const lo = Math.min(...occ);
+          const hi = Math.max(...occ);
+          return [r < 2 ? 0 : Math.max(0, lo - (r % 3)), r === 7 ? Infinity : hi + (r % 3)];
+        };
+        const inputs = pids.map((pid, s) => {
+          const base = { partitionId: pid, count: ids.length, hashes: Buffer.concat(ids.map((x) => hashOf(`t${x}`))) };
+          if (!withSpans) return base;
+          const spans = ids.map((x) => spanOf(before[s]!.get(hashOf(`t${x}`).toString('hex')) ?? []));
+          tightSpans += spans.filter(([, to]) => to !== Infinity).length;
+          return { ...base, from: spans.map(([from]) => from), to: spans.map(([, to]) => to) };
+        });
+        if (withSpans) spanned++;
         const out = await engine.lookup(inputs);
         const after = await Promise.all(pids.map((pid) => storedWindow(sql, pid)));
         lookups++;
@@ -273,8 +297,9 @@ test.serial('log_lookup_v1 names only in-window occurrences and always the lowes
     { numRuns: 40 },
   );
   t.log(
-    `${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read, ${withUntimed} with slices with and without times; ${longTails} partitions searched through a long tail, ${joinedTails} of them hash-joined; ${fewInShortTails} two-item lookups with names and a short tail`,
+    `${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read, ${withUntimed} with slices with and without times; ${longTails} partitions searched through a long tail, ${joinedTails} of them hash-joined; ${fewInShortTails} two-item lookups with names and a short tail; ${spanned} with item spans, ${tightSpans} items bounded above`,
   );
+  t.true(spanned > lookups / 3 && tightSpans > 0, 'many lookups searched each id in its span only');
   t.true(named > 0 && fromRuns > lookups / 4, 'lookups found occurrences, many through runs');
   t.true(withUntimed > 0, 'some lookups read slices with times and slices without');
   t.true(longTails > joinedTails && joinedTails > 0, 'long tails were searched both per row (few items) and hash-joined (many)');
@@ -385,6 +410,61 @@ test.serial(
     const aged = await lookup();
     t.deepEqual(foundOf(aged.rows), []);
     t.is(aged.tuplesRead, 0, "out of the window by the slices' times alone");
+  },
+);
+
+test.serial(
+  'an item span reads only the runs holding some of its offsets, and an item whose span ends below the tail does not search it',
+  async (t) => {
+    const engine = await engineOf(t);
+    const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
+    const sql = t.context.sql;
+    const q = 'itemspans';
+    // Four runs of 50 offsets each, (-1, 49] .. (149, 199] (a fan-out no
+    // step reaches: never merged), then 50 offsets left in the tail.
+    for (let k = 0; k < 5; k++) {
+      await writer.push(Array.from({ length: 50 }, (_, i) => item(q, 'p0', `s${k * 50 + i}`)));
+      const [pid] = await partitionIds(sql, q);
+      if (k < 4) await compactPartition(sql, pid!, 1, 64, 'broker');
+    }
+    const [pid] = await partitionIds(sql, q);
+    const runs = (
+      await sql.query('SELECT run_lo, run_hi FROM queen.log_hash_runs WHERE partition_id = $1 ORDER BY run_lo', [pid])
+    ).rows.map((r: { run_lo: string; run_hi: string }) => `${r.run_lo}..${r.run_hi}`);
+    t.deepEqual(runs, ['-1..49', '49..99', '99..149', '149..199']);
+    const ids = ['s10', 's120', 's230', 'never-sent'];
+    const call = (table: string, names: string[], from: (number | null)[] | null, to: (number | null)[] | null) =>
+      tuplesRead(
+        sql,
+        table,
+        'SELECT found_idx, found_offsets FROM queen.log_lookup_v2($1::bigint[], $2::integer[], $3::bytea, $4::bigint[], $5::bigint[])',
+        [[pid], [names.length], Buffer.concat(names.map(hashOf)), from, to],
+      );
+    const found = (rows: Record<string, unknown>[]): string[] => {
+      const r = rows[0] as { found_idx: number[] | null; found_offsets: string[] | null };
+      return (r.found_idx ?? []).map((i, k) => `${ids[i]}@${r.found_offsets![k]}`);
+    };
+    const want = ['s10@10', 's120@120', 's230@230'];
+
+    const whole = await call('queen.log_hash_slices', ids, null, null);
+    t.deepEqual(found(whole.rows), want);
+    // Spans: s10 in the first run, s120 in the third, s230 in the tail, the
+    // unsent id in the first run's offsets only.
+    const spans = { from: [0, 100, 200, 0], to: [49, 149, null, 49] };
+    const narrow = await call('queen.log_hash_slices', ids, spans.from, spans.to);
+    t.deepEqual(found(narrow.rows), want, 'the same names');
+    t.is(narrow.tuplesRead, 3, 'one slice for each item the runs may hold, none for the tail item');
+    t.true(whole.tuplesRead >= 3 + 4 + 4, `without spans the later items read every run (${whole.tuplesRead} slices)`);
+
+    // The tail: an item whose span ends at or below compacted_upto (199)
+    // reads no log_txns row; without its span it searches the tail's rows.
+    const tailWhole = await call('queen.log_txns', ['never-sent'], null, null);
+    const tailSkipped = await call('queen.log_txns', ['never-sent'], [0], [199]);
+    t.true(tailWhole.tuplesRead > 0, `the tail searched without a span (${tailWhole.tuplesRead} rows)`);
+    t.is(tailSkipped.tuplesRead, 0, 'no tail row read for a span that ends below it');
+
+    // Spans that do not match the items are refused.
+    await t.throwsAsync(call('queen.log_hash_slices', ids, [0], null), { message: /item spans do not match/ });
   },
 );
 

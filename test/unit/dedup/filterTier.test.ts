@@ -270,6 +270,52 @@ test('an overloaded filter grows generations without a fetch; with no generation
   t.is(v.maybe.length, small.last + 1, 'the rebuilt filter holds every hash');
 });
 
+test('a maybe item comes with the span of the generations that may hold it: each stored hash lies in its span, and one only an older generation holds ends below the newest', (t) => {
+  const clock = new FakeClock();
+  const one = estimateFootprintBytes(5000);
+  const cache = new DedupCache({ capBytes: Math.ceil((1.2 * one) / 0.9), now: clock.now });
+  flush(cache, clock, 1, partOf(1, 5000, clock.ms));
+  const part = partOf(2, 2000, clock.ms);
+  clock.advance(10);
+  flush(cache, clock, 2, part);
+  t.is(cache.entryInfo(2)?.tier, 'filter');
+  // Appends, one a flush, until the filter has grown a third generation.
+  let i = 0;
+  while (cache.entryInfo(2)!.generations < 3 && i++ < 40_000) {
+    clock.advance(10);
+    flush(cache, clock, 2, part);
+  }
+  t.is(cache.entryInfo(2)!.generations, 3, `three generations after ${i} appends`);
+  // A few appends more, into the generation just opened.
+  for (let k = 0; k < 5; k++) {
+    clock.advance(10);
+    flush(cache, clock, 2, part);
+  }
+  t.is(cache.entryInfo(2)!.generations, 3);
+  // Every stored hash, in offset order: item k was stored at offset k.
+  const n = part.last + 1;
+  const v = cache.vouchWithHints(2, stored(part), n);
+  t.true(v.verified >= 0);
+  t.is(v.maybe.length, n, 'every stored hash is a maybe');
+  const spans = v.spans!;
+  t.is(spans.from.length, n);
+  t.is(spans.to.length, n);
+  let outside = 0;
+  let boundedOld = 0;
+  v.maybe.forEach((off, k) => {
+    if (!(spans.from[k]! <= off && off <= spans.to[k]!)) outside++;
+    if (off < 2000 && spans.to[k] !== Infinity) boundedOld++;
+  });
+  t.is(outside, 0, 'no stored hash lies outside its span');
+  // The window fetch's hashes are in the oldest generation: their span ends
+  // where it was sealed, unless a newer one answers maybe too (a false
+  // positive, a few in a hundred at these densities).
+  t.true(boundedOld > 1800, `${boundedOld} of the 2 000 fetched hashes end below the newest generation`);
+  const newest = v.maybe.filter((off, k) => off === part.last && spans.to[k] === Infinity).length;
+  t.is(newest, 1, 'the last append is in the generation appends go to: no upper bound');
+  t.true(cache.stats.maybeBelowOpen >= boundedOld, 'the bounded spans are counted');
+});
+
 test('generations grown near the cap are built sparser to fit, after demoting what is exact; no filter is folded for them', (t) => {
   const clock = new FakeClock();
   const size = 20_000;

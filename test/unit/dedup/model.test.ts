@@ -76,17 +76,21 @@ class ModelLog {
   }
 
   /**
-   * log_lookup_v1 for one item at its weakest (sql/functions/lookup.sql,
+   * log_lookup_v2 for one item at its weakest (sql/functions/lookup.sql,
    * its claim): the lowest offset at or below upTo holding the hash in a row
    * that is not deleted, ends at or above txnsStart and is in the window at
-   * dbNow (the SQL names more: every occurrence its runs hold).
+   * dbNow, and only if it lies in the item's span [from, to] (the SQL names
+   * more: every occurrence the runs it reads hold). So a span that leaves
+   * out an occurrence the vouch needs costs a verdict here.
    */
-  lookup(hash: Buffer, upTo: number, dbNow: number): number[] {
+  lookup(hash: Buffer, upTo: number, dbNow: number, from = 0, to = Infinity): number[] {
     if (!(this.window > 0)) return [];
     const offs = (this.index.get(hash.toString('hex')) ?? [])
       .filter((o) => o.off <= upTo && o.row.end >= this.txnsStart && this.inWindow(o.row, dbNow))
       .map((o) => o.off);
-    return offs.length === 0 ? [] : [Math.min(...offs)];
+    if (offs.length === 0) return [];
+    const lowest = Math.min(...offs);
+    return lowest >= from && lowest <= to ? [lowest] : [];
   }
 
   /** Offsets in (txnsStart - 1, w] of in-window rows holding a hash of the segment. */
@@ -230,6 +234,8 @@ interface Totals {
   multiOffsetHints: number;
   vouchedWithHints: number;
   maybeItems: number;
+  /** Maybe items whose span ends below the newest offsets (a generation older than the one appends go to). */
+  spanBounded: number;
   lookupNamed: number;
   lookupAll: number;
   [k: string]: number;
@@ -304,10 +310,16 @@ function runScenario(
           // was found named, the vouch lowered to the lookup's lastOffset.
           const upTo = model.last;
           const at = dbNow();
+          const spans = vouch.spans;
+          check(spans?.from.length === vouch.maybe.length && spans.to.length === vouch.maybe.length, 'a span per maybe item');
           const named = vouch.maybe
-            .map((index) => ({ index, offsets: model.lookup(seg.hashes.subarray(index * 16, index * 16 + 16), upTo, at) }))
+            .map((index, k) => ({
+              index,
+              offsets: model.lookup(seg.hashes.subarray(index * 16, index * 16 + 16), upTo, at, spans!.from[k], spans!.to[k]),
+            }))
             .filter((h) => h.offsets.length > 0);
           totals.maybeItems += vouch.maybe.length;
+          totals.spanBounded += spans!.to.filter((x) => x !== Infinity).length;
           totals.lookupNamed += named.length;
           hits = [...hits, ...named];
           w = Math.min(w, upTo);
@@ -455,6 +467,7 @@ test('model: a vouched watermark and its hints never change a verdict (random hi
     multiOffsetHints: 0,
     vouchedWithHints: 0,
     maybeItems: 0,
+    spanBounded: 0,
     lookupNamed: 0,
     lookupAll: 0,
   };
@@ -500,6 +513,7 @@ test('model (filter tier): demoted, folded and filter entries vouch only with th
     multiOffsetHints: 0,
     vouchedWithHints: 0,
     maybeItems: 0,
+    spanBounded: 0,
     lookupNamed: 0,
     lookupAll: 0,
   };
@@ -528,6 +542,7 @@ test('model (filter tier): demoted, folded and filter entries vouch only with th
   t.true(totals.filterGrowths! > 0, 'filters grew generations for their appends');
   t.true(totals.filterGenerationsExpired! > 0, 'sealed generations were dropped once expiry passed them');
   t.true(totals.maybeItems > 0 && totals.lookupNamed > 0, 'maybe items were looked up and some were found');
+  t.true(totals.spanBounded > 0, 'some maybe items were looked up only below the newest generation');
   t.true(totals.lookupAll > 0, 'pushes no entry vouched for looked every item up');
   t.true(totals.vouched > 0 && totals.probeSkipped > 0, 'the cache vouched and SQL would skip the probe');
   t.true(totals.duplicates > 0 && totals.localHits! > 0);
