@@ -192,119 +192,122 @@ async function applyOp(sql: pg.Pool, op: Op, queues: string[], compacted: string
   }
 }
 
-test.serial('log_lookup_v2 names only in-window occurrences and always the lowest, over runs and tail, with and without item spans (random histories)', async (t) => {
-  const engine = await engineOf(t);
-  const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
-  const sql = t.context.sql;
-  let round = 0;
-  let lookups = 0;
-  let named = 0;
-  let fromRuns = 0;
-  let withUntimed = 0;
-  let longTails = 0;
-  let fewInShortTails = 0;
-  let joinedTails = 0;
-  let spanned = 0;
-  let tightSpans = 0;
-  await fc.assert(
-    fc.asyncProperty(fc.array(opArb, { minLength: 4, maxLength: 30 }), fc.integer({ min: 0, max: 2 ** 31 }), async (ops, seed) => {
-      round++;
-      const q = `lookup${round}`;
-      let pick = seed;
-      const check = async (): Promise<void> => {
-        const pids = await partitionIds(sql, q);
-        if (pids.length === 0) return;
-        // Ids to look up: a spread over everything that may have been sent, and some never sent.
-        // 24 ids take the per-row search of a long tail, 48 the hash join, 2 the per-row search of any tail.
-        const ids = Array.from({ length: [24, 48, 2][lookups % 3]! }, (_, k) => {
-          pick = (pick * 1103515245 + 12345) % 2 ** 31;
-          return k % 3 === 0 ? BULK[pick % BULK.length]! : pick % 140;
-        });
-        const before = await Promise.all(pids.map((pid) => storedWindow(sql, pid)));
-        // Every other lookup gives each id a span holding all its stored
-        // in-window occurrences (nothing is written during a check), from
-        // tight to unbounded on either side; an id stored nowhere gets any
-        // span, often one below the tail or between runs.
-        const withSpans = lookups % 2 === 1;
-        const spanOf = (occ: number[]): [number, number] => {
-          pick = (pick * 1103515245 + 12345) % 2 ** 31;
-          const r = pick % 8;
-          if (occ.length === 0) return [r * 7, r % 2 === 0 ? Infinity : r * 7 + (pick % 40)];
-          const lo = Math.min(...occ);
-          const hi = Math.max(...occ);
-          return [r < 2 ? 0 : Math.max(0, lo - (r % 3)), r === 7 ? Infinity : hi + (r % 3)];
-        };
-        const inputs = pids.map((pid, s) => {
-          const base = { partitionId: pid, count: ids.length, hashes: Buffer.concat(ids.map((x) => hashOf(`t${x}`))) };
-          if (!withSpans) return base;
-          const spans = ids.map((x) => spanOf(before[s]!.get(hashOf(`t${x}`).toString('hex')) ?? []));
-          tightSpans += spans.filter(([, to]) => to !== Infinity).length;
-          return { ...base, from: spans.map(([from]) => from), to: spans.map(([, to]) => to) };
-        });
-        if (withSpans) spanned++;
-        const out = await engine.lookup(inputs);
-        const after = await Promise.all(pids.map((pid) => storedWindow(sql, pid)));
-        lookups++;
-        pids.forEach((pid, s) => {
-          const o = out[s]!;
-          if (o.tailOffsets > 4096) longTails++;
-          if (o.tailOffsets > 4096 && ids.length > 32) joinedTails++;
-          if (o.tailOffsets > 0 && o.tailOffsets <= 4096 && ids.length <= 2 && o.found.length > 0) fewInShortTails++;
-          ids.forEach((x, k) => {
-            const hex = hashOf(`t${x}`).toString('hex');
-            const got = o.found.filter((f) => f.index === k).map((f) => f.offset);
-            named += got.length;
-            // Nothing changes the stored window during a check but the lookup's own snapshot, so before == after.
-            const want = (before[s]!.get(hex) ?? []).filter((off) => off <= o.lastOffset);
-            const still = after[s]!.get(hex) ?? [];
-            for (const off of got) {
-              if (!want.includes(off) && !still.includes(off)) {
-                throw new Error(`partition ${pid}: t${x} named at ${off}, which holds no in-window occurrence`);
-              }
-            }
-            if (want.length > 0 && !got.includes(Math.min(...want))) {
-              throw new Error(
-                `partition ${pid}: t${x}'s lowest in-window occurrence ${Math.min(...want)} not named (got ${got.join(',')})`,
-              );
-            }
+test.serial(
+  'log_lookup_v2 names only in-window occurrences and always the lowest, over runs and tail, with and without item spans (random histories)',
+  async (t) => {
+    const engine = await engineOf(t);
+    const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
+    const sql = t.context.sql;
+    let round = 0;
+    let lookups = 0;
+    let named = 0;
+    let fromRuns = 0;
+    let withUntimed = 0;
+    let longTails = 0;
+    let fewInShortTails = 0;
+    let joinedTails = 0;
+    let spanned = 0;
+    let tightSpans = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 4, maxLength: 30 }), fc.integer({ min: 0, max: 2 ** 31 }), async (ops, seed) => {
+        round++;
+        const q = `lookup${round}`;
+        let pick = seed;
+        const check = async (): Promise<void> => {
+          const pids = await partitionIds(sql, q);
+          if (pids.length === 0) return;
+          // Ids to look up: a spread over everything that may have been sent, and some never sent.
+          // 24 ids take the per-row search of a long tail, 48 the hash join, 2 the per-row search of any tail.
+          const ids = Array.from({ length: [24, 48, 2][lookups % 3]! }, (_, k) => {
+            pick = (pick * 1103515245 + 12345) % 2 ** 31;
+            return k % 3 === 0 ? BULK[pick % BULK.length]! : pick % 140;
           });
-        });
-        const runs = await sql.query(
-          `SELECT count(*)::int AS n, count(*) FILTER (WHERE s.created_us IS NULL)::int AS untimed
+          const before = await Promise.all(pids.map((pid) => storedWindow(sql, pid)));
+          // Every other lookup gives each id a span holding all its stored
+          // in-window occurrences (nothing is written during a check), from
+          // tight to unbounded on either side; an id stored nowhere gets any
+          // span, often one below the tail or between runs.
+          const withSpans = lookups % 2 === 1;
+          const spanOf = (occ: number[]): [number, number] => {
+            pick = (pick * 1103515245 + 12345) % 2 ** 31;
+            const r = pick % 8;
+            if (occ.length === 0) return [r * 7, r % 2 === 0 ? Infinity : r * 7 + (pick % 40)];
+            const lo = Math.min(...occ);
+            const hi = Math.max(...occ);
+            return [r < 2 ? 0 : Math.max(0, lo - (r % 3)), r === 7 ? Infinity : hi + (r % 3)];
+          };
+          const inputs = pids.map((pid, s) => {
+            const base = { partitionId: pid, count: ids.length, hashes: Buffer.concat(ids.map((x) => hashOf(`t${x}`))) };
+            if (!withSpans) return base;
+            const spans = ids.map((x) => spanOf(before[s]!.get(hashOf(`t${x}`).toString('hex')) ?? []));
+            tightSpans += spans.filter(([, to]) => to !== Infinity).length;
+            return { ...base, from: spans.map(([from]) => from), to: spans.map(([, to]) => to) };
+          });
+          if (withSpans) spanned++;
+          const out = await engine.lookup(inputs);
+          const after = await Promise.all(pids.map((pid) => storedWindow(sql, pid)));
+          lookups++;
+          pids.forEach((pid, s) => {
+            const o = out[s]!;
+            if (o.tailOffsets > 4096) longTails++;
+            if (o.tailOffsets > 4096 && ids.length > 32) joinedTails++;
+            if (o.tailOffsets > 0 && o.tailOffsets <= 4096 && ids.length <= 2 && o.found.length > 0) fewInShortTails++;
+            ids.forEach((x, k) => {
+              const hex = hashOf(`t${x}`).toString('hex');
+              const got = o.found.filter((f) => f.index === k).map((f) => f.offset);
+              named += got.length;
+              // Nothing changes the stored window during a check but the lookup's own snapshot, so before == after.
+              const want = (before[s]!.get(hex) ?? []).filter((off) => off <= o.lastOffset);
+              const still = after[s]!.get(hex) ?? [];
+              for (const off of got) {
+                if (!want.includes(off) && !still.includes(off)) {
+                  throw new Error(`partition ${pid}: t${x} named at ${off}, which holds no in-window occurrence`);
+                }
+              }
+              if (want.length > 0 && !got.includes(Math.min(...want))) {
+                throw new Error(
+                  `partition ${pid}: t${x}'s lowest in-window occurrence ${Math.min(...want)} not named (got ${got.join(',')})`,
+                );
+              }
+            });
+          });
+          const runs = await sql.query(
+            `SELECT count(*)::int AS n, count(*) FILTER (WHERE s.created_us IS NULL)::int AS untimed
            FROM queen.log_hash_runs r JOIN queen.log_hash_slices s ON s.run_id = r.run_id WHERE r.partition_id = ANY ($1)`,
-          [pids],
-        );
-        const { n, untimed } = runs.rows[0] as { n: number; untimed: number };
-        if (n > 0) fromRuns++;
-        if (untimed > 0 && untimed < n) withUntimed++;
-      };
-      for (const op of ops) {
-        if (op.kind === 'push') {
-          await writer.push(op.txns.map((x) => item(q, `p${op.part}`, `t${x}`)));
-        } else if (op.kind === 'bulk') {
-          await writer.push(BULK.map((x) => item(q, 'p1', `t${x}`)));
-        } else if (op.kind === 'race') {
-          await Promise.all([
-            writer.push(op.txns.map((x) => item(q, 'p0', `t${x}`))),
-            applyOp(sql, { kind: 'compact', minTail: 1, fanout: 2 }, [q], [q]),
-          ]);
-        } else {
-          await applyOp(sql, op, [q], [q]);
+            [pids],
+          );
+          const { n, untimed } = runs.rows[0] as { n: number; untimed: number };
+          if (n > 0) fromRuns++;
+          if (untimed > 0 && untimed < n) withUntimed++;
+        };
+        for (const op of ops) {
+          if (op.kind === 'push') {
+            await writer.push(op.txns.map((x) => item(q, `p${op.part}`, `t${x}`)));
+          } else if (op.kind === 'bulk') {
+            await writer.push(BULK.map((x) => item(q, 'p1', `t${x}`)));
+          } else if (op.kind === 'race') {
+            await Promise.all([
+              writer.push(op.txns.map((x) => item(q, 'p0', `t${x}`))),
+              applyOp(sql, { kind: 'compact', minTail: 1, fanout: 2 }, [q], [q]),
+            ]);
+          } else {
+            await applyOp(sql, op, [q], [q]);
+          }
+          await check();
         }
-        await check();
-      }
-    }),
-    { numRuns: 40 },
-  );
-  t.log(
-    `${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read, ${withUntimed} with slices with and without times; ${longTails} partitions searched through a long tail, ${joinedTails} of them hash-joined; ${fewInShortTails} two-item lookups with names and a short tail; ${spanned} with item spans, ${tightSpans} items bounded above`,
-  );
-  t.true(spanned > lookups / 3 && tightSpans > 0, 'many lookups searched each id in its span only');
-  t.true(named > 0 && fromRuns > lookups / 4, 'lookups found occurrences, many through runs');
-  t.true(withUntimed > 0, 'some lookups read slices with times and slices without');
-  t.true(longTails > joinedTails && joinedTails > 0, 'long tails were searched both per row (few items) and hash-joined (many)');
-  t.true(fewInShortTails > 0, 'two-item lookups found occurrences through short tails (the per-row search)');
-});
+      }),
+      { numRuns: 40 },
+    );
+    t.log(
+      `${lookups} lookups, ${named} names; ${fromRuns} of them with runs to read, ${withUntimed} with slices with and without times; ${longTails} partitions searched through a long tail, ${joinedTails} of them hash-joined; ${fewInShortTails} two-item lookups with names and a short tail; ${spanned} with item spans, ${tightSpans} items bounded above`,
+    );
+    t.true(spanned > lookups / 3 && tightSpans > 0, 'many lookups searched each id in its span only');
+    t.true(named > 0 && fromRuns > lookups / 4, 'lookups found occurrences, many through runs');
+    t.true(withUntimed > 0, 'some lookups read slices with times and slices without');
+    t.true(longTails > joinedTails && joinedTails > 0, 'long tails were searched both per row (few items) and hash-joined (many)');
+    t.true(fewInShortTails > 0, 'two-item lookups found occurrences through short tails (the per-row search)');
+  },
+);
 
 test.serial(
   'log_lookup_v1 names the lowest occurrence when runs interleave: a merged run spans one written between its parts',
