@@ -157,8 +157,7 @@ DECLARE
     v_s       integer[];
     v_i       integer[];
     v_o       bigint[];
-    -- Items the runs answered (segment x 2^31 + item), which the tail skips,
-    -- and per segment how many items are left for it.
+    -- Items the runs answered (segment x 2^31 + item), which the tail skips.
     v_found   bigint[] := '{}';
     -- Per segment, the items left for its tail: not answered by the runs,
     -- and with a span that reaches above the tail's start.
