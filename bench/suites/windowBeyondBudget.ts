@@ -7,6 +7,7 @@ import { compactOnLongProbes } from '../../src/pipeline.js';
 import { createBenchDatabase } from '../lib/db.js';
 import { settle } from '../lib/gc.js';
 import { benchCompactor, counterValue, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
+import { addCpu, cpuSince, cpuSnapshot, type CpuDelta } from '../lib/cpu.js';
 import { rng } from '../lib/rng.js';
 import { fmt, median } from '../lib/stats.js';
 import { loadInWindow, MessageFactory, relationBytes, resentBundle, spread, type PartitionCursor } from '../lib/synth.js';
@@ -67,6 +68,8 @@ interface Pass {
   lookedUp: number;
   /** Occurrences those lookups found: the re-sent ids (every one is in the window). */
   found: number;
+  /** CPU of the pass (lib/cpu.ts): this process is the broker (writer, cache, compactor). */
+  cpu: CpuDelta;
 }
 
 const PARTITIONS = 32;
@@ -235,6 +238,18 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
             ),
           },
           {
+            // Where each side's message costs: the broker (this process:
+            // writer, cache, lookups' handling, compaction built in the
+            // broker) and PostgreSQL (this run's backends).
+            name: `window beyond budget: CPU µs a message, ${p.smallMb} MB / ${p.ampleMb} MB budget, ${label(hi)} in window (broker + PostgreSQL)`,
+            value: cpuPerMessage(
+              all.filter((s) => s.mode === 'small' && s.stored === hi && s.partitions === PARTITIONS && s.loops === LOOPS),
+            ),
+            baseline: cpuPerMessage(
+              all.filter((s) => s.mode === 'ample' && s.stored === hi && s.partitions === PARTITIONS && s.loops === LOOPS),
+            ),
+          },
+          {
             name: `window beyond budget: ${p.smallMb} MB / ${p.ampleMb} MB budget, ${label(lo)} in window`,
             value: `${fmt(rate('small', lo))} msg/s`,
             baseline: `${fmt(rate('ample', lo))} msg/s`,
@@ -257,6 +272,15 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
         ]
       : [],
   };
+}
+
+/** The passes' CPU per message pushed: the broker's + PostgreSQL's = both. */
+function cpuPerMessage(passes: readonly Pass[]): string {
+  const pushed = passes.reduce((n, s) => n + s.msgPerS * s.seconds, 0);
+  if (!(pushed > 0)) return 'no passes';
+  const us = (ms: number) => ((1000 * ms) / pushed).toFixed(1);
+  const c = addCpu(passes.map((s) => s.cpu));
+  return `${us(c.clientMs)} + ${us(c.postgresMs)} = ${us(c.clientMs + c.postgresMs)} µs`;
 }
 
 /** Items looked up per 1 000 pushed over the passes, split into found and not found. */
@@ -349,6 +373,8 @@ async function runConfig(
       const lookedUp0 = counterValue(rig.metrics, 'queen_lookup_items_total');
       const found0 = counterValue(rig.metrics, 'queen_lookup_found_total');
       await settle();
+      // The snapshot reads /proc (a few ms): taken outside the timed interval.
+      const c0 = cpuSnapshot();
       const t0 = performance.now();
       await Promise.all(
         work.map(async (list) => {
@@ -362,6 +388,7 @@ async function runConfig(
         }),
       );
       const seconds = (performance.now() - t0) / 1000;
+      const cpu = cpuSince(c0);
       return {
         mode: m,
         stored,
@@ -372,6 +399,7 @@ async function runConfig(
         probes: rig.metrics.counter('queen_probe_run_total', '').get() - probes0,
         lookedUp: counterValue(rig.metrics, 'queen_lookup_items_total') - lookedUp0,
         found: counterValue(rig.metrics, 'queen_lookup_found_total') - found0,
+        cpu,
       };
     };
 
