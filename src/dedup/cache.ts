@@ -140,6 +140,8 @@ export interface EntryInfo {
   /** Filter generations (0 for an exact entry). */
   generations: number;
   bytes: number;
+  /** In-window hashes the entry knows (its expiry units'): a filter's bits a hash are pages x 512 over this. */
+  hashes: number;
 }
 
 /**
@@ -227,6 +229,8 @@ export class DedupCache {
    * budget is less than half used.
    */
   private filterBits = FILTER_BITS_PER_HASH;
+  /** No resident filter generation has more bits a hash of its load than this (foldToFree skips its scan above it); Infinity: not known. */
+  private densestBound = Infinity;
   /** Until then hasRoomFor answers no without a scan for noRoomBytes and more (0: no memo). */
   private noRoomUntilMs = 0;
   private noRoomBytes = Infinity;
@@ -431,6 +435,7 @@ export class DedupCache {
       blocks = PresenceFilter.blocksFor(planned, this.filterBits);
     }
     e.grow(blocks, planned);
+    this.noteDensity(e);
     this.stats.filterGrowths++;
     return true;
   }
@@ -515,9 +520,10 @@ export class DedupCache {
    * 2. turn a rebuild admitted as exact but not installed yet (its window
    *    still being fetched) into a filter rebuild, with a filter's
    *    reservation;
-   * 3. once neither is left, lower the bits a hash filters are built with by
-   *    a step and fold every filter that has twice that or more, down to
-   *    FILTER_MIN_BITS_PER_HASH;
+   * 3. once neither is left, fold the densest filters that may fold, as
+   *    many as the room asks for (foldToFree);
+   * 4. when none may, lower the bits a hash filters are built with by a
+   *    step (which lets denser ones fold), down to FILTER_MIN_BITS_PER_HASH;
    * undefined when even that cannot make room (the caller suppresses pid).
    * Nothing here can change a verdict: a demoted or folded entry still
    * holds every hash it held (entry.ts, demote; presenceFilter.ts, fold).
@@ -548,6 +554,8 @@ export class DedupCache {
         this.policy.reserve(pending, estimateFilterFootprintBytes(b, a.hashes), now);
         continue;
       }
+      const need = this.resident.totalBytes - own + reserved + estimateFilterFootprintBytes(blocks, hashes) - this.policy.budgetBytes;
+      if (this.foldToFree(need, pid) > 0) continue;
       if (this.filterBits <= FILTER_MIN_BITS_PER_HASH) return undefined;
       this.lowerFilterBits();
     }
@@ -559,23 +567,16 @@ export class DedupCache {
     return undefined;
   }
 
-  /**
-   * Filters are built a step sparser from now on, and every filter that
-   * would still hold a build's density after halving is folded. A fold
-   * keeps a build's growth headroom (1 + FILTER_GROWTH times the target per
-   * hash added): folding down to the bare target left each folded filter
-   * overloaded (filterOverloaded) a few appends later, and every one of them
-   * asked for a refresh, a fetch of its whole window, at once.
-   */
+  /** Filters are built a step sparser from now on (down to FILTER_MIN_BITS_PER_HASH); nothing is folded for it. */
   private lowerFilterBits(): void {
     this.filterBits = Math.max(FILTER_MIN_BITS_PER_HASH, this.filterBits * FILTER_DENSITY_STEP);
-    this.foldFilters(2 * (1 + FILTER_GROWTH) * this.filterBits);
   }
 
   /** pid's exact entry becomes a filter entry built at the current density (no PostgreSQL read). */
   private demote(pid: number): void {
     const e = this.resident.get(pid)!;
     e.demote(PresenceFilter.blocksFor(e.hashCount * (1 + FILTER_GROWTH), this.filterBits));
+    this.noteDensity(e);
     e.nextRetierMs = this.now() + PROMOTE_INTERVAL_MS;
     this.resident.retiered(pid, e);
     this.stats.demotions++;
@@ -583,16 +584,60 @@ export class DedupCache {
   }
 
   /**
-   * Halves every filter that has at least `bits` bits for each hash added
-   * to it (the load filterOverloaded measures), until it has fewer.
+   * Folds filter generations, densest first, until `need` bytes are freed
+   * or none is left that may fold; returns the bytes freed. A generation
+   * may fold while it has at least 2 x (1 + FILTER_GROWTH) x the bits a hash
+   * filters are built with now: halved, it still has a build's density with
+   * its growth headroom (folding to the bare target left each folded filter
+   * overloaded a few appends later, and every one asked for a refresh, a
+   * fetch of its whole window, at once).
+   *
+   * Only as many as the room asked for, and the densest first: the cache
+   * then settles with its filters within a fold of one another, at about
+   * the density its budget affords. Folding every filter over the
+   * threshold at each step (the rule before) halved them all together
+   * while the build density fell step by step, so under a budget for ~9
+   * bits a hash, 32 filters admitted one after another ended at ~5, the
+   * floor's build density, with 40 % of the budget unused and twice the
+   * false positives (docs/history/2026-12-07-filters-level-to-the-budget.md).
+   * Nothing here can change a verdict (presenceFilter.ts, fold).
    */
-  private foldFilters(bits: number): void {
-    for (const e of this.resident.values()) {
+  private foldToFree(need: number, exclude?: number): number {
+    const bits = 2 * (1 + FILTER_GROWTH) * this.filterBits;
+    // Nothing may fold: no scan of the resident set (at 100 k partitions at
+    // the floor density, every refused admission would walk it).
+    if (!(need > 0) || bits > this.densestBound) return 0;
+    const dense: [PartitionEntry, number][] = [];
+    let bound = 0;
+    for (const [pid, e] of this.resident.entries()) {
       if (e.tier !== 'filter') continue;
-      const folds = e.foldFilters(bits);
-      this.stats.folds += folds;
-      if (folds > 0) this.resident.refresh(e);
+      const d = e.densestBits;
+      if (d >= bits && pid !== exclude) dense.push([e, d]);
+      else bound = Math.max(bound, d);
     }
+    dense.sort((a, b) => b[1] - a[1]);
+    let freed = 0;
+    for (const [e, d] of dense) {
+      const f = freed < need ? e.foldDensest(bits) : 0;
+      if (f > 0) {
+        freed += f;
+        this.stats.folds++;
+        this.resident.refresh(e);
+      }
+      bound = Math.max(bound, f > 0 ? e.densestBits : d);
+    }
+    this.densestBound = bound;
+    return freed;
+  }
+
+  /**
+   * Keeps densestBound an upper bound on every resident filter's densest
+   * generation: called for each filter built or regrown (folds, appends and
+   * expiry only lower a density; an appended generation's load is at least
+   * what it was sized for).
+   */
+  private noteDensity(e: PartitionEntry): void {
+    this.densestBound = Math.max(this.densestBound, e.densestBits);
   }
 
   /**
@@ -639,6 +684,7 @@ export class DedupCache {
     }
     entry.nextRetierMs = now + PROMOTE_INTERVAL_MS;
     this.resident.set(pid, entry, now);
+    if (tier === 'filter') this.noteDensity(entry);
     if (tier === 'filter') this.stats.filterInstalls++;
     this.policy.clearCooldown(pid);
     this.policy.forgetFootprint(pid);
@@ -810,6 +856,7 @@ export class DedupCache {
       pages: e.storePages,
       generations: e.filterGenerations,
       bytes: e.accountedBytes,
+      hashes: e.hashCount,
     };
   }
   /** Bits a hash that new filters are built with now (lowered under memory pressure). */
@@ -857,8 +904,9 @@ export class DedupCache {
 
   /**
    * While over the cap: with the filter tier, demote the least recently used
-   * exact entry other than `keep`, then lower the filter density (folding);
-   * then (or without the filter tier) evict the least recently used entry
+   * exact entry other than `keep`, then fold the densest filters as far as
+   * the excess asks (foldToFree), then lower the build density a step (which
+   * lets denser ones fold); then (or without the filter tier) evict the least recently used entry
    * other than `keep` (with guardedAtMs: only one whose recent-use guard has
    * run out then).
    */
@@ -870,6 +918,7 @@ export class DedupCache {
           this.demote(d);
           continue;
         }
+        if (this.foldToFree(this.resident.totalBytes - this.capBytes) > 0) continue;
         if (this.filterBits > FILTER_MIN_BITS_PER_HASH) {
           this.lowerFilterBits();
           continue;

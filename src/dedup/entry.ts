@@ -612,20 +612,37 @@ export class PartitionEntry {
   }
 
   /**
-   * Halves each filter generation while it has at least `bitsPerHash` bits
-   * for each hash of its load (what it holds, or, for the one appended to,
-   * what it was sized for if more: an empty new generation is not folded
-   * to nothing). Returns the folds made (presenceFilter.ts, fold: each still
-   * answers "maybe" for every hash it held).
+   * Bits a hash of its load (as foldFilters measures it) of the densest
+   * filter generation: what the cache levels by (cache.ts, foldToFree); 0
+   * for an exact entry.
    */
-  foldFilters(bitsPerHash: number): number {
-    let folds = 0;
-    const foldDown = (f: PresenceFilter, load: number): void => {
-      while ((f.blocks * 512) / Math.max(1, load) >= bitsPerHash && f.fold()) folds++;
-    };
-    for (const g of this.sealed) foldDown(g.filter, g.filter.added);
-    if (this.filter !== undefined) foldDown(this.filter, Math.max(this.filter.added, this.plannedHashes));
-    return folds;
+  get densestBits(): number {
+    let best = 0;
+    for (const [f, load] of this.generationLoads()) best = Math.max(best, (f.blocks * 512) / Math.max(1, load));
+    return best;
+  }
+
+  /**
+   * Halves the densest filter generation once, if it has at least
+   * `bitsPerHash` bits a hash of its load; returns the bytes freed (0: no
+   * fold). Like foldFilters, a fold keeps every hash the generation held.
+   */
+  foldDensest(bitsPerHash: number): number {
+    let best: PresenceFilter | undefined;
+    let bestBits = 0;
+    for (const [f, load] of this.generationLoads()) {
+      const bits = (f.blocks * 512) / Math.max(1, load);
+      if (bits >= bitsPerHash && bits > bestBits) [best, bestBits] = [f, bits];
+    }
+    if (best === undefined) return 0;
+    const before = best.bytes;
+    return best.fold() ? before - best.bytes : 0;
+  }
+
+  /** Each filter generation with its fold load: what it holds, or, for the one appended to, what it was sized for if more. */
+  private *generationLoads(): Generator<[PresenceFilter, number]> {
+    for (const g of this.sealed) yield [g.filter, g.filter.added];
+    if (this.filter !== undefined) yield [this.filter, Math.max(this.filter.added, this.plannedHashes)];
   }
 
   /** Whether the entry holds a live occurrence of the hash's key (tests, bench). */

@@ -63,6 +63,9 @@ export class ResidentSet {
   values(): IterableIterator<PartitionEntry> {
     return this.map.values();
   }
+  entries(): IterableIterator<[number, PartitionEntry]> {
+    return this.map.entries();
+  }
 
   /** Inserts (or replaces) pid's entry as the most recently used. Returns the replaced entry. */
   set(pid: number, entry: PartitionEntry, nowMs: number): PartitionEntry | undefined {

@@ -170,6 +170,47 @@ test('heavier pressure lowers the bits filters are built with and folds the larg
   t.true(cache.residentBytes() <= capBytes);
 });
 
+test('filters level to the budget: admitted one after another, they end near the density it affords, using most of it', (t) => {
+  const clock = new FakeClock();
+  const size = 20_000;
+  const capBytes = 900 * KiB;
+  const cache = new DedupCache({ capBytes, now: clock.now });
+  const parts: Part[] = [];
+  for (let p = 0; p < 40; p++) {
+    parts.push(partOf(100 + p, size, clock.ms));
+    clock.advance(10);
+    t.true(flush(cache, clock, p, parts[p]!).hydrated, `partition ${p} covered`);
+  }
+  let bits = 0;
+  let hashes = 0;
+  const perEntry: number[] = [];
+  for (let p = 0; p < 40; p++) {
+    const e = cache.entryInfo(p)!;
+    t.is(e.tier, 'filter');
+    bits += e.pages * 512;
+    hashes += e.hashes;
+    perEntry.push((e.pages * 512) / e.hashes);
+  }
+  // What 90 % of the cap (the admission budget) affords each hash if all
+  // were alike. Folding every filter at each step of the build density (the
+  // rule before) ended at 5.4 bits a hash against 8.3 here, with a third of
+  // the cap unused.
+  const affords = (0.9 * capBytes * 8) / hashes;
+  t.log(
+    `mean ${(bits / hashes).toFixed(2)} bits a hash (affords ${affords.toFixed(2)}), entries ${Math.min(...perEntry).toFixed(2)}..${Math.max(...perEntry).toFixed(2)}, resident ${cache.residentBytes()} of ${capBytes}, stats ${JSON.stringify(cache.stats)}`,
+  );
+  t.true(bits / hashes >= 0.8 * affords, 'the filters hold most of the bits the budget affords');
+  t.true(cache.residentBytes() >= 0.8 * capBytes, 'most of the cap is used');
+  t.true(cache.residentBytes() <= capBytes);
+  // Within a fold of one another (and the rounding of a size): no filter
+  // was halved while one at less than half its density could be.
+  t.true(Math.max(...perEntry) <= 2 * 1.125 * Math.min(...perEntry) + 0.01, 'densities within a fold');
+  for (let q = 0; q < 40; q += 7) {
+    const v = cache.vouchWithHints(q, stored(parts[q]!), parts[q]!.last + 1);
+    t.is(v.maybe.length + v.hits.length, parts[q]!.last + 1, `partition ${q} clears none of its own hashes`);
+  }
+});
+
 test("a folded filter keeps a build's growth headroom: appends of a fifth of its hashes ask no filter to be refetched", (t) => {
   const clock = new FakeClock();
   const size = 20_000;
