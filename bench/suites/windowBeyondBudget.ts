@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { Compactor } from '../../src/compaction/compactor.js';
 import { DEFAULTS } from '../../src/config.js';
+import type { DedupCache } from '../../src/dedup/index.js';
 import { compactPartitionInBroker, MAX_STEP_PAIRS } from '../../src/engine/compactionStore.js';
 import type { PushItem } from '../../src/engine/writer.js';
 import { compactOnLongProbes } from '../../src/pipeline.js';
@@ -92,7 +93,7 @@ export interface WindowBeyondBudgetResult {
 export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyondBudgetResult> {
   const p = ctx.quick
     ? {
-        smallMb: 2,
+        smallMb: smallMbOr(2),
         ampleMb: DEFAULTS.dedupCacheMb,
         sizes: process.env.WBB_SIZES ? process.env.WBB_SIZES.split(',').map(Number) : [250_000, 1_000_000],
         passes: 6,
@@ -102,7 +103,7 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
         payloadBytes: 64,
       }
     : {
-        smallMb: 16,
+        smallMb: smallMbOr(16),
         ampleMb: DEFAULTS.dedupCacheMb,
         sizes: process.env.WBB_SIZES ? process.env.WBB_SIZES.split(',').map(Number) : [2_000_000, 20_000_000],
         passes: 6,
@@ -115,6 +116,8 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
   const wrong: string[] = [];
   /** On-disk bytes of the runs per hash they hold, at the end of each size's passes. */
   const runBytes: { stored: number; bytesPerHash: number }[] = [];
+  /** The small budget's filters after each size's passes (filterState). */
+  const filterStates: { stored: number; state: string }[] = [];
   /** The small queue's runs a partition, before and after each size's passes. */
   const runCounts: { stored: number; before: RunCount; after: RunCount }[] = [];
   const [lo, hi] = [p.sizes[0]!, p.sizes[p.sizes.length - 1]!];
@@ -146,6 +149,7 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
     all.push(...r.passes);
     if (r.runBytesPerHash !== undefined) runBytes.push({ stored: c.stored, bytesPerHash: r.runBytesPerHash });
     if (r.runCounts !== undefined) runCounts.push({ stored: c.stored, ...r.runCounts });
+    if (r.filters !== undefined) filterStates.push({ stored: c.stored, state: r.filters });
   }
   const rate = (m: Mode, stored: number, partitions = PARTITIONS, loops = LOOPS) =>
     median(
@@ -238,6 +242,10 @@ export async function windowBeyondBudget(ctx: SuiteContext): Promise<WindowBeyon
             ),
           },
           {
+            name: `window beyond budget: the ${p.smallMb} MB budget's entries after the passes`,
+            value: filterStates.map((f) => `${label(f.stored)}: ${f.state}`).join('; '),
+          },
+          {
             // Where each side's message costs: the broker (this process:
             // writer, cache, lookups' handling, compaction built in the
             // broker) and PostgreSQL (this run's backends).
@@ -283,6 +291,12 @@ function cpuPerMessage(passes: readonly Pass[]): string {
   return `${us(c.clientMs)} + ${us(c.postgresMs)} = ${us(c.clientMs + c.postgresMs)} µs`;
 }
 
+/** The small budget in MB: WBB_SMALL_MB (experiments, with --tag: what the rows read with more filter bits a hash) or the mode's. */
+function smallMbOr(mb: number): number {
+  const v = Number(process.env.WBB_SMALL_MB);
+  return v > 0 ? v : mb;
+}
+
 /** Items looked up per 1 000 pushed over the passes, split into found and not found. */
 function lookupShare(passes: readonly Pass[]): string {
   const pushed = passes.reduce((n, s) => n + s.msgPerS * s.seconds, 0);
@@ -309,7 +323,12 @@ async function runConfig(
   p: { smallMb: number; ampleMb: number; payloadBytes: number; arrivalStep: number },
   c: Config,
   wrong: string[],
-): Promise<{ passes: Pass[]; runBytesPerHash: number | undefined; runCounts: { before: RunCount; after: RunCount } | undefined }> {
+): Promise<{
+  passes: Pass[];
+  runBytesPerHash: number | undefined;
+  runCounts: { before: RunCount; after: RunCount } | undefined;
+  filters: string | undefined;
+}> {
   const { stored, partitions } = c;
   const out: Pass[] = [];
   const db = await createBenchDatabase(ctx.adminUrl, `wbb_${stored}_${partitions}`);
@@ -433,6 +452,8 @@ async function runConfig(
       }
     }
     const runCounts = before === undefined ? undefined : { before, after: await runsPerPartition(admin, smallIds) };
+    const smallCache = state.get('small')!.rig.cache;
+    const filters = partitions === PARTITIONS && smallCache !== undefined ? filterState(smallCache, smallIds) : undefined;
     for (let r = 0; r < c.fewLoopPasses; r++) {
       const order: Mode[] = r % 2 === 0 ? ['small', 'ample'] : ['ample', 'small'];
       for (const m of order) {
@@ -452,12 +473,49 @@ async function runConfig(
       out.push(s);
       ctx.progress.note(`${fmt(stored)} stored, small budget without compaction: ${fmt(s.msgPerS)} msg/s`);
     }
-    return { passes: out, runBytesPerHash, runCounts };
+    return { passes: out, runBytesPerHash, runCounts, filters };
   } finally {
     for (const k of compactors) await k.stop();
     for (const r of rigs) await r.stop();
     await db.drop();
   }
+}
+
+/**
+ * What the small budget's entries hold after the passes: how many are
+ * filters, the bits a hash their generations have (blocks x 512 over the
+ * in-window hashes they know: the density the false positives follow), the
+ * generations an entry has, and the cache's demotions, folds and growths so
+ * far. A budget's bytes a hash are only as good as this density.
+ */
+function filterState(cache: DedupCache, ids: readonly number[]): string {
+  const perEntry: number[] = [];
+  let exact = 0;
+  let bits = 0;
+  let hashes = 0;
+  let generations = 0;
+  for (const id of ids) {
+    const e = cache.entryInfo(id);
+    if (e === undefined) continue;
+    if (e.tier === 'exact') {
+      exact++;
+      continue;
+    }
+    perEntry.push((e.pages * 512) / Math.max(1, e.hashes));
+    bits += e.pages * 512;
+    hashes += e.hashes;
+    generations += e.generations;
+  }
+  const filters = perEntry.length;
+  perEntry.sort((a, b) => a - b);
+  const at = (q: number) => (filters === 0 ? NaN : perEntry[Math.min(filters - 1, Math.floor(q * filters))]!);
+  const st = cache.stats;
+  return (
+    `${filters} filters (${(bits / Math.max(1, hashes)).toFixed(1)} bits a hash; min / median / max an entry ` +
+    `${at(0).toFixed(1)} / ${at(0.5).toFixed(1)} / ${at(1).toFixed(1)}; ${(generations / Math.max(1, filters)).toFixed(1)} generations), ` +
+    `${exact} exact, ${ids.length - filters - exact} none; demotions ${st.demotions}, folds ${st.folds}, growths ${st.filterGrowths}, ` +
+    `builds at ${cache.filterBitsPerHash().toFixed(1)} bits`
+  );
 }
 
 interface RunCount {
