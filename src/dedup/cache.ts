@@ -863,6 +863,24 @@ export class DedupCache {
   filterBitsPerHash(): number {
     return this.filterBits;
   }
+  /**
+   * Bits a hash the resident filters hold (their blocks over the in-window
+   * hashes they know): the density their false positives follow, which the
+   * build density (filterBitsPerHash) may sit below once filters have
+   * leveled (foldToFree). Infinity with no filter (nothing answers
+   * "maybe"; a pod's workers combine by min). A scan of the resident set: a
+   * gauge's, once a scrape.
+   */
+  residentFilterBitsPerHash(): number {
+    let bits = 0;
+    let hashes = 0;
+    for (const e of this.resident.values()) {
+      if (e.tier !== 'filter') continue;
+      bits += e.filterBlocks * 512;
+      hashes += e.hashCount;
+    }
+    return hashes > 0 ? bits / hashes : Infinity;
+  }
   residentFilterEntries(): number {
     return this.resident.size - this.resident.exactCount;
   }

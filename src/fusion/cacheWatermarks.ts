@@ -104,9 +104,18 @@ export class CacheWatermarks implements WatermarkSource {
       metrics
         .gauge('queen_dedup_filter_partitions', 'Resident cache entries of the filter tier')
         .collect(() => cache.residentFilterEntries());
+      // Densities: a pod's workers combine by min (the sparsest worker's), never a sum.
       metrics
-        .gauge('queen_dedup_filter_bits_per_hash', 'Bits a hash that new filters are built with (lowered under memory pressure)')
+        .gauge('queen_dedup_filter_bits_per_hash', 'Bits a hash that new filters are built with (lowered under memory pressure)', [], 'min')
         .collect(() => cache.filterBitsPerHash());
+      metrics
+        .gauge(
+          'queen_dedup_filter_resident_bits_per_hash',
+          'Bits a hash the resident filters hold (their false positives follow it); +Inf with none',
+          [],
+          'min',
+        )
+        .collect(() => cache.residentFilterBitsPerHash());
     }
   }
 

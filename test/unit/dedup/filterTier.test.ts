@@ -175,6 +175,7 @@ test('filters level to the budget: admitted one after another, they end near the
   const size = 20_000;
   const capBytes = 900 * KiB;
   const cache = new DedupCache({ capBytes, now: clock.now });
+  t.is(cache.residentFilterBitsPerHash(), Infinity, 'no filter: nothing answers maybe');
   const parts: Part[] = [];
   for (let p = 0; p < 40; p++) {
     parts.push(partOf(100 + p, size, clock.ms));
@@ -195,6 +196,7 @@ test('filters level to the budget: admitted one after another, they end near the
   // were alike. Folding every filter at each step of the build density (the
   // rule before) ended at 5.4 bits a hash against 8.3 here, with a third of
   // the cap unused.
+  t.is(cache.residentFilterBitsPerHash(), bits / hashes, 'the gauge reads what the entries hold');
   const affords = (0.9 * capBytes * 8) / hashes;
   t.log(
     `mean ${(bits / hashes).toFixed(2)} bits a hash (affords ${affords.toFixed(2)}), entries ${Math.min(...perEntry).toFixed(2)}..${Math.max(...perEntry).toFixed(2)}, resident ${cache.residentBytes()} of ${capBytes}, stats ${JSON.stringify(cache.stats)}`,
