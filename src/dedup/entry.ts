@@ -612,18 +612,19 @@ export class PartitionEntry {
   }
 
   /**
-   * Bits a hash of its load (as foldFilters measures it) of the densest
-   * filter generation: what the cache levels by (cache.ts, foldToFree); 0
-   * for an exact entry.
+   * Bits a hash of its load of the densest filter generation that can
+   * still fold: what the cache levels by (cache.ts, foldToFree); 0 for an
+   * exact entry, or when none can fold (an odd block count: a small
+   * partition's filter of a few blocks often is).
    */
   get densestBits(): number {
     let best = 0;
-    for (const [f, load] of this.generationLoads()) best = Math.max(best, (f.blocks * 512) / Math.max(1, load));
+    for (const [f, load] of this.generationLoads()) if (f.canFold) best = Math.max(best, (f.blocks * 512) / Math.max(1, load));
     return best;
   }
 
   /**
-   * Halves the densest filter generation once, if it has at least
+   * Halves the densest filter generation that can fold, once, if it has at least
    * `bitsPerHash` bits a hash of its load; returns the bytes freed (0: no
    * fold). Like foldFilters, a fold keeps every hash the generation held.
    */
@@ -632,7 +633,7 @@ export class PartitionEntry {
     let bestBits = 0;
     for (const [f, load] of this.generationLoads()) {
       const bits = (f.blocks * 512) / Math.max(1, load);
-      if (bits >= bitsPerHash && bits > bestBits) [best, bestBits] = [f, bits];
+      if (f.canFold && bits >= bitsPerHash && bits > bestBits) [best, bestBits] = [f, bits];
     }
     if (best === undefined) return 0;
     const before = best.bytes;

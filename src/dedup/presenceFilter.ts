@@ -156,6 +156,11 @@ export class PresenceFilter {
    * nothing that answered "maybe" answers "absent" afterwards. Returns false
    * (and does nothing) for an odd block count.
    */
+  /** Whether fold() can halve it (an even block count). */
+  get canFold(): boolean {
+    return this.n % 2 === 0;
+  }
+
   fold(): boolean {
     const blocks = this.n;
     if (blocks % 2 !== 0) return false;
