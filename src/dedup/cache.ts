@@ -355,8 +355,9 @@ export class DedupCache {
 
   /**
    * Whether an entry of `need` bytes could be admitted: free budget for it,
-   * an exact entry to demote, a filter density left to lower, or entries
-   * evictable now. A 'no' is kept for up to NO_ROOM_MEMO_MS for this size
+   * an exact entry to demote, a filter density left to lower, a filter that
+   * may fold (by densestBound, an upper bound: at worst one fetch more), or
+   * entries evictable now. A 'no' is kept for up to NO_ROOM_MEMO_MS for this size
    * and larger (a victim scan walks the resident set), and forgotten when
    * an entry leaves. Policy only: a refused partition vouches -1 and is
    * looked up, which is always sound.
@@ -367,7 +368,10 @@ export class DedupCache {
     const free = this.policy.budgetBytes - this.resident.totalBytes - this.policy.reservedExcept(pid, now);
     const room =
       free >= need ||
-      (this.filterTier && (this.resident.exactCount > 0 || this.filterBits > FILTER_MIN_BITS_PER_HASH)) ||
+      (this.filterTier &&
+        (this.resident.exactCount > 0 ||
+          this.filterBits > FILTER_MIN_BITS_PER_HASH ||
+          2 * (1 + FILTER_GROWTH) * this.filterBits <= this.densestBound)) ||
       this.resident.victims(need - free, now, pid) !== undefined;
     if (!room) {
       this.noRoomBytes = memo ? Math.min(this.noRoomBytes, need) : need;
@@ -867,11 +871,10 @@ export class DedupCache {
    * Bits a hash the resident filters hold (their blocks over the in-window
    * hashes they know): the density their false positives follow, which the
    * build density (filterBitsPerHash) may sit below once filters have
-   * leveled (foldToFree). Infinity with no filter (nothing answers
-   * "maybe"; a pod's workers combine by min). A scan of the resident set: a
-   * gauge's, once a scrape.
+   * leveled (foldToFree). undefined with no filter. A scan of the resident
+   * set: a gauge's, once a scrape.
    */
-  residentFilterBitsPerHash(): number {
+  residentFilterBitsPerHash(): number | undefined {
     let bits = 0;
     let hashes = 0;
     for (const e of this.resident.values()) {
@@ -879,7 +882,7 @@ export class DedupCache {
       bits += e.filterBlocks * 512;
       hashes += e.hashCount;
     }
-    return hashes > 0 ? bits / hashes : Infinity;
+    return hashes > 0 ? bits / hashes : undefined;
   }
   residentFilterEntries(): number {
     return this.resident.size - this.resident.exactCount;

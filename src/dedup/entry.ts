@@ -626,7 +626,7 @@ export class PartitionEntry {
   /**
    * Halves the densest filter generation that can fold, once, if it has at least
    * `bitsPerHash` bits a hash of its load; returns the bytes freed (0: no
-   * fold). Like foldFilters, a fold keeps every hash the generation held.
+   * fold). A fold keeps every hash the generation held (presenceFilter.ts, fold).
    */
   foldDensest(bitsPerHash: number): number {
     let best: PresenceFilter | undefined;

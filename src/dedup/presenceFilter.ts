@@ -149,6 +149,11 @@ export class PresenceFilter {
     return (w[base + (p >>> 5)]! & (1 << (p & 31))) !== 0;
   }
 
+  /** Whether fold() can halve it (an even block count). */
+  get canFold(): boolean {
+    return this.n % 2 === 0;
+  }
+
   /**
    * Halves the filter in place: block j becomes block 2j | block 2j + 1.
    * Every hash that mapped to either maps to j now (floor(x / 2) =
@@ -156,11 +161,6 @@ export class PresenceFilter {
    * nothing that answered "maybe" answers "absent" afterwards. Returns false
    * (and does nothing) for an odd block count.
    */
-  /** Whether fold() can halve it (an even block count). */
-  get canFold(): boolean {
-    return this.n % 2 === 0;
-  }
-
   fold(): boolean {
     const blocks = this.n;
     if (blocks % 2 !== 0) return false;

@@ -111,11 +111,16 @@ export class CacheWatermarks implements WatermarkSource {
       metrics
         .gauge(
           'queen_dedup_filter_resident_bits_per_hash',
-          'Bits a hash the resident filters hold (their false positives follow it); +Inf with none',
+          'Bits a hash the resident filters hold (their false positives follow it); no value with none',
           [],
           'min',
         )
-        .collect(() => cache.residentFilterBitsPerHash());
+        // No series while a worker holds no filter, so it drops out of the
+        // pod's min (an Infinity would travel to the primary as JSON null, 0).
+        .collectLabeled(() => {
+          const v = cache.residentFilterBitsPerHash();
+          return v === undefined ? [] : [[{}, v]];
+        });
     }
   }
 

@@ -10,7 +10,7 @@ import {
 import { FakeClock, hashAt, hashRun } from './helpers.js';
 
 // The filter tier's memory policy (src/dedup/cache.ts: fitFilter, demote,
-// foldFilters, promotion and refresh): coverage before names. The exact
+// foldToFree, promotion and refresh): coverage before names. The exact
 // tier's own fit test, cooldown and guard: memoryPressure.test.ts.
 
 const KiB = 1024;
@@ -175,7 +175,7 @@ test('filters level to the budget: admitted one after another, they end near the
   const size = 20_000;
   const capBytes = 900 * KiB;
   const cache = new DedupCache({ capBytes, now: clock.now });
-  t.is(cache.residentFilterBitsPerHash(), Infinity, 'no filter: nothing answers maybe');
+  t.is(cache.residentFilterBitsPerHash(), undefined, 'no filter, no density');
   const parts: Part[] = [];
   for (let p = 0; p < 40; p++) {
     parts.push(partOf(100 + p, size, clock.ms));
