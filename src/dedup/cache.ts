@@ -139,6 +139,8 @@ export interface EntryInfo {
   pages: number;
   /** Filter generations (0 for an exact entry). */
   generations: number;
+  /** Of those, the ones setting DENSE_K bits a hash (grown at full density: growFilter). */
+  denseGenerations: number;
   bytes: number;
   /** In-window hashes the entry knows (its expiry units'): a filter's bits a hash are pages x 512 over this. */
   hashes: number;
@@ -419,6 +421,16 @@ export class DedupCache {
    * partitions in 2 MB it evicted 622 entries in the measured passes,
    * against none). A budget less than half used raises the density a
    * step, as fitFilter does.
+   *
+   * A generation grown at the full density (FILTER_BITS_PER_HASH: the cache
+   * has not had to build sparser) sets DENSE_K bits a hash instead of K,
+   * about half the false positives at that density (presenceFilter.ts).
+   * Every generation of an entry adds its false positives to the entry's,
+   * and in the defaults soak an entry demoted early holds most of its
+   * window in three or four grown generations, each read for every item.
+   * Demotions and filter admissions keep K: they are built because memory
+   * is short, and are the filters folded first if it gets shorter (a
+   * DENSE_K filter folded twice has more false positives than a K one).
    */
   private growFilter(pid: number, e: PartitionEntry): boolean {
     const planned = Math.max(MIN_GENERATION_HASHES, Math.ceil(e.hashCount * FILTER_GENERATION_SHARE));
@@ -438,7 +450,7 @@ export class DedupCache {
       this.filterBits = Math.max(FILTER_MIN_BITS_PER_HASH, this.filterBits * FILTER_DENSITY_STEP);
       blocks = PresenceFilter.blocksFor(planned, this.filterBits);
     }
-    e.grow(blocks, planned);
+    e.grow(blocks, planned, this.filterBits >= FILTER_BITS_PER_HASH ? PresenceFilter.DENSE_K : PresenceFilter.K);
     this.noteDensity(e);
     this.stats.filterGrowths++;
     return true;
@@ -859,6 +871,7 @@ export class DedupCache {
       openUnitHashes: e.openUnitHashes,
       pages: e.storePages,
       generations: e.filterGenerations,
+      denseGenerations: e.denseGenerations,
       bytes: e.accountedBytes,
       hashes: e.hashCount,
     };

@@ -201,6 +201,13 @@ export class PartitionEntry {
   get filterGenerations(): number {
     return this.filter === undefined ? 0 : 1 + this.sealed.length;
   }
+  /** Filter generations that set DENSE_K bits a hash (presenceFilter.ts; grown at full density). */
+  get denseGenerations(): number {
+    if (this.filter === undefined) return 0;
+    let n = this.filter.k === PresenceFilter.DENSE_K ? 1 : 0;
+    for (const g of this.sealed) if (g.filter.k === PresenceFilter.DENSE_K) n++;
+    return n;
+  }
   /** Entries in the store (dead ones not yet deleted included; a filter entry's: hashes added to its generations). */
   get storeSize(): number {
     if (this.exact !== undefined) return this.exact.size;
@@ -602,12 +609,13 @@ export class PartitionEntry {
    * below V (hydrate adds rows up to the snapshot's last offset, append up
    * to the V it sets, demote the table's live keys, all at or below V), and
    * every later append goes to the new one; maybe is the union (entry
-   * docblock).
+   * docblock). `k`: the bits the new generation sets a hash
+   * (presenceFilter.ts, K or DENSE_K).
    */
-  grow(blocks: number, plannedHashes: number): void {
+  grow(blocks: number, plannedHashes: number, k: number = PresenceFilter.K): void {
     if (this.filter === undefined) throw new Error('an exact entry has no filter to grow');
     this.sealed.push({ filter: this.filter, upto: this.verifiedUpto });
-    this.filter = new PresenceFilter(blocks);
+    this.filter = new PresenceFilter(blocks, undefined, k);
     this.plannedHashes = plannedHashes;
   }
 

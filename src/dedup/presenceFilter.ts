@@ -30,12 +30,23 @@ import { randomFillSync } from 'node:crypto';
  *
  * False positives, for n hashes in b = 512 x blocks bits: about
  * (1 - e^(-K n / b))^K, a little more for blocks of 512 bits (the load
- * varies by block). K = 5 suits the 6-16 bits a hash the cache uses:
- * ~0.1 % at 16, ~2 % at 8, ~6 % at 6 (falsePositiveModel()).
+ * varies by block). K = 5 suits the 4-16 bits a hash the cache uses,
+ * including a filter folded down to them: ~0.17 % at 16, ~2.3 % at 8,
+ * ~10 % at 5 (falsePositiveModel(); with the blocks' uneven load).
+ *
+ * A filter may instead set DENSE_K = 8 bits a hash (the constructor's k):
+ * at 16-20 bits a hash it has about half K = 5's false positives (~0.09 %
+ * against ~0.17 % at 16, ~0.025 % against ~0.07 % at 20), the same at
+ * 8-10, and more once folded below that (~17 % against ~10 % at 5). The
+ * cache gives it only to generations it grows while it builds at full
+ * density (cache.ts, growFilter), which stay there unless memory runs
+ * short later. A fold keeps K: it moves blocks, never bits within one.
  */
 export class PresenceFilter {
-  /** Bits set per hash, all in one block. */
+  /** Bits set per hash, all in one block, by default. */
   static readonly K = 5;
+  /** Bits set per hash by a filter built to stay dense (see the class comment). */
+  static readonly DENSE_K = 8;
   /** Words (32 bits) per block: 512 bits, one cache line. */
   static readonly BLOCK_WORDS = 16;
   static readonly BLOCK_BYTES = 64;
@@ -50,12 +61,18 @@ export class PresenceFilter {
   private readonly s0: number;
   private readonly s1: number;
   private readonly s2: number;
+  /** Bits set per hash: K or DENSE_K. */
+  readonly k: number;
 
-  /** A filter of `blocks` blocks (an integer in [1, 2^26]). */
-  constructor(blocks: number, secret?: Uint32Array) {
+  /** A filter of `blocks` blocks (an integer in [1, 2^26]) setting `k` bits a hash (K or DENSE_K). */
+  constructor(blocks: number, secret?: Uint32Array, k: number = PresenceFilter.K) {
     if (!Number.isInteger(blocks) || blocks < 1 || blocks > 2 ** 26) {
       throw new RangeError(`PresenceFilter: blocks must be an integer in [1, 2^26], got ${blocks}`);
     }
+    if (k !== PresenceFilter.K && k !== PresenceFilter.DENSE_K) {
+      throw new RangeError(`PresenceFilter: k must be ${PresenceFilter.K} or ${PresenceFilter.DENSE_K}, got ${k}`);
+    }
+    this.k = k;
     this.words = new Uint32Array(blocks * PresenceFilter.BLOCK_WORDS);
     this.n = blocks;
     const s = secret ?? randomFillSync(new Uint32Array(3));
@@ -126,6 +143,15 @@ export class PresenceFilter {
     w[base + (p >>> 5)]! |= 1 << (p & 31);
     p = (b >>> 9) & 511;
     w[base + (p >>> 5)]! |= 1 << (p & 31);
+    if (this.k === PresenceFilter.DENSE_K) {
+      const c = fmix(b ^ this.s1 ^ DENSE_SALT);
+      p = c & 511;
+      w[base + (p >>> 5)]! |= 1 << (p & 31);
+      p = (c >>> 9) & 511;
+      w[base + (p >>> 5)]! |= 1 << (p & 31);
+      p = (c >>> 18) & 511;
+      w[base + (p >>> 5)]! |= 1 << (p & 31);
+    }
     this.added++;
   }
 
@@ -146,6 +172,14 @@ export class PresenceFilter {
     p = b & 511;
     if ((w[base + (p >>> 5)]! & (1 << (p & 31))) === 0) return false;
     p = (b >>> 9) & 511;
+    if ((w[base + (p >>> 5)]! & (1 << (p & 31))) === 0) return false;
+    if (this.k !== PresenceFilter.DENSE_K) return true;
+    const c = fmix(b ^ this.s1 ^ DENSE_SALT);
+    p = c & 511;
+    if ((w[base + (p >>> 5)]! & (1 << (p & 31))) === 0) return false;
+    p = (c >>> 9) & 511;
+    if ((w[base + (p >>> 5)]! & (1 << (p & 31))) === 0) return false;
+    p = (c >>> 18) & 511;
     return (w[base + (p >>> 5)]! & (1 << (p & 31))) !== 0;
   }
 
@@ -184,11 +218,13 @@ export class PresenceFilter {
   }
 }
 
-/** The textbook false-positive rate of a bloom filter with K hashes at `bitsPerHash` (blocking adds a little). */
-export function falsePositiveModel(bitsPerHash: number): number {
-  const k = PresenceFilter.K;
+/** The textbook false-positive rate of a bloom filter with k hashes at `bitsPerHash` (blocking adds a little). */
+export function falsePositiveModel(bitsPerHash: number, k: number = PresenceFilter.K): number {
   return (1 - Math.exp(-k / bitsPerHash)) ** k;
 }
+
+/** Mixed into a DENSE_K filter's third position word, so it is not the second's. */
+const DENSE_SALT = 0x5bd1e995;
 
 /** murmur3's 32-bit finaliser: a bijection that spreads every input bit over the output. */
 function fmix(h: number): number {

@@ -300,8 +300,14 @@ test('an overloaded filter grows generations without a fetch; with no generation
     clock.advance(10);
     const { hydrated } = flush(cache, clock, 2, small);
     if (hydrated) hydratedAt = i;
-    else grownTo = Math.max(grownTo, cache.entryInfo(2)!.generations);
+    else {
+      const e = cache.entryInfo(2)!;
+      grownTo = Math.max(grownTo, e.generations);
+      // Grown at full density: every generation but the first sets DENSE_K bits a hash.
+      if (e.denseGenerations !== e.generations - 1) return t.fail(`${e.denseGenerations} dense of ${e.generations} generations`);
+    }
   }
+  t.is(cache.filterBitsPerHash(), FILTER_BITS_PER_HASH);
   t.is(grownTo, FILTER_MAX_GENERATIONS, 'grew to the most generations before any refetch');
   t.is(cache.stats.filterGrowths, FILTER_MAX_GENERATIONS - 1);
   t.true(hydratedAt > 0, `refreshed after ${hydratedAt} appends`);
@@ -311,6 +317,7 @@ test('an overloaded filter grows generations without a fetch; with no generation
   t.is(cache.stats.suppressions, 0);
   const v = cache.vouchWithHints(2, stored(small), small.last + 1);
   t.is(v.maybe.length, small.last + 1, 'the rebuilt filter holds every hash');
+  t.is(cache.entryInfo(2)?.denseGenerations, 0, 'a refresh builds with K');
 });
 
 test('a maybe item comes with the span of the generations that may hold it: each stored hash lies in its span, and one only an older generation holds ends below the newest', (t) => {
@@ -393,6 +400,10 @@ test('generations grown near the cap are built sparser to fit, after demoting wh
   );
   t.true(cache.residentBytes() <= capBytes, info);
   t.is(cache.stats.evictions, 0);
+  // Generations grown after the density fell set K bits a hash, not DENSE_K.
+  let dense = 0;
+  for (let p = 0; p < 40; p++) dense += cache.entryInfo(p)!.denseGenerations;
+  t.true(dense < cache.stats.filterGrowths, `${dense} dense generations: ${info}`);
   for (let p = 0; p < 40; p++) {
     const all = hashRun(100 + p, 0, size);
     const added = hashRun(100 + p, 1_000_000, more);
