@@ -429,8 +429,10 @@ export class DedupCache {
    * and in the defaults soak an entry demoted early holds most of its
    * window in three or four grown generations, each read for every item.
    * Demotions and filter admissions keep K: they are built because memory
-   * is short, and are the filters folded first if it gets shorter (a
-   * DENSE_K filter folded twice has more false positives than a K one).
+   * is already short, so more folds are likely to follow (a DENSE_K filter
+   * folded twice has more false positives than a K one). A grown DENSE_K
+   * generation may still be folded later, when memory runs short after it
+   * was grown: that costs false positives, never a verdict.
    */
   private growFilter(pid: number, e: PartitionEntry): boolean {
     const planned = Math.max(MIN_GENERATION_HASHES, Math.ceil(e.hashCount * FILTER_GENERATION_SHARE));
