@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { migrate } from '../../src/engine/migrate.js';
+import { onPoolConnect } from '../../src/engine/session.js';
 
 /**
  * One private database per benchmark: CREATE DATABASE bench_<label>_<rand> on
@@ -50,7 +51,9 @@ export async function createBenchDatabase(
     pool(max, application = 'queen-bench') {
       // idleTimeoutMillis 0: connections (and their plan caches) live for the whole
       // benchmark instead of being re-opened after every 10 s pause (a load, a step).
-      const p = new pg.Pool({ connectionString: url, max, application_name: application, idleTimeoutMillis: 0 });
+      // onConnect: the service's session settings (no JIT) for the engine under
+      // test and for the baselines alike: none of their statements gains from compiling.
+      const p = new pg.Pool({ connectionString: url, max, application_name: application, idleTimeoutMillis: 0, onConnect: onPoolConnect });
       p.on('error', () => undefined);
       pools.add(p);
       const end = p.end.bind(p);

@@ -3,6 +3,7 @@ import { HASH_BYTES } from '../util/txnHash.js';
 import { Component } from '../util/lifecycle.js';
 import { MetricsRegistry, type Counter, type Histogram } from '../telemetry/metrics.js';
 import { toDatabaseError } from './sqlstate.js';
+import { onPoolConnect } from './session.js';
 import { Log2Histogram } from '../util/log2Histogram.js';
 import { uuidToString } from '../util/uuidv7.js';
 
@@ -222,6 +223,7 @@ export class LogEngine extends Component {
         max: opts.poolSize ?? 10,
         statement_timeout: opts.statementTimeoutMs || undefined,
         application_name: 'queen-ingress',
+        onConnect: onPoolConnect,
       });
       this.ownsPool = true;
     }

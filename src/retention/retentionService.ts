@@ -7,6 +7,7 @@
 
 import pg from 'pg';
 import { DEFAULTS } from '../config.js';
+import { setUpSession } from '../engine/session.js';
 import { consumerLag, retentionCandidates, retentionOverview, retentionStep, type RetentionStepResult } from '../engine/retentionStore.js';
 import { QueenError } from '../errors.js';
 import { silentLogger, type Logger } from '../telemetry/logger.js';
@@ -374,6 +375,12 @@ export class RetentionService extends Component {
     // A dropped connection surfaces as a failed query; without a listener the 'error' event would crash the process.
     client.on('error', () => undefined);
     await client.connect();
+    try {
+      await setUpSession(client);
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      throw err;
+    }
     this.client = client;
     return client;
   }
@@ -395,6 +402,7 @@ export class RetentionService extends Component {
           c.on('error', () => undefined);
           this.workers[slot] = c; // closed by dropSession() if anything below fails
           await c.connect();
+          await setUpSession(c);
           const r = await c.query('SELECT pg_try_advisory_lock_shared($1::bigint) AS ok', [RETENTION_FENCE_KEY.toString()]);
           if (r.rows[0].ok !== true) throw new QueenError('a retention step session could not take the fence key');
         })(),
