@@ -31,7 +31,7 @@ help:
 	@echo "make format      prettier --write . (the formatting make lint checks)"
 	@echo "make bench       full side-by-side benchmarks (results in bench/results/)"
 	@echo "make bench-quick the same benchmarks at small sizes"
-	@echo "make soak        long soaks (soak-retention: 30 min, table sizes flat under retention; soak-memory: RSS/heap over ~10 min of mixed HTTP)"
+	@echo "make soak        long soaks (soak-retention: 30 min, table sizes flat under retention; soak-memory: RSS/heap over 70 min of mixed HTTP)"
 	@echo "make chaos       1 M records under kill -9, PostgreSQL restarts, rebalances, a paused broker; JSON report (not in make test)"
 	@echo "make jaeger      local Jaeger v2 (OTLP on :4318, query API on :16686), built once into .local/bin"
 	@echo "make test-jaeger traces producer -> consume -> flush -> PostgreSQL, asserted in Jaeger's API"
@@ -144,7 +144,7 @@ retention-drain: build
 	scripts/with-deps.sh --profile run -- node dist/bench/retentionDrain.js $(RETENTION_DRAIN_ARGS)
 
 # Mixed HTTP traffic at a real service process; RSS/heap/dedup-cache curve in bench/results/.
-# QUEEN_SOAK_SECONDS (default 600), QUEEN_SOAK_CONCURRENCY (8), QUEEN_SOAK_PARTITIONS (2000),
+# QUEEN_SOAK_SECONDS (default 4200: past the longest window the traffic sets), QUEEN_SOAK_CONCURRENCY (8), QUEEN_SOAK_PARTITIONS (2000),
 # QUEEN_SOAK_DEDUP_CACHE_MB, QUEEN_SOAK_WINDOW_SECONDS, QUEEN_SOAK_MAX_SLOPE_MIB_MIN (1). See docs/memory.md.
 soak-memory: build
 	$(RUN_NODE_OPTIONS) scripts/with-deps.sh --profile run -- node dist/bench/soak/memory.js
