@@ -432,7 +432,9 @@ export class DedupCache {
    * is already short, so more folds are likely to follow (a DENSE_K filter
    * folded twice has more false positives than a K one). A grown DENSE_K
    * generation may still be folded later, when memory runs short after it
-   * was grown: that costs false positives, never a verdict.
+   * was grown: that costs false positives, never a verdict, and below about
+   * 19 bits a hash foldToFree folds it after K generations as dense
+   * (presenceFilter.ts, foldCost).
    */
   private growFilter(pid: number, e: PartitionEntry): boolean {
     const planned = Math.max(MIN_GENERATION_HASHES, Math.ceil(e.hashCount * FILTER_GENERATION_SHARE));
@@ -538,7 +540,7 @@ export class DedupCache {
    * 2. turn a rebuild admitted as exact but not installed yet (its window
    *    still being fetched) into a filter rebuild, with a filter's
    *    reservation;
-   * 3. once neither is left, fold the densest filters that may fold, as
+   * 3. once neither is left, fold the filters that may fold, cheapest first, as
    *    many as the room asks for (foldToFree);
    * 4. when none may, lower the bits a hash filters are built with by a
    *    step (which lets denser ones fold), down to FILTER_MIN_BITS_PER_HASH;
@@ -602,7 +604,7 @@ export class DedupCache {
   }
 
   /**
-   * Folds filter generations, densest first, until `need` bytes are freed
+   * Folds filter generations, cheapest first, until `need` bytes are freed
    * or none is left that may fold; returns the bytes freed. A generation
    * may fold while it has at least 2 x (1 + FILTER_GROWTH) x the bits a hash
    * filters are built with now: halved, it still has a build's density with
@@ -610,9 +612,15 @@ export class DedupCache {
    * overloaded a few appends later, and every one asked for a refresh, a
    * fetch of its whole window, at once).
    *
-   * Only as many as the room asked for, and the densest first: the cache
-   * then settles with its filters within a fold of one another, at about
-   * the density its budget affords. Folding every filter over the
+   * Only as many as the room asked for, and the cheapest first: the fold
+   * that adds the least to its filter's false positives (presenceFilter.ts,
+   * foldCost), one a filter entry a call. Among generations that set the
+   * same bits a hash that is the densest, so the cache settles with its
+   * filters within a fold of one another, at about the density its budget
+   * affords. Across them it keeps a grown DENSE_K generation from a fold
+   * that would leave it worse than a K one: near 21 bits a hash its fold is
+   * the cheaper, near 10.5 (where a second fold would take it) the dearer
+   * by ~70 %, and a K generation of the same density folds first. Folding every filter over the
    * threshold at each step (the rule before) halved them all together
    * while the build density fell step by step, so under a budget for ~9
    * bits a hash, 32 filters admitted one after another ended at ~5, the
@@ -625,18 +633,19 @@ export class DedupCache {
     // Nothing may fold: no scan of the resident set (at 100 k partitions at
     // the floor density, every refused admission would walk it).
     if (!(need > 0) || bits > this.densestBound) return 0;
-    const dense: [PartitionEntry, number][] = [];
+    // [entry, its densest generation's bits a hash, the price of its cheapest fold]
+    const foldable: [PartitionEntry, number, number][] = [];
     let bound = 0;
     for (const [pid, e] of this.resident.entries()) {
       if (e.tier !== 'filter') continue;
       const d = e.densestBits;
-      if (d >= bits && pid !== exclude) dense.push([e, d]);
+      if (d >= bits && pid !== exclude) foldable.push([e, d, e.cheapestFoldCost(bits)]);
       else bound = Math.max(bound, d);
     }
-    dense.sort((a, b) => b[1] - a[1]);
+    foldable.sort((a, b) => a[2] - b[2]);
     let freed = 0;
-    for (const [e, d] of dense) {
-      const f = freed < need ? e.foldDensest(bits) : 0;
+    for (const [e, d] of foldable) {
+      const f = freed < need ? e.foldCheapest(bits) : 0;
       if (f > 0) {
         freed += f;
         this.stats.folds++;
@@ -940,7 +949,7 @@ export class DedupCache {
 
   /**
    * While over the cap: with the filter tier, demote the least recently used
-   * exact entry other than `keep`, then fold the densest filters as far as
+   * exact entry other than `keep`, then fold filters, cheapest first, as far as
    * the excess asks (foldToFree), then lower the build density a step (which
    * lets denser ones fold); then (or without the filter tier) evict the least recently used entry
    * other than `keep` (with guardedAtMs: only one whose recent-use guard has

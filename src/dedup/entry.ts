@@ -6,7 +6,7 @@
 
 import { ENTRY_OVERHEAD_BYTES, HASH_BYTES, SKEW_SLACK_MS, UNIT_HASHES, UNIT_OVERHEAD_BYTES } from './constants.js';
 import { OccurrenceTable } from './occurrenceTable.js';
-import { PresenceFilter } from './presenceFilter.js';
+import { foldCost, PresenceFilter } from './presenceFilter.js';
 
 /** One row of queen.log_txns as the hydration fetch returns it. */
 export interface TxnRow {
@@ -621,7 +621,8 @@ export class PartitionEntry {
 
   /**
    * Bits a hash of its load of the densest filter generation that can
-   * still fold: what the cache levels by (cache.ts, foldToFree); 0 for an
+   * still fold: whether the entry may fold at all at the cache's threshold,
+   * and the bound that spares the cache a scan (cache.ts, foldToFree); 0 for an
    * exact entry, or when none can fold (an odd block count: a small
    * partition's filter of a few blocks often is).
    */
@@ -632,20 +633,39 @@ export class PartitionEntry {
   }
 
   /**
-   * Halves the densest filter generation that can fold, once, if it has at least
-   * `bitsPerHash` bits a hash of its load; returns the bytes freed (0: no
-   * fold). A fold keeps every hash the generation held (presenceFilter.ts, fold).
+   * Halves the filter generation whose fold is cheapest (presenceFilter.ts,
+   * foldCost: for generations of one k the densest) among those that can
+   * fold and have at least `bitsPerHash` bits a hash of their load, once;
+   * returns the bytes freed (0: no fold). A fold keeps every hash the
+   * generation held (presenceFilter.ts, fold).
    */
-  foldDensest(bitsPerHash: number): number {
-    let best: PresenceFilter | undefined;
-    let bestBits = 0;
-    for (const [f, load] of this.generationLoads()) {
-      const bits = (f.blocks * 512) / Math.max(1, load);
-      if (f.canFold && bits >= bitsPerHash && bits > bestBits) [best, bestBits] = [f, bits];
-    }
+  foldCheapest(bitsPerHash: number): number {
+    const [best] = this.cheapestFold(bitsPerHash);
     if (best === undefined) return 0;
     const before = best.bytes;
     return best.fold() ? before - best.bytes : 0;
+  }
+
+  /** The price of what foldCheapest(bitsPerHash) would fold; Infinity when nothing may. */
+  cheapestFoldCost(bitsPerHash: number): number {
+    return this.cheapestFold(bitsPerHash)[1];
+  }
+
+  private cheapestFold(bitsPerHash: number): [PresenceFilter | undefined, number] {
+    let best: PresenceFilter | undefined;
+    let bestCost = Infinity;
+    for (const [f, load] of this.generationLoads()) {
+      const bits = (f.blocks * 512) / Math.max(1, load);
+      if (!f.canFold || bits < bitsPerHash) continue;
+      const cost = foldCost(bits, f.k);
+      if (cost < bestCost) [best, bestCost] = [f, cost];
+    }
+    return [best, bestCost];
+  }
+
+  /** Each filter generation, oldest first: bits a hash of its fold load, and the bits it sets a hash (tests, diagnostics). */
+  generationShapes(): { bitsPerHash: number; k: number }[] {
+    return [...this.generationLoads()].map(([f, load]) => ({ bitsPerHash: (f.blocks * 512) / Math.max(1, load), k: f.k }));
   }
 
   /** Each filter generation with its fold load: what it holds, or, for the one appended to, what it was sized for if more. */

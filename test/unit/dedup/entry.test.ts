@@ -1,6 +1,7 @@
 import test from 'ava';
 import { UNIT_HASHES } from '../../../src/dedup/constants.js';
 import { PartitionEntry, type LocalHit, type LookupStats } from '../../../src/dedup/entry.js';
+import { foldCost, PresenceFilter } from '../../../src/dedup/presenceFilter.js';
 import { hashRun } from './helpers.js';
 
 const stats = (): LookupStats => ({ localHits: 0, localMisses: 0 });
@@ -139,4 +140,42 @@ test('an append too far above the table base to store marks the entry for rebuil
   t.is(e.rebuildReason, 'range');
   t.false(e.canVouch);
   t.is(e.append(far + 1, hashRun(1, 11, 1), 1, 0), 'ignored');
+});
+
+test('a fold takes the cheapest generation: a five-bit one before an eight-bit one near 10 bits a hash, the eight-bit one near 20', (t) => {
+  /** A filter entry of `n` hydrated hashes at `bits0` (K), grown once into a DENSE_K generation holding `m` appended ones at `bits1`. */
+  const entry = (n: number, bits0: number, m: number, bits1: number): PartitionEntry => {
+    const rows = [{ baseOffset: 0, endOffset: n - 1, createdMs: 1000, hashes: hashRun(21, 0, n) }];
+    const e = PartitionEntry.hydrate(3600, n - 1, 0, rows, 1000, 'filter', PresenceFilter.blocksFor(n, bits0));
+    e.grow(PresenceFilter.blocksFor(m, bits1), m, PresenceFilter.DENSE_K);
+    for (let base = n; base < n + m; base += 4096) {
+      const count = Math.min(4096, n + m - base);
+      t.is(e.append(base, hashRun(22, base, count), count, 2000), 'appended');
+    }
+    return e;
+  };
+  // Near 10 bits a hash: the eight-bit generation is the denser, and the dearer to fold.
+  const low = entry(40_000, 10.5, 40_000, 11);
+  const [k0, d0] = low.generationShapes();
+  t.deepEqual([k0!.k, d0!.k], [PresenceFilter.K, PresenceFilter.DENSE_K]);
+  t.true(d0!.bitsPerHash > k0!.bitsPerHash && k0!.bitsPerHash >= 10, JSON.stringify(low.generationShapes()));
+  t.true(foldCost(k0!.bitsPerHash, PresenceFilter.K) < foldCost(d0!.bitsPerHash, PresenceFilter.DENSE_K));
+  t.is(low.cheapestFoldCost(10), foldCost(k0!.bitsPerHash, PresenceFilter.K));
+  t.true(low.foldCheapest(10) > 0);
+  const [k1, d1] = low.generationShapes();
+  t.is(k1!.bitsPerHash, k0!.bitsPerHash / 2);
+  t.is(d1!.bitsPerHash, d0!.bitsPerHash);
+  // Only generations at or above the threshold fold: the eight-bit one is next, then nothing.
+  t.true(low.foldCheapest(10) > 0);
+  t.is(low.generationShapes()[1]!.bitsPerHash, d0!.bitsPerHash / 2);
+  t.is(low.foldCheapest(10), 0);
+  t.is(low.cheapestFoldCost(10), Infinity);
+
+  // Near 20 bits a hash the eight-bit generation folds first, as the denser one would.
+  const high = entry(40_000, 19, 40_000, 21);
+  const [hk, hd] = high.generationShapes();
+  t.true(hd!.bitsPerHash > hk!.bitsPerHash, JSON.stringify(high.generationShapes()));
+  t.true(high.foldCheapest(10) > 0);
+  t.is(high.generationShapes()[0]!.bitsPerHash, hk!.bitsPerHash);
+  t.is(high.generationShapes()[1]!.bitsPerHash, hd!.bitsPerHash / 2);
 });

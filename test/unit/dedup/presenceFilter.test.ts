@@ -1,6 +1,7 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { falsePositiveModel, PresenceFilter } from '../../../src/dedup/presenceFilter.js';
+import { falsePositiveModel, foldCost, PresenceFilter } from '../../../src/dedup/presenceFilter.js';
+import { FILTER_GROWTH, FILTER_MIN_BITS_PER_HASH } from '../../../src/dedup/constants.js';
 import { hashRun } from './helpers.js';
 
 const words = (b: Buffer, i: number): [number, number] => [b.readUInt32BE(i * 16), b.readUInt32BE(i * 16 + 4)];
@@ -109,10 +110,14 @@ test('DENSE_K: about half the false positives of K at 16-20 bits a hash, about t
   const [f5, fd] = [rate(k20), rate(d20)];
   t.log(`folded to ${k20.bitsPerHash.toFixed(1)}: K ${(f5 * 100).toFixed(2)} %, DENSE_K ${(fd * 100).toFixed(2)} %`);
   t.true(fd < f5 * 1.2 && fd > f5 * 0.8, `folded once: DENSE_K ${fd} against K ${f5}`);
+  const [b5, bd] = [k20.bitsPerHash, d20.bitsPerHash];
   t.true(k20.fold() && d20.fold());
   const [g5, gd] = [rate(k20), rate(d20)];
   t.log(`folded to ${k20.bitsPerHash.toFixed(1)}: K ${(g5 * 100).toFixed(2)} %, DENSE_K ${(gd * 100).toFixed(2)} %`);
   t.true(gd > g5 * 1.3, `folded twice: DENSE_K ${gd} against K ${g5}`);
+  // The model's price of that second fold orders the two as measured: K's is the cheaper.
+  t.true(gd - fd > (g5 - f5) * 1.3, `second fold added ${gd - fd} (DENSE_K) against ${g5 - f5} (K)`);
+  t.true(foldCost(bd, PresenceFilter.DENSE_K) > foldCost(b5, PresenceFilter.K) * 1.3);
   t.throws(() => new PresenceFilter(8, secret, 6), { instanceOf: RangeError });
 });
 
@@ -138,4 +143,15 @@ test('a (0, 0) key is taken as (0, 1), as the occurrence table stores it, so fil
   a.add(0, 0);
   b.add(0, 1);
   t.true(a.mayHave(0, 1) && b.mayHave(0, 0) && a.mayHave(0, 0) && b.mayHave(0, 1));
+});
+
+test('foldCost: for one k it falls as the bits a hash rise (so the densest folds first); near 20 bits DENSE_K is the cheaper, near 10 the dearer', (t) => {
+  for (const k of [PresenceFilter.K, PresenceFilter.DENSE_K]) {
+    // From the lowest density the cache may fold at (cache.ts, foldToFree) up.
+    const lowest = 2 * (1 + FILTER_GROWTH) * FILTER_MIN_BITS_PER_HASH;
+    for (let bits = lowest; bits < 64; bits += 0.5) t.true(foldCost(bits + 0.5, k) < foldCost(bits, k), `k ${k} at ${bits}`);
+    for (const bits of [5, 10.5, 21, 40]) t.true(foldCost(bits, k) > 0);
+  }
+  for (const bits of [20, 21, 24, 32]) t.true(foldCost(bits, PresenceFilter.DENSE_K) < foldCost(bits, PresenceFilter.K), `${bits} bits`);
+  for (const bits of [8, 10, 10.5, 12]) t.true(foldCost(bits, PresenceFilter.DENSE_K) > foldCost(bits, PresenceFilter.K), `${bits} bits`);
 });
