@@ -9,6 +9,7 @@ import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import type { PartitionCursor } from './synth.js';
 import type { CompactionBuild } from '../../src/engine/compactionStore.js';
+import { compactOnLongProbes } from '../../src/pipeline.js';
 
 /**
  * The engine's write path as the service wires it (src/service.ts): LogEngine
@@ -23,35 +24,61 @@ export interface EngineRig {
   writer: LogWriter;
   /** The cache's window fetches (undefined without a cache). */
   watermarks: CacheWatermarks | undefined;
+  /** The cold path's compactor, as the pipeline wires it (undefined unless asked for). */
+  compactor: Compactor | undefined;
   hydrationErrors: unknown[];
   stop(): Promise<void>;
 }
 
 export async function startEngineRig(
   pool: pg.Pool,
-  opts: { cacheMb: number | false; metrics?: MetricsRegistry; hints?: boolean; onEvict?: (partitionId: number) => void },
+  opts: {
+    cacheMb: number | false;
+    metrics?: MetricsRegistry;
+    hints?: boolean;
+    onEvict?: (partitionId: number) => void;
+    /**
+     * The compactor the service runs by default (src/pipeline.ts): default
+     * min tail and fan-out, asked for by long probes and lookups and by an
+     * evicted or demoted partition. It takes a connection of `pool` while it
+     * compacts. Off unless asked for: suites whose cache vouches for every
+     * push never trigger it, and the suites that need it choose its wiring.
+     */
+    compaction?: boolean;
+  },
 ): Promise<EngineRig> {
   const metrics = opts.metrics ?? new MetricsRegistry();
   const engine = new LogEngine({ pool, metrics });
   await engine.start();
+  const compactor = opts.compaction ? benchCompactor(pool, metrics) : undefined;
+  const onEvict =
+    compactor === undefined
+      ? opts.onEvict
+      : (pid: number) => {
+          compactor.request(pid);
+          opts.onEvict?.(pid);
+        };
   const hydrationErrors: unknown[] = [];
-  const cache =
-    opts.cacheMb === false
-      ? undefined
-      : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onEvict: opts.onEvict, onDemote: opts.onEvict });
+  const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onEvict, onDemote: onEvict });
   const watermarks = cache
     ? new CacheWatermarks(cache, engine, metrics, (err) => hydrationErrors.push(err), opts.hints ?? true)
     : undefined;
   const writer = new LogWriter(engine, { maxPayloadBytes: 1024 * 1024, watermarks });
+  if (compactor) {
+    compactOnLongProbes(engine, compactor, DEFAULTS.compactionMinTail);
+    await compactor.start();
+  }
   return {
     engine,
     metrics,
     cache,
     writer,
     watermarks,
+    compactor,
     hydrationErrors,
     async stop() {
       await watermarks?.builds.idle();
+      await compactor?.stop();
       await engine.stop();
     },
   };

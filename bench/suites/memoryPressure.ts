@@ -5,6 +5,7 @@ import { checkpoint, createBenchDatabase } from '../lib/db.js';
 import { settle } from '../lib/gc.js';
 import { counterValue, provisionQueue, pushAll, startEngineRig, type EngineRig } from '../lib/engine.js';
 import { fmt, median, sleep } from '../lib/stats.js';
+import { filterState } from '../lib/filterState.js';
 import { bulkLoad, makeItems, MessageFactory, type PartitionCursor } from '../lib/synth.js';
 import { target, type Suite, type SuiteContext, type SuiteResult } from '../lib/types.js';
 import { restartHydration } from './restartHydration.js';
@@ -16,6 +17,9 @@ interface PassSample {
   mode: Mode;
   msgPerS: number;
   seconds: number;
+  msgs: number;
+  /** Items the pass looked up (the filter tier's maybe items, and every item of a partition nothing vouched for). */
+  lookedUp: number;
   flushes: number;
   hydrations: number;
   suppressions: number;
@@ -103,7 +107,8 @@ export const memoryPressure: Suite = {
     const rigs = new Map<Mode, EngineRig>();
     try {
       const admin = db.pool(4, 'queen-bench-load');
-      const pool = db.pool(p.workers, 'queen-bench-engine');
+      // One connection more than the workers: the compactor's (src/pipeline.ts runs one by default).
+      const pool = db.pool(p.workers + 1, 'queen-bench-engine');
       const factory = new MessageFactory('mp', p.payloadBytes);
       const cursors = new Map<Mode, PartitionCursor[]>();
       const modes: Mode[] = ['tiny', 'ample'];
@@ -115,7 +120,10 @@ export const memoryPressure: Suite = {
           steps,
           `${m}: provisioning ${fmt(p.partitions)} partitions, loading ${p.storedPerPartition} in-window messages each`,
         );
-        const rig = await startEngineRig(pool, { cacheMb: m === 'tiny' ? p.tinyMb : p.ampleMb });
+        // With the service's compactor: a partition the tiny cap demotes to a
+        // filter looks its maybe items up, and without compaction every lookup
+        // would search its whole window in log_txns, which the service never does.
+        const rig = await startEngineRig(pool, { cacheMb: m === 'tiny' ? p.tinyMb : p.ampleMb, compaction: true });
         rigs.set(m, rig);
         const cs = await provisionQueue(admin, rig.engine, `mp_${m}`, p.windowSeconds, p.partitions);
         cursors.set(m, cs);
@@ -152,6 +160,7 @@ export const memoryPressure: Suite = {
         const s0 = { ...cache.stats };
         const run0 = counterValue(rig.metrics, 'queen_probe_run_total');
         const skip0 = counterValue(rig.metrics, 'queen_probe_skipped_total');
+        const looked0 = counterValue(rig.metrics, 'queen_lookup_items_total');
         await settle();
         const c = cpuSnapshot();
         const t = performance.now();
@@ -173,6 +182,8 @@ export const memoryPressure: Suite = {
           mode: m,
           msgPerS: msgs / seconds,
           seconds,
+          msgs,
+          lookedUp: counterValue(rig.metrics, 'queen_lookup_items_total') - looked0,
           flushes: p.partitions,
           hydrations: cache.stats.hydrations - s0.hydrations,
           suppressions: cache.stats.suppressions - s0.suppressions,
@@ -216,6 +227,13 @@ export const memoryPressure: Suite = {
         }
         pairs.push(got.get('tiny')!.msgPerS / got.get('ample')!.msgPerS);
       }
+      const tinyRig = rigs.get('tiny')!;
+      const tinyEntries = filterState(
+        tinyRig.cache!,
+        cursors.get('tiny')!.map((c) => c.id),
+      );
+      const tinySteps = (kind: string) => counterValue(tinyRig.metrics, 'queen_compaction_steps_total', kind);
+      const tinyCompaction = `${fmt(tinySteps('run'))} runs built, ${fmt(tinySteps('merge'))} merges`;
 
       // Beyond the issue's scenario: the same cyclic order, paced so one pass
       // outlasts the 5 s recent-use guard (the regime where an LRU cache that
@@ -331,6 +349,14 @@ export const memoryPressure: Suite = {
           {
             name: 'slow cycle: evictions / suppressions / passes',
             value: `${sum(slow, 'evictions')} / ${sum(slow, 'suppressions')} / ${slow.length}`,
+          },
+          {
+            name: `${p.tinyMb} MB cap: the cap's entries after the measured passes`,
+            value: tinyEntries,
+          },
+          {
+            name: `${p.tinyMb} MB cap: items looked up per 1 000 pushed in the measured passes; compaction since the start`,
+            value: `${((sum(tiny, 'lookedUp') / Math.max(1, sum(tiny, 'msgs'))) * 1000).toFixed(1)}; ${tinyCompaction}`,
           },
           {
             name: `${p.tinyMb} MB cap: suppressions per minute (cooldown re-tests refused)`,

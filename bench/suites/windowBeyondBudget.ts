@@ -1,13 +1,13 @@
 import type pg from 'pg';
 import { Compactor } from '../../src/compaction/compactor.js';
 import { DEFAULTS } from '../../src/config.js';
-import type { DedupCache } from '../../src/dedup/index.js';
 import { compactPartitionInBroker, MAX_STEP_PAIRS } from '../../src/engine/compactionStore.js';
 import type { PushItem } from '../../src/engine/writer.js';
 import { compactOnLongProbes } from '../../src/pipeline.js';
 import { createBenchDatabase } from '../lib/db.js';
 import { settle } from '../lib/gc.js';
 import { benchCompactor, counterValue, provisionQueue, startEngineRig, type EngineRig } from '../lib/engine.js';
+import { filterState } from '../lib/filterState.js';
 import { addCpu, cpuSince, cpuSnapshot, type CpuDelta } from '../lib/cpu.js';
 import { rng } from '../lib/rng.js';
 import { fmt, median } from '../lib/stats.js';
@@ -486,43 +486,6 @@ async function runConfig(
     for (const r of rigs) await r.stop();
     await db.drop();
   }
-}
-
-/**
- * What the small budget's entries hold after the passes: how many are
- * filters, the bits a hash their generations have (blocks x 512 over the
- * in-window hashes they know: the density the false positives follow), the
- * generations an entry has, and the cache's demotions, folds and growths so
- * far. A budget's bytes a hash are only as good as this density.
- */
-function filterState(cache: DedupCache, ids: readonly number[]): string {
-  const perEntry: number[] = [];
-  let exact = 0;
-  let bits = 0;
-  let hashes = 0;
-  let generations = 0;
-  for (const id of ids) {
-    const e = cache.entryInfo(id);
-    if (e === undefined) continue;
-    if (e.tier === 'exact') {
-      exact++;
-      continue;
-    }
-    perEntry.push((e.pages * 512) / Math.max(1, e.hashes));
-    bits += e.pages * 512;
-    hashes += e.hashes;
-    generations += e.generations;
-  }
-  const filters = perEntry.length;
-  perEntry.sort((a, b) => a - b);
-  const at = (q: number) => (filters === 0 ? NaN : perEntry[Math.min(filters - 1, Math.floor(q * filters))]!);
-  const st = cache.stats;
-  return (
-    `${filters} filters (${(bits / Math.max(1, hashes)).toFixed(1)} bits a hash; min / median / max an entry ` +
-    `${at(0).toFixed(1)} / ${at(0.5).toFixed(1)} / ${at(1).toFixed(1)}; ${(generations / Math.max(1, filters)).toFixed(1)} generations), ` +
-    `${exact} exact, ${ids.length - filters - exact} none; demotions ${st.demotions}, folds ${st.folds}, growths ${st.filterGrowths}, ` +
-    `builds at ${cache.filterBitsPerHash().toFixed(1)} bits`
-  );
 }
 
 interface RunCount {
