@@ -124,6 +124,8 @@ export interface DedupCacheStats {
   gaps: number;
   /** Entries marked for full rebuild (window change, overlap, unknown push outcome). */
   rebuildsMarked: number;
+  /** Walks of the resident set for eviction victims by an exact admission (fits); a walk that finds none is remembered for NO_ROOM_MEMO_MS. */
+  victimScans: number;
 }
 
 export interface EntryInfo {
@@ -203,6 +205,7 @@ export class DedupCache {
     notVouched: 0,
     gaps: 0,
     rebuildsMarked: 0,
+    victimScans: 0,
   };
 
   private readonly capBytes: number;
@@ -236,6 +239,9 @@ export class DedupCache {
   /** Until then hasRoomFor answers no without a scan for noRoomBytes and more (0: no memo). */
   private noRoomUntilMs = 0;
   private noRoomBytes = Infinity;
+  /** While now <= this, fits finds no victims for noVictimBytes of excess and more without a scan (0: no memo). */
+  private noVictimsUntilMs = 0;
+  private noVictimBytes = Infinity;
 
   constructor(opts: DedupCacheOptions) {
     if (!(opts.capBytes >= 0)) throw new RangeError('DedupCache: capBytes must be >= 0');
@@ -374,7 +380,7 @@ export class DedupCache {
         (this.resident.exactCount > 0 ||
           this.filterBits > FILTER_MIN_BITS_PER_HASH ||
           2 * (1 + FILTER_GROWTH) * this.filterBits <= this.densestBound)) ||
-      this.resident.victims(need - free, now, pid) !== undefined;
+      'pids' in this.resident.victims(need - free, now, pid);
     if (!room) {
       this.noRoomBytes = memo ? Math.min(this.noRoomBytes, need) : need;
       if (!memo) this.noRoomUntilMs = now + NO_ROOM_MEMO_MS;
@@ -675,9 +681,28 @@ export class DedupCache {
   private fits(pid: number, total: number, now: number): boolean {
     const excess = total - this.policy.budgetBytes;
     if (excess <= 0) return true;
+    // The walk stops at the first recently used entry, but when the least
+    // recently used ones are all guarded it passes every one of them: at
+    // 100 k partitions in a round-robin, every admission walked tens of
+    // thousands of guarded entries (28 % of the broker's CPU in the
+    // window-beyond-budget rows). A walk that found no victims for an excess
+    // answers every larger excess until the first guard it passed runs out,
+    // for at most NO_ROOM_MEMO_MS; an entry leaving forgets it (drop). Policy
+    // only: a refused exact admission becomes a filter or a suppression,
+    // never a verdict.
+    const memo = now <= this.noVictimsUntilMs;
+    if (memo && excess >= this.noVictimBytes) return false;
+    this.stats.victimScans++;
     const victims = this.resident.victims(excess, now, pid);
-    if (victims === undefined) return false;
-    for (const v of victims) this.evict(v);
+    if (!('pids' in victims)) {
+      // Kept while now <= until: up to the moment the first guard the walk
+      // passed runs out, and for less than NO_ROOM_MEMO_MS.
+      const until = Math.min(now + NO_ROOM_MEMO_MS - 1, victims.calmUntilMs);
+      this.noVictimBytes = memo ? Math.min(this.noVictimBytes, excess) : excess;
+      this.noVictimsUntilMs = memo ? Math.min(this.noVictimsUntilMs, until) : until;
+      return false;
+    }
+    for (const v of victims.pids) this.evict(v);
     return true;
   }
 
@@ -937,7 +962,10 @@ export class DedupCache {
    */
   private drop(pid: number): void {
     const e = this.resident.delete(pid);
-    if (e !== undefined) this.noRoomUntilMs = 0;
+    if (e !== undefined) {
+      this.noRoomUntilMs = 0;
+      this.noVictimsUntilMs = 0;
+    }
     if (e !== undefined) this.policy.rememberFootprint(pid, e.tier === 'exact' ? e.accountedBytes : estimateFootprintBytes(e.hashCount));
   }
 

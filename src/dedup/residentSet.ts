@@ -130,21 +130,36 @@ export class ResidentSet {
   /**
    * The least recently used entries, other than `exclude`, whose guard has
    * run out at nowMs, whose bytes add up to at least `needBytes`, in eviction
-   * order; undefined if all such entries together are not enough (then the
+   * order (`pids`); or, if all such entries together are not enough (then the
    * caller evicts nothing: a partial eviction would free memory without
-   * admitting anyone).
+   * admitting anyone), `calmUntilMs`: no entry the walk passed can become a
+   * victim before then (the earliest guard to run out among them, or the
+   * first recently used entry leaving RECENT_USE_MS, after which every entry
+   * follows). An entry used later, or one joining later, can only become a
+   * victim later than that, except one whose use shortens its guard (a faster
+   * rhythm): the caller keeps the answer for at most a second (cache.ts,
+   * fits).
    */
-  victims(needBytes: number, nowMs: number, exclude: number): number[] | undefined {
+  victims(needBytes: number, nowMs: number, exclude: number): { pids: number[] } | { calmUntilMs: number } {
     const out: number[] = [];
     let freed = 0;
+    let calmUntilMs = Infinity;
     for (const [pid, e] of this.map) {
       if (freed >= needBytes) break;
-      if (e.lastUsedMs >= nowMs - RECENT_USE_MS) break;
-      if (pid === exclude || nowMs - e.lastUsedMs <= guardMs(e)) continue;
+      if (e.lastUsedMs >= nowMs - RECENT_USE_MS) {
+        calmUntilMs = Math.min(calmUntilMs, e.lastUsedMs + RECENT_USE_MS);
+        break;
+      }
+      if (pid === exclude) continue;
+      const guardEnds = e.lastUsedMs + guardMs(e);
+      if (nowMs <= guardEnds) {
+        calmUntilMs = Math.min(calmUntilMs, guardEnds);
+        continue;
+      }
       out.push(pid);
       freed += e.accountedBytes;
     }
-    return freed >= needBytes ? out : undefined;
+    return freed >= needBytes ? { pids: out } : { calmUntilMs };
   }
 
   /** Least recently used pid other than `exclude`; with nowMs, only among those whose guard has run out. */

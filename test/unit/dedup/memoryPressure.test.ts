@@ -226,6 +226,40 @@ test('victims are evicted only if that makes the rebuild fit', (t) => {
   t.is(cache.stats.evictions, 0);
 });
 
+test('a walk for victims that finds none is not repeated until a guard it passed runs out (at most a second), for that excess or more', (t) => {
+  const clock = new FakeClock();
+  const size = 100;
+  const n = 2000;
+  const cache = new DedupCache({ filterTier: false, capBytes: Math.ceil((n * estimateFootprintBytes(size)) / 0.9), now: clock.now });
+  const rows = (s: number): TxnRow[] => [{ baseOffset: 0, endOffset: size - 1, createdMs: clock.ms, hashes: hashRun(s, 0, size) }];
+  for (let pid = 1; pid <= n; pid++) {
+    if (!cache.admitRebuild(pid, size)) return t.fail(`partition ${pid} was not admitted while the cache filled`);
+    cache.install(pid, 3600, size - 1, 0, rows(pid), clock.ms);
+  }
+  // Estimates no free room covers: each admission needs victims.
+  const big = 40 * size;
+  const smaller = 20 * size;
+  clock.advance(6_000);
+  // Every resident entry is a newcomer, guarded for 30 s after its install: nobody may go.
+  const scans0 = cache.stats.victimScans;
+  for (let pid = n + 1; pid <= n + 50; pid++) t.false(cache.admitRebuild(pid, big), `${pid} evicts no one`);
+  t.is(cache.stats.victimScans - scans0, 1, 'one walk answers the refusals that follow');
+  t.false(cache.admitRebuild(n + 51, smaller), 'a smaller excess walks again');
+  t.is(cache.stats.victimScans - scans0, 2);
+  clock.advance(1_000);
+  t.false(cache.admitRebuild(n + 52, big));
+  t.is(cache.stats.victimScans - scans0, 3, 'an answer is kept for a second at most');
+  // The guards run out 30 s after the installs (t0 + 30 s): a walk just before finds none; the first
+  // admission after that moment walks again although less than a second passed, and evicts.
+  clock.advance(30_000 - 7_000 - 500);
+  t.false(cache.admitRebuild(n + 53, big));
+  t.is(cache.stats.victimScans - scans0, 4);
+  clock.advance(501);
+  t.true(cache.admitRebuild(n + 54, big), 'guards ran out: victims are found at once');
+  t.is(cache.stats.victimScans - scans0, 5);
+  t.true(cache.stats.evictions > 0);
+});
+
 test('a partition without an entry is fetched only if an empty entry fits; gap rebuilds are never gated, even over the cap', (t) => {
   const clock = new FakeClock();
   const cache = new DedupCache({ filterTier: false, capBytes: 1024, now: clock.now });
