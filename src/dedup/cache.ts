@@ -124,7 +124,7 @@ export interface DedupCacheStats {
   gaps: number;
   /** Entries marked for full rebuild (window change, overlap, unknown push outcome). */
   rebuildsMarked: number;
-  /** Walks of the resident set for eviction victims by an exact admission (fits); a walk that finds none is remembered for NO_ROOM_MEMO_MS. */
+  /** Walks of the resident set for eviction victims by an exact admission (fits); a walk that finds none is kept until a guard it passed runs out, for less than NO_ROOM_MEMO_MS. */
   victimScans: number;
 }
 
@@ -686,7 +686,7 @@ export class DedupCache {
     // 100 k partitions in a round-robin, every admission walked tens of
     // thousands of guarded entries (28 % of the broker's CPU in the
     // window-beyond-budget rows). A walk that found no victims for an excess
-    // answers every larger excess until the first guard it passed runs out,
+    // answers any excess as large or larger until the first guard it passed runs out,
     // for at most NO_ROOM_MEMO_MS; an entry leaving forgets it (drop). Policy
     // only: a refused exact admission becomes a filter or a suppression,
     // never a verdict.
@@ -962,11 +962,10 @@ export class DedupCache {
    */
   private drop(pid: number): void {
     const e = this.resident.delete(pid);
-    if (e !== undefined) {
-      this.noRoomUntilMs = 0;
-      this.noVictimsUntilMs = 0;
-    }
-    if (e !== undefined) this.policy.rememberFootprint(pid, e.tier === 'exact' ? e.accountedBytes : estimateFootprintBytes(e.hashCount));
+    if (e === undefined) return;
+    this.noRoomUntilMs = 0;
+    this.noVictimsUntilMs = 0;
+    this.policy.rememberFootprint(pid, e.tier === 'exact' ? e.accountedBytes : estimateFootprintBytes(e.hashCount));
   }
 
   private evict(pid: number): void {
