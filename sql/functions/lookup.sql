@@ -163,6 +163,8 @@ DECLARE
     -- and with a span that reaches above the tail's start.
     v_need    integer[];
     v_k       integer;
+    -- Whether a statement read its rows in the order its aggregates assume.
+    v_ordered boolean;
 BEGIN
     IF coalesce(cardinality(p_counts), 0) <> v_n THEN
         RAISE EXCEPTION 'log_lookup_v2: argument arrays differ in length' USING ERRCODE = '22023';
@@ -233,20 +235,27 @@ BEGIN
         -- this statement's snapshot, as the slices are read: a merge
         -- committing meanwhile is seen whole or not at all.
         WITH seg AS MATERIALIZED (
-            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff, u.cut_us, rr.ids, rr.bits, rr.los, rr.his, rr.nested
+            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.start, u.cmp, u.cutoff, u.cut_us, rr.ids, rr.bits, rr.los, rr.his, rr.nested,
+                   (SELECT coalesce(bool_and(x.a <= x.b), true)
+                    FROM unnest(rr.los[:cardinality(rr.los) - 1], rr.los[2:]) AS x (a, b)) AS ordered
             FROM unnest(p_partition_ids, p_counts, v_hat, v_start, v_cmp, v_win, v_cutoff, v_cut_us)
                  WITH ORDINALITY AS u (pid, cnt, hat, start, cmp, win, cutoff, cut_us, ord)
             -- The partition's runs in ascending run_lo, and whether any
-            -- starts below the end of one before it (spans interleave).
+            -- starts below the end of one before it (spans interleave). The
+            -- runs are sorted once, in the subquery, and the aggregates read
+            -- them in that order, as statement 1 reads its rows (an
+            -- aggregate's own ORDER BY sorts its input again, once per
+            -- array); `ordered` checks that order.
             CROSS JOIN LATERAL (
-                SELECT array_agg(w.run_id ORDER BY w.run_lo) AS ids, array_agg(w.bits ORDER BY w.run_lo) AS bits,
-                       array_agg(w.run_lo ORDER BY w.run_lo) AS los, array_agg(w.run_hi ORDER BY w.run_lo) AS his,
+                SELECT array_agg(w.run_id) AS ids, array_agg(w.bits) AS bits,
+                       array_agg(w.run_lo) AS los, array_agg(w.run_hi) AS his,
                        coalesce(bool_or(w.run_lo < w.before_hi), false) AS nested
                 FROM (
                     SELECT r.run_id, r.bits, r.run_lo, r.run_hi,
                            max(r.run_hi) OVER (ORDER BY r.run_lo ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_hi
                     FROM queen.log_hash_runs r
                     WHERE r.partition_id = u.pid AND r.run_hi > u.start - 1
+                    ORDER BY r.run_lo
                 ) w
             ) rr
             WHERE u.win > 0 AND u.cmp > u.start - 1 AND rr.ids IS NOT NULL
@@ -320,7 +329,8 @@ BEGIN
                 LIMIT 1
             ) f
         )
-        SELECT array_agg(f.seg), array_agg(f.idx), array_agg(LEAST(f.off, o.off)) INTO v_s, v_i, v_o
+        SELECT array_agg(f.seg), array_agg(f.idx), array_agg(LEAST(f.off, o.off)), (SELECT bool_and(s.ordered) FROM seg s)
+        INTO v_s, v_i, v_o, v_ordered
         FROM first_hits f
         CROSS JOIN LATERAL (
             SELECT min(c.off) AS off
@@ -372,6 +382,9 @@ BEGIN
               -- to read again after a direct answer.
               AND (f.nested OR NOT f.direct)
         ) o;
+        IF NOT coalesce(v_ordered, true) THEN
+            RAISE EXCEPTION 'log_lookup_v2: a partition''s runs were read out of run_lo order' USING ERRCODE = 'XX000';
+        END IF;
         IF v_s IS NOT NULL THEN
             v_seg := v_seg || v_s;
             v_idx := v_idx || v_i;
@@ -412,19 +425,29 @@ BEGIN
         -- Tails of at most 4 096 offsets: the rows concatenated per segment,
         -- each item's first aligned match (its lowest offset there), or
         -- after a misaligned first match that item's aligned slots in every
-        -- row (log_push_v12's batched probe).
+        -- row (log_push_v12's batched probe). The rows are read in offset
+        -- order once, in the subquery, and the three aggregates read them
+        -- in that order (one sort a segment instead of three); `ordered`
+        -- checks it (rows hold disjoint offsets, so ascending bases are
+        -- ascending rows), as the first match is the lowest only then.
         WITH cat AS MATERIALIZED (
-            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.tail_from, u.last, u.cutoff, r.allh, r.bases, r.lens
+            SELECT u.ord::integer AS seg, u.pid, u.cnt, u.hat, u.tail_from, u.last, u.cutoff, r.allh, r.bases, r.lens,
+                   (SELECT coalesce(bool_and(x.a < x.b), true)
+                    FROM unnest(r.bases[:cardinality(r.bases) - 1], r.bases[2:]) AS x (a, b)) AS ordered
             FROM unnest(p_partition_ids, p_counts, v_hat, v_last, v_start, v_cmp, v_cutoff, v_mode)
                  WITH ORDINALITY AS u0 (pid, cnt, hat, last, start, cmp, cutoff, mode, ord)
             CROSS JOIN LATERAL (SELECT u0.*, GREATEST(u0.cmp, u0.start - 1) AS tail_from) u
             CROSS JOIN LATERAL (
-                SELECT string_agg(t.hashes, ''::bytea ORDER BY t.end_offset) AS allh,
-                       array_agg(t.base_offset ORDER BY t.end_offset) AS bases,
-                       array_agg(octet_length(t.hashes) / 16 ORDER BY t.end_offset) AS lens
-                FROM queen.log_txns t
-                WHERE t.partition_id = u.pid AND t.end_offset > u.tail_from AND t.end_offset <= u.last
-                  AND t.created_at >= u.cutoff
+                SELECT string_agg(t.hashes, ''::bytea) AS allh,
+                       array_agg(t.base_offset) AS bases,
+                       array_agg(octet_length(t.hashes) / 16) AS lens
+                FROM (
+                    SELECT t.hashes, t.base_offset
+                    FROM queen.log_txns t
+                    WHERE t.partition_id = u.pid AND t.end_offset > u.tail_from AND t.end_offset <= u.last
+                      AND t.created_at >= u.cutoff
+                    ORDER BY t.end_offset
+                ) t
             ) r
             WHERE u.mode = 1 AND r.allh IS NOT NULL
         ), hits AS (
@@ -456,7 +479,12 @@ BEGIN
             ) x
             WHERE c.pos > 0 AND x.off IS NOT NULL
         )
-        SELECT array_agg(h.seg), array_agg(h.idx), array_agg(h.off) INTO v_s, v_i, v_o FROM hits h;
+        SELECT array_agg(h.seg), array_agg(h.idx), array_agg(h.off), (SELECT bool_and(k.ordered) FROM cat k)
+        INTO v_s, v_i, v_o, v_ordered
+        FROM hits h;
+        IF NOT coalesce(v_ordered, true) THEN
+            RAISE EXCEPTION 'log_lookup_v2: a tail''s rows were read out of offset order' USING ERRCODE = 'XX000';
+        END IF;
         IF v_s IS NOT NULL THEN
             v_seg := v_seg || v_s;
             v_idx := v_idx || v_i;
