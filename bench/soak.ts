@@ -1,6 +1,6 @@
 /**
  * Soaks: long runs that are not part of `make bench` or `make test`.
- *   node dist/bench/soak.js retention [--minutes 30] [--retention 300] [--window 600] [--service-defaults]
+ *   node dist/bench/soak.js retention [--minutes 30] [--retention 300] [--window 600] [--service-defaults] [--loops N: 4 with --service-defaults, else 2]
  * (`make soak-retention` runs it with PostgreSQL up.) Results and curves go
  * to bench/results/latest/ and history/ like the benchmarks' (a run shorter
  * than 30 minutes as mode quick; QUEEN_SOAK_TAG=NAME records an experiment
@@ -23,11 +23,12 @@ async function main(): Promise<number> {
       window: { type: 'string' },
       'service-defaults': { type: 'boolean' },
       rate: { type: 'string' },
+      loops: { type: 'string' },
     },
   });
   if (positionals[0] !== 'retention' || positionals.length !== 1) {
     process.stderr.write(
-      'usage: node dist/bench/soak.js retention [--minutes N] [--retention SECONDS] [--window SECONDS] [--service-defaults] [--rate MSG_PER_S]\n',
+      'usage: node dist/bench/soak.js retention [--minutes N] [--retention SECONDS] [--window SECONDS] [--service-defaults] [--rate MSG_PER_S] [--loops N]\n',
     );
     return 2;
   }
@@ -40,6 +41,7 @@ async function main(): Promise<number> {
   // A fixed asked rate instead of half the measured maximum: two builds compared at the same load.
   const rate = values.rate === undefined ? undefined : Number(values.rate);
   if (rate !== undefined && !(rate > 0)) throw new Error('--rate must be a positive number');
+  const loops = values.loops === undefined ? undefined : Number(values.loops);
   const started = new Date();
   const quick = sp.minutes < 30;
   const meta: RunMeta = {
@@ -52,7 +54,7 @@ async function main(): Promise<number> {
   const progress = new StderrProgress();
   progress.setSuite(1, 1, 'soak-retention');
   const t0 = Date.now();
-  const result = await retentionSoak({ quick, progress, adminUrl, brokers: undefined }, { ...sp, serviceDefaults, rate });
+  const result = await retentionSoak({ quick, progress, adminUrl, brokers: undefined }, { ...sp, serviceDefaults, rate, loops });
   const written = await writeSuite(meta, result, (Date.now() - t0) / 1000);
   // The summary of this mode is rebuilt from every suite's latest result, as
   // after a benchmark run, so it never shows a soak's previous numbers.

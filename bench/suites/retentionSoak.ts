@@ -30,7 +30,22 @@ export interface SoakParams {
   serviceDefaults?: boolean;
   /** The asked rate (msg/s) instead of half the measured maximum, to compare two builds at one load. */
   rate?: number;
+  /**
+   * Closed push loops, each with its own share of the 64 partitions (as
+   * Kafka partitions are affine to one consumer). Default 4 with
+   * serviceDefaults, else 2. Both phases use
+   * them, so the maximum and the soak are measured with the same
+   * concurrency; each loop waits for its push before the next, so with few
+   * loops the rate is bounded by one push's round trips (lookup, then push)
+   * even where the machine has CPU left.
+   */
+  loops?: number;
 }
+
+/** Partitions the soak writes, shared out among its loops. */
+const SOAK_PARTITIONS = 64;
+/** Items a push carries (a loop's partitions x messages a segment). */
+const SOAK_PUSH_ITEMS = 1600;
 
 /** The log_txns horizon floor (queen.retention_txns_floor_seconds_v1). */
 const TXNS_FLOOR_SECONDS = 900;
@@ -50,7 +65,21 @@ const DEFAULT_CACHE_MB = 512;
  * The size curve is written to bench/results/.
  */
 export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<SuiteResult> {
-  const p = { workers: 2, partitionsPerWorker: 32, msgsPerSegment: 50, payloadBytes: 200, sampleEverySeconds: 10, ...sp };
+  // The defaults soak pushes from four loops, as issue 38's reproduction of
+  // the cliff did and closer to the service's own concurrent flushes (its
+  // pool less two); the sized-cache soak keeps the two its history has.
+  const loops = sp.loops ?? (sp.serviceDefaults ? 4 : 2);
+  if (!Number.isInteger(loops) || loops < 1 || SOAK_PARTITIONS % loops !== 0) throw new Error(`loops must divide ${SOAK_PARTITIONS}`);
+  const p = {
+    workers: loops,
+    partitionsPerWorker: SOAK_PARTITIONS / loops,
+    // The same items a push whatever the loops (a push's fixed costs weigh
+    // the same), so more loops add concurrency only.
+    msgsPerSegment: (SOAK_PUSH_ITEMS * loops) / SOAK_PARTITIONS,
+    payloadBytes: 200,
+    sampleEverySeconds: 10,
+    ...sp,
+  };
   const db = await createBenchDatabase(ctx.adminUrl, 'retention_soak');
   let rig: EngineRig | undefined;
   let svc: RetentionService | undefined;
@@ -262,6 +291,10 @@ export async function retentionSoak(ctx: SuiteContext, sp: SoakParams): Promise<
       ],
       info: [
         { name: 'achieved push rate', value: `${fmt(achieved)} msg/s`, baseline: `${fmt(maxRate)} msg/s max` },
+        {
+          name: 'push loops (closed, each its own partitions) and items a push',
+          value: `${p.workers} loops x ${p.partitionsPerWorker} partitions x ${p.msgsPerSegment} = ${p.partitionsPerWorker * p.msgsPerSegment} items`,
+        },
         ...(cacheStats === undefined
           ? []
           : [
