@@ -32,12 +32,11 @@ export interface SoakParams {
   rate?: number;
   /**
    * Closed push loops, each with its own share of the 64 partitions (as
-   * Kafka partitions are affine to one consumer). Default 4 with
-   * serviceDefaults, else 2. Both phases use
-   * them, so the maximum and the soak are measured with the same
-   * concurrency; each loop waits for its push before the next, so with few
-   * loops the rate is bounded by one push's round trips (lookup, then push)
-   * even where the machine has CPU left.
+   * Kafka partitions are affine to one consumer); 4 with serviceDefaults,
+   * else 2. Both phases use them, so the maximum and the soak are measured
+   * with the same concurrency. Each loop waits for its push before the
+   * next, so with few loops the rate is bounded by one push's round trips
+   * (lookup, then push) even where the machine has CPU left.
    */
   loops?: number;
 }
