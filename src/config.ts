@@ -43,6 +43,9 @@ export {
 // (config/kafkaAccess.ts) live in files of their own; this file holds the
 // defaults, the Config shape and loadConfig, which reads every variable once.
 
+/** QUEEN_DEDUP_LOOKUP's values: src/fusion/lookupPlacement.ts's LookupMode, which the pipeline passes them to. */
+export const DEDUP_LOOKUPS = ['adaptive', 'apart', 'in-push'] as const;
+
 export const DEFAULTS = {
   httpPort: 6632,
   httpHost: '0.0.0.0',
@@ -55,6 +58,8 @@ export const DEFAULTS = {
   compactionMinTail: 512,
   /** Runs of one size tier merged into one of the next (sql/functions/compaction.sql); four times as many where runs are rarely read (src/compaction/mergeWidth.ts). */
   compactionFanout: 4,
+  /** Where a filter's maybe items are looked up: apart, in the push's call, or per partition by what its lookups find (src/fusion/lookupPlacement.ts). */
+  dedupLookup: 'adaptive' as (typeof DEDUP_LOOKUPS)[number],
   maxPayloadBytes: 1024 * 1024,
   maxBodyBytes: 16 * 1024 * 1024,
   bundleMaxItems: 10_000,
@@ -122,6 +127,7 @@ export interface Config {
   dedupPrewarmPartitions: number;
   compactionMinTail: number;
   compactionFanout: number;
+  dedupLookup: (typeof DEDUP_LOOKUPS)[number];
   maxPayloadBytes: number;
   maxBodyBytes: number;
   bundleMaxItems: number;
@@ -212,6 +218,7 @@ export function loadConfig(env: Env = process.env): Config {
     dedupPrewarmPartitions: int(env, 'QUEEN_DEDUP_PREWARM_PARTITIONS', DEFAULTS.dedupPrewarmPartitions, 0, 1_000_000),
     compactionMinTail: int(env, 'QUEEN_COMPACTION_MIN_TAIL', DEFAULTS.compactionMinTail, 0, 10_000_000),
     compactionFanout: int(env, 'QUEEN_COMPACTION_FANOUT', DEFAULTS.compactionFanout, 2, 64),
+    dedupLookup: oneOf(env, 'QUEEN_DEDUP_LOOKUP', DEFAULTS.dedupLookup, DEDUP_LOOKUPS),
     maxPayloadBytes: int(env, 'QUEEN_MAX_PAYLOAD_BYTES', DEFAULTS.maxPayloadBytes, 1, 64 * 1024 * 1024),
     maxBodyBytes: int(env, 'QUEEN_MAX_BODY_BYTES', DEFAULTS.maxBodyBytes, 1024, 1024 * 1024 * 1024),
     bundleMaxItems: int(env, 'QUEEN_BUNDLE_MAX_ITEMS', DEFAULTS.bundleMaxItems, 1, 100_000),

@@ -5,6 +5,7 @@ import { LogEngine } from './engine/logEngine.js';
 import { LogWriter } from './engine/writer.js';
 import { CachePrewarm } from './fusion/cachePrewarm.js';
 import { CacheWatermarks, type DedupFailure } from './fusion/cacheWatermarks.js';
+import type { LookupMode } from './fusion/lookupPlacement.js';
 import { Fusion } from './fusion/fusion.js';
 import type pg from 'pg';
 import { MetricsRegistry } from './telemetry/metrics.js';
@@ -27,6 +28,8 @@ export interface WritePipelineOptions {
   /** A probe that read at least this many stored hashes asks for its partition's compaction (0: no compactor). */
   compactionMinTail: number;
   compactionFanout: number;
+  /** Where a filter's maybe items are looked up (src/fusion/lookupPlacement.ts). */
+  dedupLookup: LookupMode;
   metrics: MetricsRegistry;
   /** A cache hydration or a lookup failed (`what`); the partition's segments go with the full probe meanwhile. */
   onDedupError?: (err: unknown, partitionId: number, what: DedupFailure) => void;
@@ -54,6 +57,7 @@ export function pipelineOptions(config: Config, metrics: MetricsRegistry): Write
     maxInflightBytes: config.maxInflightBytes,
     compactionMinTail: config.compactionMinTail,
     compactionFanout: config.compactionFanout,
+    dedupLookup: config.dedupLookup,
     metrics,
   };
 }
@@ -73,6 +77,7 @@ export function defaultPipelineOptions(databaseUrl: string, overrides: Partial<W
     maxInflightBytes: DEFAULTS.maxInflightBytes,
     compactionMinTail: DEFAULTS.compactionMinTail,
     compactionFanout: DEFAULTS.compactionFanout,
+    dedupLookup: DEFAULTS.dedupLookup,
     metrics: new MetricsRegistry(),
     ...overrides,
   };
@@ -116,7 +121,9 @@ export class WritePipeline extends Component {
     opts.metrics
       .gauge('queen_dedup_cache_budget_bytes', 'Memory budget of the dedup cache (QUEEN_DEDUP_CACHE_MB; 0 = no cache)')
       .set(capBytes);
-    const watermarks = this.cache ? new CacheWatermarks(this.cache, this.engine, opts.metrics, opts.onDedupError) : undefined;
+    const watermarks = this.cache
+      ? new CacheWatermarks(this.cache, this.engine, opts.metrics, opts.onDedupError, true, undefined, opts.dedupLookup)
+      : undefined;
     this.watermarks = watermarks;
     this.prewarm =
       watermarks && opts.prewarmPartitions > 0

@@ -1,11 +1,13 @@
 import type pg from 'pg';
 import { Compactor } from '../../src/compaction/compactor.js';
-import { DEFAULTS } from '../../src/config.js';
+import { DEDUP_LOOKUPS, DEFAULTS } from '../../src/config.js';
 import { DedupCache } from '../../src/dedup/index.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
 import { configureQueue } from '../../src/engine/queueConfig.js';
 import { LogWriter } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
+import type { LookupMode } from '../../src/fusion/lookupPlacement.js';
+import { oneOf } from '../../src/config/env.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import type { PartitionCursor } from './synth.js';
 import type { CompactionBuild } from '../../src/engine/compactionStore.js';
@@ -61,7 +63,7 @@ export async function startEngineRig(
   const hydrationErrors: unknown[] = [];
   const cache = opts.cacheMb === false ? undefined : new DedupCache({ capBytes: opts.cacheMb * 1024 * 1024, onEvict, onDemote: onEvict });
   const watermarks = cache
-    ? new CacheWatermarks(cache, engine, metrics, (err) => hydrationErrors.push(err), opts.hints ?? true)
+    ? new CacheWatermarks(cache, engine, metrics, (err) => hydrationErrors.push(err), opts.hints ?? true, undefined, benchLookupMode())
     : undefined;
   const writer = new LogWriter(engine, { maxPayloadBytes: 1024 * 1024, watermarks });
   if (compactor) {
@@ -164,4 +166,13 @@ export function benchCompactor(pool: pg.Pool, metrics: MetricsRegistry): Compact
  */
 export function benchCompactionBuild(): CompactionBuild {
   return process.env.QUEEN_BENCH_COMPACTION_BUILD === 'sql' ? 'sql' : 'broker';
+}
+
+/**
+ * Where the rigs' caches look their maybe items up: the service's default,
+ * or QUEEN_DEDUP_LOOKUP as the service reads it (an A/B of placements on
+ * one build).
+ */
+function benchLookupMode(): LookupMode {
+  return oneOf(process.env, 'QUEEN_DEDUP_LOOKUP', DEFAULTS.dedupLookup, DEDUP_LOOKUPS);
 }

@@ -14,7 +14,8 @@
 --      (txns_start - 1) and the broker's vouched watermark (p_verified).
 --
 -- Live: log_push_v12 (src/engine/logEngine.ts, and the timer fire in
--- src/engine/timerStore.ts). How v11 came to be (v2 ... v10: hints, batched
+-- src/engine/timerStore.ts), and log_push_looked_v1, which looks a bundle's
+-- maybe items up and then calls log_push_v12 in the same round trip. How v11 came to be (v2 ... v10: hints, batched
 -- probes, rows of at most 250 frames) is in the numbered migrations that
 -- created each version (sql/000004 ... sql/000042) and in docs/history/.
 --
@@ -1144,6 +1145,130 @@ BEGIN
         FROM generate_series(0, u.cnt - 1, 250) AS g (off)
     ) k
     WHERE u.base IS NOT NULL;
+END
+$$;
+
+-- Pushes one bundle after looking up, in the same call, the items the
+-- broker's filters could not clear (docs/deduplication.md, "The lookup in
+-- the push"). Without it the broker runs queen.log_lookup_v2 and then
+-- log_push_v12 as two round trips; a bundle whose maybe items are false
+-- positives (nothing found) pays the second trip and a second wait for a
+-- core for nothing. This runs the same two calls in that order, with the
+-- step between them that the broker would take:
+--
+-- p_lk_segs[k] (1-based) is the segment whose p_lk_counts[k] maybe items
+-- (hashes in p_lk_hashes, spans in p_lk_from / p_lk_to, as log_lookup_v2
+-- takes them) are looked up. For such a segment p_verified and p_windows
+-- carry the entry's vouch V and its window, or NULL where no entry vouches
+-- (unbounded). After the lookup (last_offset L, window W, what it found):
+--   * nothing found: the segment goes with the vouch least(V, L) under
+--     least(V's window, W) (least ignores NULL), exactly what the broker
+--     sends after a lookup that names nothing. Claim 6 of the filter tier
+--     (docs/deduplication.md) is unchanged: the lookup read before the push
+--     took its locks, and it named nothing, so no item has an in-window
+--     occurrence at or below least(V, L) in its span (the lookup's cutoff,
+--     now(), is at or before the push's clock_timestamp() cutoff, as a
+--     lookup in an earlier transaction's is);
+--   * something found: the segment goes with -1, the full probe, which
+--     finds that duplicate itself; the segment writes nothing (claim 2) and
+--     the broker re-submits the rest, as after any probed duplicate. The
+--     broker sends a segment here only when its partition's lookups seldom
+--     find anything (src/fusion/lookupPlacement.ts), so the full probe is the
+--     rare case; naming the found offsets instead would need the items out
+--     of the frame blob, which only the broker builds.
+-- Every other segment goes to log_push_v12 as given. The result is
+-- log_push_v12's, plus per looked-up segment the lookup's found count, tail
+-- (the compactor's trigger) and window (NULL for the others).
+CREATE OR REPLACE FUNCTION queen.log_push_looked_v1(
+    p_partition_ids bigint[],
+    p_verified      bigint[],
+    p_windows       integer[],
+    p_counts        integer[],
+    p_expected      integer[],
+    p_hashes        bytea,
+    p_blob_lens     integer[],
+    p_blobs         bytea,
+    p_run_counts    integer[],
+    p_run_items     integer[],
+    p_run_offsets   bigint[],
+    p_run_lens      integer[],
+    p_lk_segs       integer[],
+    p_lk_counts     integer[],
+    p_lk_hashes     bytea,
+    p_lk_from       bigint[],
+    p_lk_to         bigint[])
+RETURNS TABLE (
+    seg_index      integer,
+    assigned_base  bigint,
+    window_seconds integer,
+    probed         boolean,
+    probe_hashes   bigint,
+    hint_offsets   integer,
+    dup_idx        integer[],
+    dup_offsets    bigint[],
+    dup_ids        bytea,
+    refuted_idx    integer[],
+    lookup_found   integer,
+    lookup_tail    bigint,
+    lookup_window  integer)
+-- No JIT, as log_push_v12.
+LANGUAGE plpgsql
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_n        integer := coalesce(cardinality(p_partition_ids), 0);
+    v_m        integer := coalesce(cardinality(p_lk_segs), 0);
+    v_verified bigint[] := p_verified;
+    v_windows  integer[] := p_windows;
+    v_found    integer[] := array_fill(NULL::integer, ARRAY[v_n]);
+    v_tail     bigint[] := array_fill(NULL::bigint, ARRAY[v_n]);
+    v_lkwin    integer[] := array_fill(NULL::integer, ARRAY[v_n]);
+    v_seen     integer := 0;
+    v_s        integer;
+    r          record;
+BEGIN
+    IF coalesce(cardinality(p_lk_counts), 0) <> v_m
+       OR coalesce(cardinality(p_verified), 0) <> v_n
+       OR coalesce(cardinality(p_windows), 0) <> v_n THEN
+        RAISE EXCEPTION 'log_push_looked_v1: argument arrays differ in length' USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_lk_segs) AS s WHERE s IS NULL OR s < 1 OR s > v_n)
+       OR (SELECT count(DISTINCT s) FROM unnest(p_lk_segs) AS s) <> v_m THEN
+        RAISE EXCEPTION 'log_push_looked_v1: looked-up segments must be distinct segments of the bundle' USING ERRCODE = '22023';
+    END IF;
+    IF v_m > 0 THEN
+        FOR r IN
+            SELECT l.seg_index, l.last_offset, l.window_seconds, l.tail_offsets, coalesce(cardinality(l.found_idx), 0) AS nfound
+            FROM queen.log_lookup_v2(
+                ARRAY(SELECT p_partition_ids[u.s] FROM unnest(p_lk_segs) WITH ORDINALITY AS u (s, k) ORDER BY u.k),
+                p_lk_counts, p_lk_hashes, p_lk_from, p_lk_to) AS l
+        LOOP
+            v_s := p_lk_segs[r.seg_index + 1];
+            IF r.nfound > 0 THEN
+                v_verified[v_s] := -1;
+                v_windows[v_s] := 0;
+            ELSE
+                v_verified[v_s] := least(p_verified[v_s], r.last_offset);
+                v_windows[v_s] := least(p_windows[v_s], r.window_seconds);
+            END IF;
+            v_found[v_s] := r.nfound;
+            v_tail[v_s] := r.tail_offsets;
+            v_lkwin[v_s] := r.window_seconds;
+            v_seen := v_seen + 1;
+        END LOOP;
+    END IF;
+    -- One row per looked-up segment, or a segment would keep its NULL
+    -- placeholder (log_push_v12 reads NULL as -1: exact, but not what was asked).
+    IF v_seen <> v_m THEN
+        RAISE EXCEPTION 'log_push_looked_v1: the lookup answered % of % segments', v_seen, v_m USING ERRCODE = 'XX000';
+    END IF;
+    RETURN QUERY
+        SELECT p.seg_index, p.assigned_base, p.window_seconds, p.probed, p.probe_hashes, p.hint_offsets,
+               p.dup_idx, p.dup_offsets, p.dup_ids, p.refuted_idx,
+               v_found[p.seg_index + 1], v_tail[p.seg_index + 1], v_lkwin[p.seg_index + 1]
+        FROM queen.log_push_v12(p_partition_ids, v_verified, v_windows, p_counts, p_expected, p_hashes,
+                                p_blob_lens, p_blobs, p_run_counts, p_run_items, p_run_offsets, p_run_lens) AS p;
 END
 $$;
 

@@ -23,13 +23,18 @@ function intArrayLiteral(xs: readonly number[]): string {
   return `{${xs.join(',')}}`;
 }
 
+/** An int8/int4 array literal in which NO_BOUND travels as NULL (a looked-up segment's unbounded side). */
+function boundedArrayLiteral(xs: readonly number[]): string {
+  return `{${xs.map((x) => (x === NO_BOUND ? 'NULL' : String(x))).join(',')}}`;
+}
+
 /**
  * One side of the lookup's item spans, over every input's items in order,
  * as an int8[] literal: NULL (the parameter) when no input narrows, and a
  * NULL element for an unbounded side (0 below, Infinity above) or an input
  * without spans.
  */
-function itemSpanLiteral(inputs: readonly LookupInput[], side: 'from' | 'to'): string | null {
+function itemSpanLiteral(inputs: readonly ItemsToLookUp[], side: 'from' | 'to'): string | null {
   if (!inputs.some((s) => s[side] !== undefined)) return null;
   const parts: string[] = [];
   for (const s of inputs) {
@@ -85,7 +90,21 @@ export interface SegmentInput {
   blob: Buffer;
   /** Named occurrences of the hinted items: item..item+len-1 at offset..offset+len-1 (items >= count). */
   runs: readonly HintRun[];
+  /**
+   * Items to look up in the push's own call first (queen.log_push_looked_v1):
+   * `verified` and `verifiedWindowSeconds` are then the entry's vouch, or
+   * NO_BOUND where no entry vouches, and SQL sends the segment with
+   * min(vouch, the lookup's lastOffset) when the lookup finds nothing, or
+   * with -1 (the full probe) when it finds something.
+   */
+  lookup?: ItemsToLookUp;
 }
+
+/** Items to look up: `count` hashes, 16 bytes each, with their spans (see LookupInput). */
+export type ItemsToLookUp = Omit<LookupInput, 'partitionId'>;
+
+/** A looked-up segment's vouch or window that no entry bounds: the lookup's alone (NULL in SQL). */
+export const NO_BOUND = Number.MAX_SAFE_INTEGER;
 
 export interface HintRun {
   item: number;
@@ -115,6 +134,8 @@ export interface SegmentOutcome {
   duplicates: DuplicateHit[];
   /** Hinted items that are not duplicates (a stale hint); non-empty only when nothing was written. */
   refuted: number[];
+  /** For a segment looked up in the push's call (SegmentInput.lookup): how many occurrences the lookup found. */
+  lookupFound?: number;
 }
 
 /** Items of one partition to look up (sql/functions/lookup.sql): `count` hashes, 16 bytes each. */
@@ -165,6 +186,12 @@ export const PUSH_FUNCTION = 'queen.log_push_v12';
 const PUSH_SQL =
   'SELECT seg_index, assigned_base, window_seconds, probed, probe_hashes, hint_offsets, dup_idx, dup_offsets, dup_ids, refuted_idx ' +
   'FROM queen.log_push_v12($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, $9::integer[], $10::integer[], $11::bigint[], $12::integer[])';
+/** The push that first looks up its segments' maybe items, in the same call (sql/functions/push.sql). */
+const PUSH_LOOKED_SQL =
+  'SELECT seg_index, assigned_base, window_seconds, probed, probe_hashes, hint_offsets, dup_idx, dup_offsets, dup_ids, refuted_idx, ' +
+  'lookup_found, lookup_tail, lookup_window ' +
+  'FROM queen.log_push_looked_v1($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bytea, $7::integer[], $8::bytea, ' +
+  '$9::integer[], $10::integer[], $11::bigint[], $12::integer[], $13::integer[], $14::integer[], $15::bytea, $16::bigint[], $17::bigint[])';
 /** The push call's span name: its db.query.summary (OpenTelemetry database conventions). */
 export const PUSH_SPAN = `SELECT ${PUSH_FUNCTION}`;
 /**
@@ -313,6 +340,12 @@ export class LogEngine extends Component {
     if (segments.length === 0) return [];
     const hashes = Buffer.concat(segments.map((s) => s.hashes));
     const blobs = Buffer.concat(segments.map((s) => s.blob));
+    // Segments whose maybe items are looked up in this call, by index.
+    const looked: number[] = [];
+    segments.forEach((s, i) => {
+      if (s.lookup !== undefined) looked.push(i);
+      else if (s.verified === NO_BOUND || s.verifiedWindowSeconds === NO_BOUND) throw new Error('an unbounded vouch needs a lookup');
+    });
     const runCounts: number[] = [];
     const runItems: number[] = [];
     const runOffsets: number[] = [];
@@ -330,29 +363,46 @@ export class LogEngine extends Component {
     try {
       // `via`: a client inside a transaction the caller opened (/transaction);
       // the caller commits, and announces the append once it has.
-      res = await (via ?? this.pool).query({
-        name: 'queen_log_push_v12',
-        text: PUSH_SQL,
-        values: [
-          intArrayLiteral(segments.map((s) => s.partitionId)),
-          intArrayLiteral(segments.map((s) => s.verified)),
-          intArrayLiteral(segments.map((s) => s.verifiedWindowSeconds)),
-          intArrayLiteral(segments.map((s) => s.count)),
-          intArrayLiteral(segments.map((s) => s.expected)),
-          hashes,
-          intArrayLiteral(segments.map((s) => s.blob.length)),
-          blobs,
-          intArrayLiteral(runCounts),
-          intArrayLiteral(runItems),
-          intArrayLiteral(runOffsets),
-          intArrayLiteral(runLens),
-        ],
-        types: PUSH_TYPES,
-      });
+      const pushValues = [
+        intArrayLiteral(segments.map((s) => s.partitionId)),
+        looked.length === 0 ? intArrayLiteral(segments.map((s) => s.verified)) : boundedArrayLiteral(segments.map((s) => s.verified)),
+        looked.length === 0
+          ? intArrayLiteral(segments.map((s) => s.verifiedWindowSeconds))
+          : boundedArrayLiteral(segments.map((s) => s.verifiedWindowSeconds)),
+        intArrayLiteral(segments.map((s) => s.count)),
+        intArrayLiteral(segments.map((s) => s.expected)),
+        hashes,
+        intArrayLiteral(segments.map((s) => s.blob.length)),
+        blobs,
+        intArrayLiteral(runCounts),
+        intArrayLiteral(runItems),
+        intArrayLiteral(runOffsets),
+        intArrayLiteral(runLens),
+      ];
+      if (looked.length === 0) {
+        res = await (via ?? this.pool).query({ name: 'queen_log_push_v12', text: PUSH_SQL, values: pushValues, types: PUSH_TYPES });
+      } else {
+        const lookups = looked.map((i) => segments[i]!.lookup!);
+        res = await (via ?? this.pool).query({
+          name: 'queen_log_push_looked_v1',
+          text: PUSH_LOOKED_SQL,
+          values: [
+            ...pushValues,
+            intArrayLiteral(looked.map((i) => i + 1)),
+            intArrayLiteral(lookups.map((l) => l.count)),
+            Buffer.concat(lookups.map((l) => l.hashes)),
+            itemSpanLiteral(lookups, 'from'),
+            itemSpanLiteral(lookups, 'to'),
+          ],
+          types: PUSH_TYPES,
+        });
+      }
     } catch (err) {
       throw toDatabaseError(err, 'pushing a bundle');
     }
     const out: SegmentOutcome[] = new Array(segments.length);
+    let lookedItems = 0;
+    let lookedFound = 0;
     for (const r of res.rows) {
       const duplicates: DuplicateHit[] = [];
       if (r.dup_idx) {
@@ -371,14 +421,25 @@ export class LogEngine extends Component {
         refuted: (r.refuted_idx as number[] | null) ?? [],
       };
       out[r.seg_index as number] = o;
+      const seg = segments[r.seg_index as number]!;
+      if (seg.lookup !== undefined) {
+        // What a lookup of its own reports (LogEngine.lookup), for the items looked up here.
+        o.lookupFound = r.lookup_found as number;
+        lookedItems += seg.lookup.count;
+        lookedFound += o.lookupFound;
+        const tail = r.lookup_tail as number;
+        if (tail > 0) for (const l of this.probeListeners) l(seg.partitionId, tail);
+        if ((r.lookup_window as number) > 0) for (const l of this.runReadListeners) l(seg.partitionId, seg.lookup.count);
+      }
       (o.probed ? this.probesRun : this.probesSkipped).inc();
       if (o.probed) {
         this.probeHashes.observe(o.probeHashes);
         this.probeSizes.probe.observe(o.probeHashes);
-        const seg = segments[r.seg_index as number]!;
         if (o.probeHashes > 0) for (const l of this.probeListeners) l(seg.partitionId, o.probeHashes);
-        // Nothing vouched: every frame was searched for in the whole window, runs included.
-        if (seg.verified < 0 && seg.count > 0) for (const l of this.runReadListeners) l(seg.partitionId, seg.count);
+        // Nothing vouched (or a looked-up segment whose lookup found something):
+        // every frame was searched for in the whole window, runs included.
+        const full = seg.verified < 0 || (o.lookupFound ?? 0) > 0;
+        if (full && seg.count > 0) for (const l of this.runReadListeners) l(seg.partitionId, seg.count);
       }
       if (o.hintOffsets > 0) {
         this.probesHinted.inc();
@@ -386,6 +447,11 @@ export class LogEngine extends Component {
         this.probeSizes.hinted.observe(o.hintOffsets);
       }
       this.pushes.inc(1, o.assignedBase === null ? (o.refuted.length > 0 ? 'refuted' : 'duplicate') : 'appended');
+    }
+    if (looked.length > 0) {
+      this.lookups.inc();
+      this.lookupItems.inc(lookedItems);
+      this.lookupFound.inc(lookedFound);
     }
     if (!via) this.announceAppended(segments.filter((_, i) => out[i]!.assignedBase !== null).map((s) => s.partitionId));
     return out;

@@ -15,7 +15,7 @@ import { LeaderTable } from './leaderTable.js';
 import { uuidToString, uuidv7Bytes } from '../util/uuidv7.js';
 import { originSize, packSegment, type FrameOrigin } from './frames.js';
 import { checkPartitionName, checkQueueName, checkTraceContext, checkTransactionId, LIMITS } from './limits.js';
-import type { HintRun, LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
+import type { HintRun, ItemsToLookUp, LogEngine, SegmentInput, SegmentOutcome } from './logEngine.js';
 import { PartitionDirectory } from './partitionDirectory.js';
 import { inSpan, SpanKind } from '../telemetry/tracing.js';
 import { PUSH_SPAN } from './logEngine.js';
@@ -76,6 +76,13 @@ export interface Vouch {
    * vouches absent at or below `verified`.
    */
   hits?: readonly Hint[];
+  /**
+   * Items SQL looks up in the push's own call before it probes (the
+   * segment's maybe items, hashes picked in item order): `verified` and
+   * `windowSeconds` are then the entry's (NO_BOUND where none vouches), and
+   * SQL narrows them with the lookup (SegmentInput.lookup).
+   */
+  lookup?: ItemsToLookUp;
 }
 
 /** Item `index` of a pending segment has its hash at each of `offsets`. */
@@ -359,6 +366,7 @@ export class LogWriter {
             'queen.frames': segments.reduce((n, s) => n + s.count, 0),
             'queen.hinted_items': segments.reduce((n, s) => n + s.expected, 0),
             'queen.vouched': vouches.filter((v) => v.verified >= 0).length,
+            'queen.looked_up_in_push': segments.filter((s) => s.lookup !== undefined).length,
           },
         },
         async (span) => {
@@ -458,6 +466,7 @@ function plan(g: Group, seg: PendingSegment, vouch: Vouch): Planned {
     partitionId: g.partitionId,
     verified: vouch.verified,
     verifiedWindowSeconds: vouch.windowSeconds,
+    ...(vouch.lookup === undefined ? {} : { lookup: vouch.lookup }),
   };
   if (named === undefined) {
     return {

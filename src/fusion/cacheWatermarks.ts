@@ -1,9 +1,10 @@
-import type { LogEngine, LookupInput, SegmentOutcome } from '../engine/logEngine.js';
+import { NO_BOUND, type LogEngine, type LookupInput, type SegmentOutcome } from '../engine/logEngine.js';
 import { NO_VOUCH, type Hint, type PendingSegment, type Vouch, type WatermarkSource } from '../engine/writer.js';
 import { HASH_BYTES } from '../util/txnHash.js';
 import { COLD_TAIL_OFFSETS, WindowBuilds, type WindowBuild, type WindowFetch } from './windowBuilds.js';
 import type { DedupCache, ItemSpans } from '../dedup/index.js';
 import type { MetricsRegistry } from '../telemetry/metrics.js';
+import { LookupPlacement, type LookupMode } from './lookupPlacement.js';
 
 /** What failed on the way to a vouch: a window's hydration, or a bundle's lookup. */
 export type DedupFailure = 'hydration' | 'lookup';
@@ -37,12 +38,19 @@ export type DedupFailure = 'hydration' | 'lookup';
  * for (none yet, suppressed, gapped, rebuilding) has all its items looked
  * up, and its vouch is the lookup's L alone: the
  * same argument with an entry that clears nothing.
+ *
+ * Where the lookup runs (LookupPlacement): apart, as above, or in the
+ * push's own call, which takes the same two steps in SQL in the same order
+ * (queen.log_push_looked_v1) and sends -1 for a segment whose lookup found
+ * something; the segment then writes nothing and goes again.
  */
 export class CacheWatermarks implements WatermarkSource {
   private readonly hydrationFailures;
   private readonly lookupFailures;
   /** Window fetches run off the flush path (windowBuilds.ts). */
   readonly builds: WindowBuilds;
+  /** Whether a segment's maybe items are looked up apart or in the push (lookupPlacement.ts). */
+  readonly placement: LookupPlacement;
 
   constructor(
     private readonly cache: DedupCache,
@@ -58,7 +66,10 @@ export class CacheWatermarks implements WatermarkSource {
     private readonly hints = true,
     /** How windows are fetched (tests hold a fetch open with it). */
     fetch?: WindowFetch,
+    /** Where maybe items are looked up; tests and benchmarks pin one way. */
+    lookups: LookupMode = 'adaptive',
   ) {
+    this.placement = new LookupPlacement(lookups);
     this.hydrationFailures = metrics?.counter(
       'queen_dedup_hydration_failures_total',
       'Cache hydrations that failed (the partition probes with -1 meanwhile)',
@@ -197,13 +208,22 @@ export class CacheWatermarks implements WatermarkSource {
           // at 100 k partitions, one item each, pushes with -1 ran at 0.7x
           // of looked-up ones (the push's probe reads the same rows, under
           // the row lock).
-          unclear.push({ at: out.length, maybe: allItems(s.count) });
-          out.push({ verified: UNBOUNDED, windowSeconds: UNBOUNDED });
+          const every = allItems(s.count);
+          if (this.placement.inPush(s.partitionId)) out.push({ verified: NO_BOUND, windowSeconds: NO_BOUND, lookup: toLookUp(s, every) });
+          else {
+            unclear.push({ at: out.length, maybe: every });
+            out.push({ verified: NO_BOUND, windowSeconds: NO_BOUND });
+          }
+          continue;
+        }
+        // The claim is only as wide as the window the entry was built for.
+        const vouch = verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits };
+        if (maybe.length > 0 && this.placement.inPush(s.partitionId)) {
+          out.push({ ...vouch, lookup: toLookUp(s, maybe, spans) });
           continue;
         }
         if (maybe.length > 0) unclear.push(spans === undefined ? { at: out.length, maybe } : { at: out.length, maybe, spans });
-        // The claim is only as wide as the window the entry was built for.
-        out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits });
+        out.push(vouch);
       }
       if (unclear.length > 0) await this.lookUp(segments, out, unclear);
       return out;
@@ -243,6 +263,7 @@ export class CacheWatermarks implements WatermarkSource {
     unclear.forEach(({ at, maybe }, k) => {
       const v = out[at]!;
       const r = found[k]!;
+      this.placement.record(segments[at]!.partitionId, r.found.length);
       let hits: Hint[] | undefined = v.hits === undefined || v.hits.length === 0 ? undefined : [...v.hits];
       let last: Hint | undefined;
       for (const f of r.found) {
@@ -263,6 +284,7 @@ export class CacheWatermarks implements WatermarkSource {
     const now = Date.now();
     segments.forEach((s, i) => {
       const o = outcomes[i]!;
+      if (o.lookupFound !== undefined) this.placement.record(s.partitionId, o.lookupFound);
       // The window SQL used is authoritative: a change detected here forces
       // the sticky full rehydration on the next flush.
       this.cache.prepare(s.partitionId, o.windowSeconds);
@@ -295,12 +317,11 @@ interface Unclear {
   spans?: ItemSpans;
 }
 
-/**
- * A placeholder vouch for a segment whose every item is looked up: lookUp
- * replaces it by min(UNBOUNDED, L) = L, or by NO_VOUCH when the lookup
- * fails, so it never reaches SQL.
- */
-const UNBOUNDED = Number.MAX_SAFE_INTEGER;
+/** The items `maybe` of segment s to look up in the push's call, with their spans when the entry gave them. */
+function toLookUp(s: PendingSegment, maybe: readonly number[], spans?: ItemSpans): NonNullable<Vouch['lookup']> {
+  const hashes = pickHashes(s.hashes, maybe);
+  return spans === undefined ? { count: maybe.length, hashes } : { count: maybe.length, hashes, from: spans.from, to: spans.to };
+}
 
 function allItems(count: number): number[] {
   return Array.from({ length: count }, (_, i) => i);

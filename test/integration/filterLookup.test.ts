@@ -1,10 +1,11 @@
-import anyTest, { type TestFn } from 'ava';
+import anyTest, { type ExecutionContext, type TestFn } from 'ava';
 import fc from 'fast-check';
 import pg from 'pg';
 import { DedupCache } from '../../src/dedup/index.js';
 import { LogEngine } from '../../src/engine/logEngine.js';
 import { LogWriter, type PushItem, type PushResult } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
+import type { LookupMode } from '../../src/fusion/lookupPlacement.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { HASH_BYTES, hashString, writeHashAt } from '../../src/util/txnHash.js';
 import { NIL_UUID } from '../../src/util/uuidv7.js';
@@ -27,9 +28,10 @@ import { compactPartition, type CompactionBuild } from '../../src/engine/compact
  * query: every name is an in-window occurrence at or below the returned
  * lastOffset, and each id's lowest one is named.
  *
- * Second test: the cache itself (CacheWatermarks) with the filter tier, at a
- * cap that holds the partitions only as filters, with compactions in
- * between: its verdicts equal those of a broker that always sends -1.
+ * Then the cache itself (CacheWatermarks) with the filter tier, at a cap
+ * that holds the partitions only as filters, with compactions in between:
+ * its verdicts equal those of a broker that always sends -1, whether its
+ * maybe items are looked up apart or in the push's own call.
  */
 
 interface Ctx {
@@ -500,14 +502,29 @@ test.serial('log_lookup_v1 answers each segment for its own partition, whatever 
   });
 });
 
-test.serial('the cache with the filter tier, at a cap that holds the partitions only as filters: verdicts equal -1 verdicts', async (t) => {
+/**
+ * The cache with the filter tier against a broker that always sends -1, its
+ * maybe items looked up `mode`: apart (a lookup call before the push), in
+ * the push's own call (queen.log_push_looked_v1: a segment whose lookup
+ * finds something goes with the full probe and again), or placed per
+ * partition by what its lookups found.
+ */
+async function filterTierVerdicts(t: ExecutionContext<Ctx>, mode: LookupMode, numRuns: number): Promise<void> {
   const cache = new DedupCache({ capBytes: 16 * 1024, filterTier: true });
   const metrics = new MetricsRegistry();
   const engine = await engineOf(t, metrics);
+  // Segments looked up in the push's call, by whether the lookup found something.
+  const inPush = { found: 0, empty: 0 };
+  const pushSegments = engine.pushSegments.bind(engine);
+  engine.pushSegments = async (segments, via) => {
+    const out = await pushSegments(segments, via);
+    for (const o of out) if (o.lookupFound !== undefined) inPush[o.lookupFound > 0 ? 'found' : 'empty']++;
+    return out;
+  };
   const cached = new LogWriter(engine, {
     maxPayloadBytes: 1024,
     metadataTtlMs: 0,
-    watermarks: new CacheWatermarks(cache, engine, metrics),
+    watermarks: new CacheWatermarks(cache, engine, metrics, undefined, true, undefined, mode),
   });
   const plainEngine = await engineOf(t);
   const plain = new LogWriter(plainEngine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks: undefined });
@@ -517,8 +534,8 @@ test.serial('the cache with the filter tier, at a cap that holds the partitions 
   await fc.assert(
     fc.asyncProperty(fc.array(opArb, { minLength: 4, maxLength: 24 }), async (ops) => {
       round++;
-      const qa = `filtera${round}`;
-      const qb = `filterb${round}`;
+      const qa = `filtera${mode}${round}`;
+      const qb = `filterb${mode}${round}`;
       // Each round starts with partitions too big for the exact tier at this cap.
       const big = Array.from({ length: 1500 }, (_, i) => 1000 + i);
       const prefix: Op[] = [
@@ -543,18 +560,29 @@ test.serial('the cache with the filter tier, at a cap that holds the partitions 
         }
       }
     }),
-    { numRuns: 30 },
+    { numRuns },
   );
   const lookups = metrics.counter('queen_lookup_total', '').get();
   const found = metrics.counter('queen_lookup_found_total', '').get();
-  t.log(`${pushes} pushes compared; ${lookups} lookups naming ${found}; ${JSON.stringify(cache.stats)}`);
+  t.log(
+    `${pushes} pushes compared; ${lookups} lookups finding ${found}; in the push, segments whose lookup found something ${inPush.found}, nothing ${inPush.empty}; ${JSON.stringify(cache.stats)}`,
+  );
+  if (mode === 'apart') t.deepEqual(inPush, { found: 0, empty: 0 }, 'nothing looked up in the push');
+  else t.true(inPush.found > 0 && inPush.empty > 0, 'looked up in the push: both the full probe and the narrowed vouch ran');
   // A filter entry arises two ways: hydrated as one (a partition whose size the
   // policy already knows) or demoted from exact. Which one a random history
   // takes varies (0-10 hydrated as filters in three runs); either is the tier under test.
   t.true(cache.stats.filterInstalls + cache.stats.demotions > 0, 'filter entries were installed (hydrated as filters or demoted)');
   t.true(cache.stats.vouched > 0 && cache.stats.maybeItems > 0, 'filter entries vouched and had maybe items');
-  t.true(lookups > 0 && found > 0, 'lookups ran and named occurrences');
-});
+  t.true(lookups > 0 && found > 0, 'lookups ran and found occurrences');
+}
+
+test.serial(
+  'the cache with the filter tier, at a cap that holds the partitions only as filters: verdicts equal -1 verdicts (lookups apart)',
+  (t) => filterTierVerdicts(t, 'apart', 30),
+);
+test.serial("the same, each maybe item looked up in the push's own call", (t) => filterTierVerdicts(t, 'in-push', 30));
+test.serial('the same, lookups placed per partition by what they found', (t) => filterTierVerdicts(t, 'adaptive', 15));
 
 test.serial(
   'a lookup that fails: its segments go with the full probe, verdicts stay exact, the failure is counted and named a lookup',
@@ -563,7 +591,8 @@ test.serial(
     const metrics = new MetricsRegistry();
     const engine = await engineOf(t, metrics);
     const reported: string[] = [];
-    const watermarks = new CacheWatermarks(cache, engine, metrics, (_err, _pid, what) => reported.push(what));
+    // Lookups apart: the injected fault is at the lookup call of their own.
+    const watermarks = new CacheWatermarks(cache, engine, metrics, (_err, _pid, what) => reported.push(what), true, undefined, 'apart');
     const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks });
     // PostgreSQL refusing the lookup statement alone (the push still runs): the
     // fault is injected at the engine's lookup, the one call that fails.

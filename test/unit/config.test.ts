@@ -12,6 +12,8 @@ test('defaults: dedup cache on, 512 MB, port 6632, no topics', (t) => {
   t.is(c.dedupCacheMb, 512);
   t.is(c.dedupPrewarmPartitions, 4096, 'the cache is warmed at start');
   t.is(loadConfig({ QUEEN_DEDUP_PREWARM_PARTITIONS: '0' }).dedupPrewarmPartitions, 0, '0: no prewarm');
+  t.is(c.dedupLookup, 'adaptive', "a filter's maybe items are looked up where their partition's lookups say");
+  t.is(loadConfig({ QUEEN_DEDUP_LOOKUP: 'apart' }).dedupLookup, 'apart');
   t.deepEqual(c.ingressTopics, []);
   t.is(c.maxPayloadBytes, 1024 * 1024);
   t.is(c.ingressTopicRefreshMs, 300_000, 'patterns are matched again every 5 minutes, as a Java consumer sees new topics');
@@ -60,6 +62,7 @@ test('a bad value names the variable and its limit', (t) => {
     [{ QUEEN_DEDUP_CACHE: 'maybe' }, /QUEEN_DEDUP_CACHE must be one of 1, 0/],
     [{ QUEEN_DEDUP_CACHE_MB: '0' }, /QUEEN_DEDUP_CACHE_MB must be an integer between 1/],
     [{ QUEEN_LOG_LEVEL: 'loud' }, /QUEEN_LOG_LEVEL must be one of fatal/],
+    [{ QUEEN_DEDUP_LOOKUP: 'sometimes' }, /QUEEN_DEDUP_LOOKUP must be one of adaptive, apart, in-push/],
     [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL must use postgres: or postgresql:/],
     [{ KAFKA_BROKERS: 'nohostport' }, /KAFKA_BROKERS must be a comma-separated list of host:port/],
     [{ QUEEN_INGRESS_TOPICS: 'a', KAFKA_BROKERS: '' }, /KAFKA_BROKERS is empty/],
