@@ -290,9 +290,12 @@ export class LogEngine extends Component {
     this.probeHashes = metrics.histogram('queen_probe_hashes', 'Stored hashes one duplicate probe read (per probed segment)', {
       buckets: SIZE_BUCKETS,
     });
-    this.lookups = metrics.counter('queen_lookup_total', 'Lock-free lookups of items a dedup filter could not clear (one per bundle)');
-    this.lookupItems = metrics.counter('queen_lookup_items_total', 'Items looked up before a push (a dedup filter answered "maybe")');
-    this.lookupFound = metrics.counter('queen_lookup_found_total', 'Occurrences the lookups found and named to the push');
+    this.lookups = metrics.counter(
+      'queen_lookup_total',
+      "Lock-free lookups of items a dedup filter could not clear (one per bundle, apart or in the push's call)",
+    );
+    this.lookupItems = metrics.counter('queen_lookup_items_total', 'Items looked up for a push (a dedup filter answered "maybe")');
+    this.lookupFound = metrics.counter('queen_lookup_found_total', 'Occurrences the lookups found');
     this.hintOffsets = metrics.histogram('queen_probe_hint_offsets', 'Named offsets SQL checked positionally (per hinted segment)', {
       buckets: SIZE_BUCKETS,
     });

@@ -5,6 +5,7 @@ import { LogEngine } from '../../src/engine/logEngine.js';
 import { fetchWindows, type WindowFetchOutcome } from '../../src/engine/windowFetch.js';
 import { LogWriter, type PushItem } from '../../src/engine/writer.js';
 import { CacheWatermarks } from '../../src/fusion/cacheWatermarks.js';
+import type { LookupMode } from '../../src/fusion/lookupPlacement.js';
 import { FETCH_BATCH, MAX_CONCURRENT_FETCHES, MAX_QUEUED_FETCHES, type WindowFetch } from '../../src/fusion/windowBuilds.js';
 import { MetricsRegistry } from '../../src/telemetry/metrics.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -75,13 +76,13 @@ function slotHolder(held: readonly number[]) {
   return { open, inSlots, pass };
 }
 
-async function broker(t: { context: Ctx }, fetch?: WindowFetch) {
+async function broker(t: { context: Ctx }, fetch?: WindowFetch, lookups?: LookupMode) {
   const metrics = new MetricsRegistry();
   const engine = new LogEngine({ connectionString: t.context.db.url, poolSize: 4, metrics });
   await engine.start();
   t.context.engines.push(engine);
   const cache = new DedupCache({ capBytes: 64 << 20 });
-  const watermarks = new CacheWatermarks(cache, engine, metrics, undefined, true, fetch);
+  const watermarks = new CacheWatermarks(cache, engine, metrics, undefined, true, fetch, lookups);
   const writer = new LogWriter(engine, { maxPayloadBytes: 1024, metadataTtlMs: 0, watermarks });
   return {
     engine,
@@ -322,7 +323,11 @@ test.serial('a queued build that ends without a snapshot while its push reads th
     if (ps.includes(racer)) throw new Error('fetch failed (the test)');
     return fetchWindows(pool, ps, admit, outcome);
   };
-  const b = await broker(t, fetch);
+  // Lookups apart: the push is then one round, so the one failed fetch is
+  // this build's. Looked up in the push, the re-sent ids would send the
+  // segment with the full probe and its new items again, and that second
+  // round would start (and fail) a fetch of its own.
+  const b = await broker(t, fetch, 'apart');
   for (const p of held) b.watermarks.builds.start(p);
   await inSlots;
   // While the push reads its queued tails, the slots free and the racer's build ends.
