@@ -208,24 +208,22 @@ export class CacheWatermarks implements WatermarkSource {
           // at 100 k partitions, one item each, pushes with -1 ran at 0.7x
           // of looked-up ones (the push's probe reads the same rows, under
           // the row lock).
-          const every = allItems(s.count);
-          if (this.placement.inPush(s.partitionId)) out.push({ verified: NO_BOUND, windowSeconds: NO_BOUND, lookup: toLookUp(s, every) });
-          else {
-            unclear.push({ at: out.length, maybe: every });
-            out.push({ verified: NO_BOUND, windowSeconds: NO_BOUND });
-          }
-          continue;
-        }
-        // The claim is only as wide as the window the entry was built for.
-        const vouch = verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits };
-        if (maybe.length > 0 && this.placement.inPush(s.partitionId)) {
-          out.push({ ...vouch, lookup: toLookUp(s, maybe, spans) });
+          // A placeholder: the lookup replaces it by min(NO_BOUND, L) = L
+          // (apart: lookUp; in the push: SQL), or by NO_VOUCH when it fails.
+          unclear.push({ at: out.length, maybe: allItems(s.count) });
+          out.push({ verified: NO_BOUND, windowSeconds: NO_BOUND });
           continue;
         }
         if (maybe.length > 0) unclear.push(spans === undefined ? { at: out.length, maybe } : { at: out.length, maybe, spans });
-        out.push(vouch);
+        // The claim is only as wide as the window the entry was built for.
+        out.push(verified < 0 ? NO_VOUCH : { verified, windowSeconds: this.cache.vouchedWindow(s.partitionId), hits });
       }
-      if (unclear.length > 0) await this.lookUp(segments, out, unclear);
+      if (unclear.length === 0) return out;
+      // The bundle's lookups all go one way (lookupPlacement.ts): the round
+      // trip the push's call saves is the bundle's, not a segment's.
+      if (this.placement.inPush(unclear.map(({ at }) => segments[at]!.partitionId))) {
+        for (const { at, maybe, spans } of unclear) out[at] = { ...out[at]!, lookup: toLookUp(segments[at]!, maybe, spans) };
+      } else await this.lookUp(segments, out, unclear);
       return out;
     } catch (err) {
       // Never leave a partition marked in flight: that would wedge it.

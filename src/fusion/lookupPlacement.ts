@@ -1,31 +1,34 @@
 import { SoftCappedMap } from '../util/softCappedMap.js';
 
 /**
- * Where a segment's maybe items are looked up: `apart`, in a lookup call of
+ * Where a bundle's maybe items are looked up: `apart`, in a lookup call of
  * their own before the push (what it finds goes to the push as hints), or
  * `in-push`, in the push's own call (queen.log_push_looked_v1), which saves
- * a round trip when the lookup finds nothing and pays a full probe of the
- * segment and a second round when it finds something.
+ * the bundle a round trip and pays, for each segment whose lookup finds
+ * something, a full probe of that segment under the row lock and, for the
+ * segment's other items, a second round.
  *
- * Which is cheaper depends on whether the lookup will find anything: a maybe
- * item is a filter's false positive (found nothing) or a re-sent id (found).
- * So this keeps, per partition, how often its recent lookups found
- * something (an average that halves each older outcome's weight), and a
- * partition's segments go in the push while that is under a quarter: two
- * empty lookups in a row after one that found bring it back, one that finds
- * sends the next ones apart. A partition it has not seen (or has forgotten)
- * takes the average over every partition's lookups, which moves by 1/64 a
- * lookup. Placement decides no verdict: either way the push is exact
- * (sql/functions/push.sql); it only decides which of two exact paths a
- * segment takes.
+ * So in the push is cheaper only where few segments' lookups will find
+ * anything: a maybe item is a filter's false positive (found nothing) or a
+ * re-sent id (found). This keeps, per partition, the share of its recent
+ * lookups that found something (an average in which each older outcome
+ * weighs half the next; a partition not seen yet, or forgotten, takes the
+ * share over every partition's lookups, which moves by 1/64 a lookup), and
+ * a bundle's lookups go in the push while the sum of its segments' shares,
+ * the segments expected to find something, is under one half. A
+ * duplicate-free stream past the budget (only false positives) goes in the
+ * push; a partition that found a re-sent id sends its bundles apart until
+ * its share has halved below the bound again; 1 000 one-item segments of
+ * which a tenth are re-sent go apart. Placement decides no verdict: either
+ * way the push is exact (sql/functions/push.sql).
  */
 export type LookupMode = 'adaptive' | 'apart' | 'in-push';
 
-/** A partition's segments go in the push while its share of lookups that found something is below this. */
-const IN_PUSH_BELOW = 0.25;
+/** A bundle's lookups go in the push while its segments' expected finds sum to less than this. */
+const EXPECTED_FINDS_BELOW = 0.5;
 /** Weight of a partition's newest outcome. */
 const PARTITION_WEIGHT = 0.5;
-/** Weight of any partition's newest outcome in the fleet-wide share. */
+/** Weight of any partition's newest outcome in the share over every partition. */
 const GLOBAL_WEIGHT = 1 / 64;
 /** Partitions remembered; a forgotten one falls back to the global share. */
 const REMEMBERED = 65_536;
@@ -36,10 +39,15 @@ export class LookupPlacement {
 
   constructor(readonly mode: LookupMode = 'adaptive') {}
 
-  /** Whether pid's maybe items should be looked up in the push's call. */
-  inPush(pid: number): boolean {
+  /** Whether the lookups of a bundle's segments (their partitions) go in the push's call. */
+  inPush(partitionIds: readonly number[]): boolean {
     if (this.mode !== 'adaptive') return this.mode === 'in-push';
-    return (this.shares.get(pid) ?? this.global) < IN_PUSH_BELOW;
+    let expected = 0;
+    for (const pid of partitionIds) {
+      expected += this.shares.get(pid) ?? this.global;
+      if (expected >= EXPECTED_FINDS_BELOW) return false;
+    }
+    return true;
   }
 
   /** A lookup of pid's items (either way) found `found` occurrences. */
