@@ -58,7 +58,7 @@ export const DEFAULTS = {
   compactionMinTail: 512,
   /** Runs of one size tier merged into one of the next (sql/functions/compaction.sql); four times as many where runs are rarely read (src/compaction/mergeWidth.ts). */
   compactionFanout: 4,
-  /** Where a filter's maybe items are looked up: apart, in the push's call, or per partition by what its lookups find (src/fusion/lookupPlacement.ts). */
+  /** Where a filter's maybe items are looked up: apart, in the push's call, or per bundle by what its partitions' lookups found (src/fusion/lookupPlacement.ts). */
   dedupLookup: 'adaptive' as (typeof DEDUP_LOOKUPS)[number],
   maxPayloadBytes: 1024 * 1024,
   maxBodyBytes: 16 * 1024 * 1024,

@@ -1,4 +1,4 @@
-import { NO_BOUND, type LogEngine, type LookupInput, type SegmentOutcome } from '../engine/logEngine.js';
+import { NO_BOUND, type ItemsToLookUp, type LogEngine, type LookupInput, type SegmentOutcome } from '../engine/logEngine.js';
 import { NO_VOUCH, type Hint, type PendingSegment, type Vouch, type WatermarkSource } from '../engine/writer.js';
 import { HASH_BYTES } from '../util/txnHash.js';
 import { COLD_TAIL_OFFSETS, WindowBuilds, type WindowBuild, type WindowFetch } from './windowBuilds.js';
@@ -49,7 +49,7 @@ export class CacheWatermarks implements WatermarkSource {
   private readonly lookupFailures;
   /** Window fetches run off the flush path (windowBuilds.ts). */
   readonly builds: WindowBuilds;
-  /** Whether a segment's maybe items are looked up apart or in the push (lookupPlacement.ts). */
+  /** Whether a bundle's maybe items are looked up apart or in the push (lookupPlacement.ts). */
   readonly placement: LookupPlacement;
 
   constructor(
@@ -222,7 +222,7 @@ export class CacheWatermarks implements WatermarkSource {
       // The bundle's lookups all go one way (lookupPlacement.ts): the round
       // trip the push's call saves is the bundle's, not a segment's.
       if (this.placement.inPush(unclear.map(({ at }) => segments[at]!.partitionId))) {
-        for (const { at, maybe, spans } of unclear) out[at] = { ...out[at]!, lookup: toLookUp(segments[at]!, maybe, spans) };
+        for (const { at, maybe, spans } of unclear) out[at] = { ...out[at]!, lookup: itemsToLookUp(segments[at]!, maybe, spans) };
       } else await this.lookUp(segments, out, unclear);
       return out;
     } catch (err) {
@@ -245,9 +245,7 @@ export class CacheWatermarks implements WatermarkSource {
   private async lookUp(segments: readonly PendingSegment[], out: Vouch[], unclear: Unclear[]): Promise<void> {
     const inputs: LookupInput[] = unclear.map(({ at, maybe, spans }) => ({
       partitionId: segments[at]!.partitionId,
-      count: maybe.length,
-      hashes: pickHashes(segments[at]!.hashes, maybe),
-      ...(spans === undefined ? {} : { from: spans.from, to: spans.to }),
+      ...itemsToLookUp(segments[at]!, maybe, spans),
     }));
     let found;
     try {
@@ -315,8 +313,8 @@ interface Unclear {
   spans?: ItemSpans;
 }
 
-/** The items `maybe` of segment s to look up in the push's call, with their spans when the entry gave them. */
-function toLookUp(s: PendingSegment, maybe: readonly number[], spans?: ItemSpans): NonNullable<Vouch['lookup']> {
+/** The items `maybe` of segment s to look up (apart or in the push's call), with their spans when the entry gave them. */
+function itemsToLookUp(s: PendingSegment, maybe: readonly number[], spans?: ItemSpans): ItemsToLookUp {
   const hashes = pickHashes(s.hashes, maybe);
   return spans === undefined ? { count: maybe.length, hashes } : { count: maybe.length, hashes, from: spans.from, to: spans.to };
 }
